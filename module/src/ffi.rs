@@ -339,6 +339,28 @@ impl Ctx {
         }
     }
 
+    /// Whether `key` is physically stored, even if logically expired. On Redis 7.0 a key whose
+    /// time has passed reads as absent but is not deleted while clients are paused for writes
+    /// (CLIENT PAUSE WRITE, FAILOVER); creating it then would trip Redis' own assertion. Only
+    /// DEBUG OBJECT looks at the dictionary without expiring (RM_Call does not apply
+    /// `enable-debug-command`, which guards client connections).
+    pub fn key_stored(self, key: RStr) -> bool {
+        // SAFETY: fmt "cs": a C string then a RedisModuleString; the reply is freed once.
+        unsafe {
+            let reply = api!(RedisModule_Call)(self.0, c"DEBUG".as_ptr(), c"cs".as_ptr(), c"OBJECT".as_ptr(), key.0);
+            if reply.is_null() {
+                return false;
+            }
+            let stored = api!(RedisModule_CallReplyType)(reply) as isize != raw::REDISMODULE_REPLY_ERROR;
+            api!(RedisModule_FreeCallReply)(reply);
+            stored
+        }
+    }
+
+    pub fn is_replica(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
+    }
+
     /// HGETALL as (field, value) pairs.
     pub fn hash_fields(self, key: RStr) -> Vec<(Vec<u8>, Vec<u8>)> {
         let flat = self.call_read(c"HGETALL", key).unwrap_or_default();

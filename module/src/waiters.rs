@@ -27,6 +27,9 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 type Handle = usize;
 
+/// How often a lock whose expired key is kept by a write pause is looked at again.
+const PAUSED_RECHECK_MS: i64 = 10;
+
 thread_local! {
     static QUEUES: RefCell<Queues<Handle>> = RefCell::default();
     /// Waiters granted the lock whose reply has not reached them yet (it is sent from
@@ -280,12 +283,18 @@ fn check(ctx: Ctx, id: &LockId) {
         forget_if_idle(ctx, id);
         return;
     }
-    if !ctx.select_db(id.db) {
+    // A replica never writes; its waiters were disconnected when it was demoted.
+    if ctx.is_replica() || !ctx.select_db(id.db) {
         return;
     }
     let name = OwnedStr::new(&id.key);
     let key = Key::write(ctx, name.get());
     match key.kind() {
+        KeyKind::Empty if ctx.key_stored(name.get()) => {
+            // Expired but kept: writes are paused, and Redis keeps the dataset still until the
+            // pause ends, so wait for it too.
+            watch(ctx, id, ctx.now_ms() + PAUSED_RECHECK_MS);
+        }
         KeyKind::Empty => hand_off(ctx, &key, name.get(), id),
         KeyKind::Hash => {
             if let Some(at) = key.abs_expire() {
@@ -309,7 +318,7 @@ fn check(ctx: Ctx, id: &LockId) {
 }
 
 fn revoke(ctx: Ctx, id: &LockId, owner: &[u8]) {
-    if !ctx.select_db(id.db) {
+    if ctx.is_replica() || !ctx.select_db(id.db) {
         return;
     }
     let name = OwnedStr::new(&id.key);
