@@ -266,9 +266,15 @@ impl Ctx {
     }
 
     /// Fire a keyspace notification for a write made through the low-level key API (which
-    /// fires none), so keyspace listeners (Redisson's lock listeners) see what native commands
-    /// would show.
+    /// fires none), so keyspace listeners (Redisson's lock listeners) see what a native command
+    /// would show. Skipped when `notify-keyspace-events` does not enable the class: then no
+    /// client could receive it, and raising it would cost every call a context set-up.
     pub fn notify(self, class: c_int, event: &CStr, key: RStr) {
+        // SAFETY: plain read of the server's notification flags.
+        let enabled = unsafe { api!(RedisModule_GetNotifyKeyspaceEvents)() };
+        if enabled & class == 0 {
+            return;
+        }
         // SAFETY: valid ctx and key string.
         unsafe { api!(RedisModule_NotifyKeyspaceEvent)(self.0, class, event.as_ptr(), key.0) };
     }

@@ -82,7 +82,7 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Reply, CmdError> {
                 &[
                     name.bytes(),
                     owner.bytes(),
-                    remaining.to_string().as_bytes(),
+                    itoa::Buffer::new().format(remaining).as_bytes(),
                 ],
                 false,
             );
@@ -109,7 +109,7 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Reply, CmdError> {
     key.set_abs_expire(at);
     ctx.replicate(
         c"PEXPIREAT",
-        &[name.bytes(), at.to_string().as_bytes()],
+        &[name.bytes(), itoa::Buffer::new().format(at).as_bytes()],
         false,
     );
     ctx.notify(raw::REDISMODULE_NOTIFY_GENERIC, c"expire", name);

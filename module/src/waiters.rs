@@ -80,12 +80,12 @@ pub fn write_hold(ctx: Ctx, key: &Key, name: RStr, owner: RStr, count: i64, at_m
     key.set_abs_expire(at_ms);
     ctx.replicate(
         c"HSET",
-        &[name.bytes(), owner.bytes(), count.to_string().as_bytes()],
+        &[name.bytes(), owner.bytes(), itoa::Buffer::new().format(count).as_bytes()],
         false,
     );
     ctx.replicate(
         c"PEXPIREAT",
-        &[name.bytes(), at_ms.to_string().as_bytes()],
+        &[name.bytes(), itoa::Buffer::new().format(at_ms).as_bytes()],
         false,
     );
     ctx.notify(raw::REDISMODULE_NOTIFY_HASH, c"hincrby", name);
