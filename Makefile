@@ -3,7 +3,7 @@ SHELL := /bin/bash
 MODULE := target/release/librlock_module.so
 PORT ?= $(shell awk '$$1=="port"{print $$2}' redis.conf)
 
-.PHONY: deps build run test unit integration clean
+.PHONY: deps build run test bench bench-quick clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -22,6 +22,17 @@ run: build
 test: deps
 	cargo build --release -p rlock-module
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --workspace --no-fail-fast
+
+# Benchmark: rlock vs Redisson's Lua protocol vs the native-command ceiling, in one run.
+# Prints a markdown table and writes it with an SVG chart under bench/results/.
+bench: deps
+	cargo build --release -p rlock-module -p rlock-bench
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) target/release/rlock-bench
+
+# A short smoke run of every scenario (CI runs it: it must complete with mutual exclusion held).
+bench-quick: deps
+	cargo build --release -p rlock-module -p rlock-bench
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) target/release/rlock-bench --quick
 
 clean:
 	cargo clean

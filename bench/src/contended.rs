@@ -1,0 +1,107 @@
+//! Scenario 2: N clients on one key, looping acquire → critical section → release.
+
+use crate::bench::{commands_executed, reset_stats, Bench};
+use crate::protocols::Kind;
+use crate::report::{jain, ms, percentile, Bar, Report, Table};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+pub fn run(b: &Bench, r: &mut Report) {
+    let mut t = Table::new(
+        "2. Contended: N clients on one lock (acquire, critical section, release)",
+        &["clients", "protocol", "hand-offs/s", "acquire p50 ms", "acquire p99 ms", "per-client min/max", "Jain", "server cmds per acquisition"],
+    );
+    for &n in b.sizes.contended {
+        let mut rates = Vec::new();
+        for kind in [Kind::Rlock, Kind::RlockClient, Kind::Redisson] {
+            let m = measure(b, kind, n, r);
+            t.row(vec![
+                n.to_string(),
+                kind.name().into(),
+                format!("{:.0}", m.rate),
+                ms(m.p50),
+                ms(m.p99),
+                format!("{}/{}", m.min, m.max),
+                format!("{:.3}", m.jain),
+                format!("{:.2}", m.cmds_per_acq),
+            ]);
+            r.bars.push(Bar { group: format!("{n} clients, hand-offs/s"), series: kind.name().into(), value: m.rate });
+            rates.push((kind, m));
+        }
+        let rl = &rates[0].1;
+        let rs = &rates[2].1;
+        if n >= 8 {
+            let ratio = rl.rate / rs.rate;
+            r.target(&format!("contended hand-offs/s vs Redisson, {n} clients"), format!("{ratio:.2}×"), "≥ 3×", ratio >= 3.0);
+        }
+        r.target(&format!("server commands per acquisition, {n} clients"), format!("{:.2}", rl.cmds_per_acq), "exactly 2", (rl.cmds_per_acq - 2.0).abs() < 0.005);
+        r.target(&format!("Jain's fairness index, {n} clients"), format!("{:.3}", rl.jain), "≥ 0.95", rl.jain >= 0.95);
+    }
+    r.tables.push(t);
+}
+
+struct Measured {
+    rate: f64,
+    p50: Duration,
+    p99: Duration,
+    min: u64,
+    max: u64,
+    jain: f64,
+    cmds_per_acq: f64,
+}
+
+fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report) -> Measured {
+    let key = format!("contended:{n}:{}", kind.name());
+    let mut stats = b.conn();
+    // Who is in the critical section (0 = nobody): a second holder is a mutual-exclusion bug.
+    let holder = AtomicUsize::new(0);
+    let violations = AtomicU64::new(0);
+    // Connect everyone before the clock starts.
+    let protocols: Vec<_> = (0..n).map(|i| b.protocol(kind, i)).collect();
+    reset_stats(&mut stats);
+    let start = Instant::now();
+    let results: Vec<(u64, Vec<Duration>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = protocols
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut p)| {
+                let (key, holder, violations) = (&key, &holder, &violations);
+                scope.spawn(move || {
+                    let mut lat = Vec::new();
+                    let mut count = 0u64;
+                    while start.elapsed() < b.sizes.run {
+                        let t0 = Instant::now();
+                        assert!(p.acquire(key, 30_000, None));
+                        lat.push(t0.elapsed());
+                        if holder.swap(i + 1, SeqCst) != 0 {
+                            violations.fetch_add(1, SeqCst);
+                        }
+                        std::hint::spin_loop();
+                        if holder.compare_exchange(i + 1, 0, SeqCst, SeqCst).is_err() {
+                            violations.fetch_add(1, SeqCst);
+                        }
+                        p.release(key);
+                        count += 1;
+                    }
+                    (count, lat)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let elapsed = start.elapsed();
+    let cmds = commands_executed(&mut stats);
+    r.violations += violations.load(SeqCst);
+    let counts: Vec<u64> = results.iter().map(|(c, _)| *c).collect();
+    let total: u64 = counts.iter().sum();
+    let mut lat: Vec<Duration> = results.into_iter().flat_map(|(_, l)| l).collect();
+    Measured {
+        rate: total as f64 / elapsed.as_secs_f64(),
+        p50: percentile(&mut lat, 50.0),
+        p99: percentile(&mut lat, 99.0),
+        min: *counts.iter().min().unwrap(),
+        max: *counts.iter().max().unwrap(),
+        jain: jain(&counts),
+        cmds_per_acq: cmds as f64 / total.max(1) as f64,
+    }
+}

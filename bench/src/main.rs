@@ -1,0 +1,87 @@
+//! `make bench`: rlock's native commands against Redisson's Lua protocol and the raw-command
+//! ceiling, side by side in one run against one redis-server started here.
+//!
+//! Usage: `rlock-bench [--quick] [--out DIR]`. Prints a markdown table of absolute figures and
+//! ratios and writes it with an SVG chart to DIR (default `bench/results`). `--quick` is a
+//! smoke run for CI; its figures are not meaningful, but mutual exclusion is still checked and
+//! a violation fails the run.
+
+mod bench;
+mod contended;
+mod expiry;
+mod memory;
+mod protocols;
+mod report;
+mod uncontended;
+mod watchdog;
+
+use bench::{Bench, Sizes};
+use report::Report;
+use rlock_tests::{Server, ServerOptions};
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn main() {
+    let mut quick = false;
+    let mut out = rlock_tests::workspace_root().join("bench/results");
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--out" => out = PathBuf::from(args.next().expect("--out needs a directory")),
+            "-h" | "--help" => {
+                println!("usage: rlock-bench [--quick] [--out DIR]");
+                return;
+            }
+            other => {
+                eprintln!("unknown argument {other:?}; usage: rlock-bench [--quick] [--out DIR]");
+                std::process::exit(2);
+            }
+        }
+    }
+
+    let started = Instant::now();
+    // One server, no persistence: every protocol pays the same for the server, and none for disk.
+    let server = Server::with(ServerOptions { args: vec!["--maxclients".into(), "10000".into()], ..Default::default() });
+    let mut conn = server.conn();
+    let version = rlock_tests::info_field(&mut conn, "server", "redis_version").unwrap_or_default();
+    let bench = Bench {
+        url: server.url(),
+        shas: protocols::Shas::load(&mut conn),
+        client: rlock::Client::open(server.url()).expect("rlock client"),
+        sizes: if quick { Sizes::quick() } else { Sizes::full() },
+    };
+
+    let mut report = Report::default();
+    let steps: [(&str, fn(&Bench, &mut Report)); 5] = [
+        ("uncontended", uncontended::run),
+        ("contended", contended::run),
+        ("expiry hand-off", expiry::run),
+        ("watchdog", watchdog::run),
+        ("memory", memory::run),
+    ];
+    for (name, step) in steps {
+        eprintln!("[{:>5.1}s] {name} ...", started.elapsed().as_secs_f64());
+        step(&bench, &mut report);
+    }
+
+    let header = format!(
+        "## rlock benchmark{}\n\nredis-server {version} with the rlock module, on {} cores; produced by `{}` in {:.0} s.",
+        if quick { " (quick smoke run: figures not meaningful)" } else { "" },
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        if quick { "make bench-quick" } else { "make bench" },
+        started.elapsed().as_secs_f64(),
+    );
+    let md = report.markdown(&header);
+    println!("{md}");
+    std::fs::create_dir_all(&out).expect("create results directory");
+    let stem = if quick { "quick" } else { "latest" };
+    std::fs::write(out.join(format!("{stem}.md")), &md).expect("write results");
+    std::fs::write(out.join(format!("{stem}.svg")), report.svg("rlock vs Redisson's protocol vs native ceiling")).expect("write chart");
+    eprintln!("wrote {}/{stem}.md and {stem}.svg", out.display());
+
+    if report.violations > 0 {
+        eprintln!("MUTUAL EXCLUSION VIOLATED {} times", report.violations);
+        std::process::exit(1);
+    }
+}

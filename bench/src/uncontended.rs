@@ -1,0 +1,149 @@
+//! Scenario 1: uncontended acquire+release on distinct keys.
+
+use crate::bench::{commandstats, reset_stats, Bench};
+use crate::protocols::{owner, pipeline_pairs, Kind};
+use crate::report::{Bar, Report, Table};
+use redis::Value;
+use std::time::Instant;
+
+pub fn run(b: &Bench, r: &mut Report) {
+    unpipelined(b, r);
+    let pipelined = pipelined(b, r);
+    server_cost(b, r, pipelined);
+}
+
+/// One connection, one pair at a time: latency-bound.
+fn unpipelined(b: &Bench, r: &mut Report) {
+    let mut t = Table::new("1a. Uncontended, 1 connection, unpipelined", &["protocol", "pairs/s", "µs per pair"]);
+    let mut rows = Vec::new();
+    for kind in [Kind::Rlock, Kind::RlockClient, Kind::Redisson, Kind::Ceiling] {
+        let mut p = b.protocol(kind, 0);
+        let start = Instant::now();
+        let mut n = 0u64;
+        while start.elapsed() < b.sizes.run {
+            let key = format!("u1:{}:{n}", kind.name());
+            assert!(p.acquire(&key, 30_000, Some(std::time::Duration::ZERO)), "uncontended acquire failed");
+            p.release(&key);
+            n += 1;
+        }
+        rows.push((kind.name().to_string(), n as f64 / start.elapsed().as_secs_f64()));
+    }
+    // The round-trip ceiling: two PINGs per pair.
+    let mut c = b.conn();
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < b.sizes.run {
+        let _: String = redis::cmd("PING").query(&mut c).unwrap();
+        let _: String = redis::cmd("PING").query(&mut c).unwrap();
+        n += 1;
+    }
+    rows.push(("ceiling (2 PINGs)".into(), n as f64 / start.elapsed().as_secs_f64()));
+    for (name, rate) in rows {
+        t.row(vec![name.clone(), format!("{rate:.0}"), format!("{:.1}", 1e6 / rate)]);
+        r.bars.push(Bar { group: "1 conn, unpipelined pairs/s".into(), series: name, value: rate });
+    }
+    r.tables.push(t);
+}
+
+/// Several connections, each sending pipelines of pairs: server-bound. Returns pairs/s per kind.
+fn pipelined(b: &Bench, r: &mut Report) -> Vec<(Kind, f64)> {
+    let s = &b.sizes;
+    let mut t = Table::new(
+        &format!("1b. Uncontended, {} connections, {} pairs per pipeline", s.pipe_conns, s.pipe_pairs),
+        &["protocol", "pairs/s", "vs redisson", "vs ceiling"],
+    );
+    let mut rates = Vec::new();
+    for kind in [Kind::Rlock, Kind::Redisson, Kind::Ceiling] {
+        let start = Instant::now();
+        let total: u64 = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..s.pipe_conns)
+                .map(|c| {
+                    scope.spawn(move || {
+                        let mut conn = b.conn();
+                        let who = owner(c);
+                        let mut done = 0u64;
+                        while start.elapsed() < s.run {
+                            let mut pipe = redis::pipe();
+                            pipeline_pairs(kind, &mut pipe, &b.shas, &who, &format!("u2:{}:{c}", kind.name()), done, s.pipe_pairs);
+                            let _: Vec<Value> = pipe.query(&mut conn).expect("pipeline");
+                            done += s.pipe_pairs;
+                        }
+                        done
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        rates.push((kind, total as f64 / start.elapsed().as_secs_f64()));
+    }
+    let of = |k: Kind| rates.iter().find(|(kk, _)| *kk == k).map(|x| x.1).unwrap();
+    for &(kind, rate) in &rates {
+        t.row(vec![
+            kind.name().into(),
+            format!("{rate:.0}"),
+            format!("{:.2}×", rate / of(Kind::Redisson)),
+            format!("{:.2}×", rate / of(Kind::Ceiling)),
+        ]);
+        r.bars.push(Bar { group: "pipelined pairs/s".into(), series: kind.name().into(), value: rate });
+    }
+    r.tables.push(t);
+    let vs_redisson = of(Kind::Rlock) / of(Kind::Redisson);
+    let vs_ceiling = of(Kind::Rlock) / of(Kind::Ceiling);
+    r.target("pipelined pairs/s vs Redisson", format!("{vs_redisson:.2}×"), "≥ 3×", vs_redisson >= 3.0);
+    r.target("pipelined pairs/s vs HSET+DEL ceiling", format!("{vs_ceiling:.2}×"), "≥ 0.5×", vs_ceiling >= 0.5);
+    rates
+}
+
+/// Server-side µs per call from INFO commandstats: acquires alone, then releases alone, one
+/// pipelined connection, so each figure is one command kind.
+fn server_cost(b: &Bench, r: &mut Report, _rates: Vec<(Kind, f64)>) {
+    let n = b.sizes.cost_calls;
+    let mut conn = b.conn();
+    let who = owner(99);
+    let mut cost = |phase: &str, build: &dyn Fn(&mut redis::Pipeline, u64), stat: &str| -> f64 {
+        reset_stats(&mut conn);
+        let chunk = 1_000;
+        for start in (0..n).step_by(chunk as usize) {
+            let mut pipe = redis::pipe();
+            for i in start..(start + chunk).min(n) {
+                build(&mut pipe, i);
+            }
+            let _: Vec<Value> = pipe.query(&mut conn).expect(phase);
+        }
+        let (calls, usec) = commandstats(&mut conn)[stat];
+        usec as f64 / calls as f64
+    };
+    let sha = b.shas.clone();
+    let rl_acq = cost("rlock acquire", &|p, i| {
+        p.cmd("RLOCK.ACQUIRE").arg(format!("sc:rl:{i}")).arg(&who).arg(30_000);
+    }, "rlock.acquire");
+    let rl_rel = cost("rlock release", &|p, i| {
+        p.cmd("RLOCK.RELEASE").arg(format!("sc:rl:{i}")).arg(&who);
+    }, "rlock.release");
+    let rs_acq = cost("redisson acquire", &|p, i| {
+        let mut pp = redis::pipe();
+        pipeline_pairs(Kind::Redisson, &mut pp, &sha, &who, "sc:rs", i, 1);
+        // Only the acquire script of the pair.
+        p.add_command(pp.cmd_iter().next().unwrap().clone());
+    }, "evalsha");
+    let rs_rel = cost("redisson release", &|p, i| {
+        let mut pp = redis::pipe();
+        pipeline_pairs(Kind::Redisson, &mut pp, &sha, &who, "sc:rs", i, 1);
+        p.add_command(pp.cmd_iter().nth(1).unwrap().clone());
+    }, "evalsha");
+    let hset = cost("hset", &|p, i| {
+        p.cmd("HSET").arg(format!("sc:h:{i}")).arg(&who).arg(1);
+    }, "hset");
+    let del = cost("del", &|p, i| {
+        p.cmd("DEL").arg(format!("sc:h:{i}"));
+    }, "del");
+    let mut t = Table::new(
+        &format!("1c. Server-side cost per call (INFO commandstats, {n} pipelined calls each)"),
+        &["call", "rlock µs", "redisson µs", "redisson / rlock", "native µs"],
+    );
+    t.row(vec!["acquire".into(), format!("{rl_acq:.2}"), format!("{rs_acq:.2}"), format!("{:.2}×", rs_acq / rl_acq), format!("{hset:.2} (HSET)")]);
+    t.row(vec!["release".into(), format!("{rl_rel:.2}"), format!("{rs_rel:.2}"), format!("{:.2}×", rs_rel / rl_rel), format!("{del:.2} (DEL)")]);
+    r.tables.push(t);
+    r.target("server cost per acquire vs Redisson script", format!("{:.2}× cheaper", rs_acq / rl_acq), "≥ 4× cheaper", rs_acq / rl_acq >= 4.0);
+    r.target("server cost per release vs Redisson script", format!("{:.2}× cheaper", rs_rel / rl_rel), "≥ 4× cheaper", rs_rel / rl_rel >= 4.0);
+}
