@@ -155,6 +155,12 @@ pub fn park(
         )
     });
     stats::WAITS_STARTED.incr();
+    if block_ms > 0 {
+        // Redis checks blocked-client deadlines precisely, but only when its event loop wakes,
+        // which with nothing else to do is the next server cron (100 ms at hz 10). A timer at
+        // the deadline wakes it, so the wait ends on time.
+        ctx.create_timer(block_ms + 1, wake_event_loop, std::ptr::null_mut());
+    }
     if let Some(at) = holder_expiry {
         watch(ctx, id, at + 1);
     }
@@ -259,6 +265,9 @@ fn stop(ctx: Ctx, timer: Timer) {
         drop(unsafe { Box::from_raw(data.cast::<Job>()) });
     }
 }
+
+/// Does nothing: firing is the point (see `park`).
+unsafe extern "C" fn wake_event_loop(_ctx: *mut RedisModuleCtx, _data: *mut c_void) {}
 
 unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
     // SAFETY: data is the Box<Job> given to RM_CreateTimer; a fired timer is never stopped.
