@@ -1,1 +1,101 @@
-//! `rlock`: the Rust client for the rlock Redis module (see the client issue).
+//! `rlock`: Redisson's `RLock` for Rust, over the native `RLOCK.*` commands of the rlock Redis
+//! module.
+//!
+//! Locks live in Redis with exactly Redisson's layout (a hash named after the lock, one field
+//! `UUID:number` per owner holding its re-entry count, `PEXPIRE` = the lease), so a Java service
+//! on Redisson and a Rust service on rlock can share a lock. Waiting happens on the server: a
+//! waiter is parked in a first-come, first-served queue and the lock is handed to it directly
+//! on release or expiry; the client never polls or sleeps.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! let lock = client.lock("orders:42");
+//!
+//! // Redisson style: lock / unlock (re-entrant, watchdog keeps it alive until unlock).
+//! lock.lock()?;
+//! lock.unlock()?;
+//!
+//! // Rust style: a guard that unlocks when dropped.
+//! {
+//!     let _guard = lock.guard()?;
+//!     // ... critical section ...
+//! }
+//!
+//! // Wait at most 1 s, hold at most 10 s.
+//! if lock.try_lock_with(Duration::from_secs(1), Duration::from_secs(10))? {
+//!     lock.unlock()?;
+//! }
+//! # Ok::<(), rlock::Error>(())
+//! ```
+//!
+//! # Map from Redisson
+//!
+//! | Redisson | rlock (sync) | rlock (async) |
+//! |---|---|---|
+//! | `Redisson.create(config)` | [`Client::open`], [`Client::builder`] | same |
+//! | `getLock` / `getFairLock` | [`Client::lock`] / [`Client::fair_lock`] | [`Client::async_lock`] |
+//! | `getFencedLock` | [`Client::fenced_lock`] | [`Client::async_fenced_lock`] |
+//! | `lock()`, `lock(lease)` | [`Lock::lock`], [`Lock::lock_with_lease`] | [`AsyncLock::lock`], ... |
+//! | `tryLock()`, `tryLock(wait)`, `tryLock(wait, lease)` | [`Lock::try_lock`], [`Lock::try_lock_for`], [`Lock::try_lock_with`] | same names |
+//! | `unlock()` (`IllegalMonitorStateException`) | [`Lock::unlock`] ([`Error::NotOwner`]) | [`AsyncLock::unlock`] |
+//! | `forceUnlock`, `isLocked`, `isHeldByCurrentThread`, `getHoldCount`, `remainTimeToLive` | [`Lock::force_unlock`], [`Lock::is_locked`], [`Lock::is_held_by_current_thread`], [`Lock::hold_count`], [`Lock::remain_time_to_live`] | [`AsyncLock::is_held_by_current_task`], ... |
+//! | `lockAsync(threadId)` | [`Lock::with_owner`] | [`AsyncLock::with_owner`] |
+//!
+//! # Owners: threads in sync code, tasks in async code
+//!
+//! The sync API acts as `UUID:thread-number` of the calling thread, as Redisson does. The async
+//! API acts as the calling tokio task, or an explicit [`Owner`]; thread ids cannot work there
+//! because one worker thread runs many tasks (they would re-enter each other's locks instead of
+//! excluding each other) and a task moves between threads at any `.await` (its unlock would run
+//! as another owner). See [`Owner`].
+//!
+//! # Watchdog
+//!
+//! A lock taken without a lease gets the watchdog timeout as lease (default 30 s). One
+//! background task per client renews every such lock every `timeout / 3`, all in one pipelined
+//! round trip (`RLOCK.RENEW` per lock) on a connection of its own. Renewal stops the moment the
+//! lock is fully released. When a renewal finds the lock gone, the hold is marked lost
+//! ([`LockGuard::is_lost`], [`AsyncLockGuard::lost`], [`Lock::is_lost`]) and a `tracing` warning
+//! is logged. If the process dies, its locks free after the watchdog timeout.
+//!
+//! # Connections and cancellation
+//!
+//! Non-blocking commands share one multiplexed connection. A waiting acquire holds a pooled
+//! connection of its own for the wait (a blocked command occupies its connection on the
+//! server). Dropping an async acquire future, or a wait the client gives up on, withdraws the
+//! waiter from the server's queue (`CLIENT UNBLOCK`); if the server granted the lock at the same
+//! moment, the client releases it at once. After a server restart the client reconnects; a wait
+//! broken by the restart queues again.
+//!
+//! The client runs its connections and watchdog on a small runtime of its own, so the sync API
+//! needs no runtime and the async API works from any tokio runtime. Don't call the blocking API
+//! from async code: it blocks the calling worker thread.
+//!
+//! The client talks to one Redis server (a standalone server or a master); Redis Cluster
+//! routing is not supported yet.
+
+#![warn(missing_docs)]
+
+mod asynk;
+mod client;
+mod config;
+mod conn;
+mod error;
+mod guard;
+mod keys;
+mod lock;
+mod ops;
+mod owner;
+mod watchdog;
+
+pub use asynk::{AsyncFencedLock, AsyncLock};
+pub use client::Client;
+pub use config::{ClientBuilder, Config};
+pub use error::{Error, Result};
+pub use guard::{AsyncLockGuard, LockGuard};
+pub use lock::{FencedLock, Lock, Ttl};
+pub use owner::Owner;

@@ -4,6 +4,7 @@
 //! dropped, so tests run in parallel and never leave a server behind. The harness never touches
 //! the default port 6379.
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -11,6 +12,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub use redis;
+use redis::ConnectionLike;
+pub use redis::Value;
 
 /// Path of the module built in release mode (`make test` builds it first; the harness builds it
 /// itself when it is missing or `RLOCK_MODULE` does not name another file).
@@ -37,12 +40,19 @@ pub fn module_path() -> &'static Path {
 }
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// A port on 127.0.0.1 that was free a moment ago (the OS picks it).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// How to start a server.
@@ -62,7 +72,13 @@ pub struct ServerOptions {
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { module: true, replica_of: None, aof: false, dir: None, args: Vec::new() }
+        ServerOptions {
+            module: true,
+            replica_of: None,
+            aof: false,
+            dir: None,
+            args: Vec::new(),
+        }
     }
 }
 
@@ -96,7 +112,10 @@ impl Server {
         let (tmp, dir) = match &opts.dir {
             Some(d) => (None, d.clone()),
             None => {
-                let t = tempfile::Builder::new().prefix("rlock-test-").tempdir().unwrap();
+                let t = tempfile::Builder::new()
+                    .prefix("rlock-test-")
+                    .tempdir()
+                    .unwrap();
                 let d = t.path().to_path_buf();
                 (Some(t), d)
             }
@@ -104,10 +123,24 @@ impl Server {
         let port = free_port();
         let mut cmd = Command::new("redis-server");
         cmd.arg("--port").arg(port.to_string());
-        cmd.args(["--bind", "127.0.0.1", "--daemonize", "no", "--save", "", "--protected-mode", "no"]);
+        cmd.args([
+            "--bind",
+            "127.0.0.1",
+            "--daemonize",
+            "no",
+            "--save",
+            "",
+            "--protected-mode",
+            "no",
+        ]);
         cmd.arg("--dir").arg(&dir);
         cmd.arg("--logfile").arg(dir.join("redis.log"));
-        cmd.args(["--enable-debug-command", "yes", "--appendonly", if opts.aof { "yes" } else { "no" }]);
+        cmd.args([
+            "--enable-debug-command",
+            "yes",
+            "--appendonly",
+            if opts.aof { "yes" } else { "no" },
+        ]);
         if opts.module {
             cmd.arg("--loadmodule").arg(module_path());
         }
@@ -117,22 +150,42 @@ impl Server {
         for a in &opts.args {
             cmd.arg(a);
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        let child = cmd.spawn().map_err(|e| format!("spawn redis-server: {e}"))?;
-        let mut server = Server { port, child, dir, _tmp: tmp };
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn redis-server: {e}"))?;
+        let mut server = Server {
+            port,
+            child,
+            dir,
+            _tmp: tmp,
+        };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!("redis-server exited with {status}: {}", server.log_tail(20)));
+                return Err(format!(
+                    "redis-server exited with {status}: {}",
+                    server.log_tail(20)
+                ));
             }
             if let Ok(mut c) = server.try_conn() {
                 // LOADING replies are errors: wait until the dataset is in memory.
                 if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return Ok(server);
+                    // The port may have been taken by a server another test started at the same
+                    // moment (ours then fails to bind): only our own process will do.
+                    if info_int(&mut c, "server", "process_id") == i64::from(server.child.id()) {
+                        return Ok(server);
+                    }
+                    return Err(format!("port {port} answered by another redis-server"));
                 }
             }
             if Instant::now() > deadline {
-                return Err(format!("redis-server did not answer: {}", server.log_tail(20)));
+                return Err(format!(
+                    "redis-server did not answer: {}",
+                    server.log_tail(20)
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -151,7 +204,8 @@ impl Server {
     }
 
     fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
-        self.client().get_connection_with_timeout(Duration::from_secs(2))
+        self.client()
+            .get_connection_with_timeout(Duration::from_secs(2))
     }
 
     /// A new connection (each blocked waiter needs its own).
@@ -193,7 +247,11 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("--- redis-server :{} log tail ---\n{}", self.port, self.log_tail(30));
+            eprintln!(
+                "--- redis-server :{} log tail ---\n{}",
+                self.port,
+                self.log_tail(30)
+            );
         }
         self.kill();
     }
@@ -202,12 +260,17 @@ impl Drop for Server {
 /// A field of `INFO <section>` as a string.
 pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
     let info: String = redis::cmd("INFO").arg(section).query(conn).unwrap();
-    info.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+    info.lines().find_map(|l| {
+        l.strip_prefix(&format!("{field}:"))
+            .map(|v| v.trim().to_string())
+    })
 }
 
 /// An integer field of `INFO <section>` (0 when absent).
 pub fn info_int(conn: &mut redis::Connection, section: &str, field: &str) -> i64 {
-    info_field(conn, section, field).and_then(|v| v.parse().ok()).unwrap_or(0)
+    info_field(conn, section, field)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Wait until `cond` holds, checking every 2 ms, or panic with `what` after `timeout`.
@@ -222,7 +285,589 @@ pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool)
 /// Wait until the server reports exactly `n` blocked clients (as Redis' own test suite does
 /// with `wait_for_blocked_clients_count`).
 pub fn wait_blocked(conn: &mut redis::Connection, n: i64) {
-    wait_until(Duration::from_secs(10), &format!("{n} blocked clients"), || {
-        info_int(conn, "clients", "blocked_clients") == n
-    });
+    wait_until(
+        Duration::from_secs(10),
+        &format!("{n} blocked clients"),
+        || info_int(conn, "clients", "blocked_clients") == n,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands and replies
+// ---------------------------------------------------------------------------------------------
+
+/// Build a [`redis::Cmd`] from a name and any number of arguments:
+/// `cmd!("RLOCK.ACQUIRE", "k", "owner", 1000)`.
+#[macro_export]
+macro_rules! cmd {
+    ($name:expr $(, $arg:expr)* $(,)?) => {{
+        #[allow(unused_mut)]
+        let mut c = $crate::redis::cmd($name);
+        $( c.arg($arg); )*
+        c
+    }};
+}
+
+/// Render a command for assertion messages (binary arguments escaped).
+pub fn show(cmd: &redis::Cmd) -> String {
+    cmd.args_iter()
+        .map(|a| match a {
+            redis::Arg::Simple(b) => format!("{:?}", String::from_utf8_lossy(b)),
+            _ => "<cursor>".to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Send `cmd` and return the raw reply; a server error comes back as `Value::ServerError`.
+/// Panics only when the connection itself fails.
+pub fn raw(conn: &mut redis::Connection, cmd: &redis::Cmd) -> Value {
+    conn.req_command(cmd)
+        .unwrap_or_else(|e| panic!("{}: connection error {e}", show(cmd)))
+}
+
+/// The reply must be an integer.
+pub fn int(conn: &mut redis::Connection, cmd: &redis::Cmd) -> i64 {
+    match raw(conn, cmd) {
+        Value::Int(n) => n,
+        other => panic!("{}: expected an integer, got {other:?}", show(cmd)),
+    }
+}
+
+/// The reply must be nil.
+pub fn nil(conn: &mut redis::Connection, cmd: &redis::Cmd) {
+    match raw(conn, cmd) {
+        Value::Nil => {}
+        other => panic!("{}: expected nil, got {other:?}", show(cmd)),
+    }
+}
+
+/// The reply must be a simple or bulk string.
+pub fn string(conn: &mut redis::Connection, cmd: &redis::Cmd) -> String {
+    text(&raw(conn, cmd)).unwrap_or_else(|| panic!("{}: expected a string", show(cmd)))
+}
+
+/// The reply must be an error; returns `"CODE detail"`.
+pub fn err(conn: &mut redis::Connection, cmd: &redis::Cmd) -> String {
+    let v = raw(conn, cmd);
+    error_text(&v).unwrap_or_else(|| panic!("{}: expected an error, got {v:?}", show(cmd)))
+}
+
+/// `"CODE detail"` of an error reply, `None` for any other reply.
+pub fn error_text(v: &Value) -> Option<String> {
+    match v {
+        Value::ServerError(e) => Some(match e.details() {
+            Some(d) => format!("{} {d}", e.code()),
+            None => e.code().to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// A string-ish reply as text.
+pub fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Okay => Some("OK".to_string()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    }
+}
+
+/// HGETALL as a sorted map (lock hashes hold `owner -> count`).
+pub fn hgetall(conn: &mut redis::Connection, key: &str) -> BTreeMap<String, String> {
+    redis::cmd("HGETALL").arg(key).query(conn).unwrap()
+}
+
+/// `{owner: count}` as HGETALL returns it.
+pub fn holder(owner: &str, count: i64) -> BTreeMap<String, String> {
+    BTreeMap::from([(owner.to_string(), count.to_string())])
+}
+
+pub fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+    int(conn, &cmd!("PTTL", key))
+}
+
+pub fn exists(conn: &mut redis::Connection, key: &str) -> bool {
+    int(conn, &cmd!("EXISTS", key)) == 1
+}
+
+pub fn dbsize(conn: &mut redis::Connection) -> i64 {
+    int(conn, &cmd!("DBSIZE"))
+}
+
+/// Assert `lo <= value <= hi` with a readable message.
+#[track_caller]
+pub fn assert_between(what: &str, value: i64, lo: i64, hi: i64) {
+    assert!(
+        lo <= value && value <= hi,
+        "{what} = {value}, expected within [{lo}, {hi}]"
+    );
+}
+
+/// Redisson's naming rule (`RedissonObject.prefixName`): `prefix:{name}`, or `prefix:name` when
+/// the name already holds `{`.
+pub fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The channel a full release publishes on.
+pub fn lock_channel(key: &str) -> String {
+    prefix_name("redisson_lock__channel", key)
+}
+
+/// The fencing-token counter of a lock.
+pub fn token_key(key: &str) -> String {
+    prefix_name("redisson_lock_token", key)
+}
+
+// ---------------------------------------------------------------------------------------------
+// RLOCK.INFO
+// ---------------------------------------------------------------------------------------------
+
+/// The parsed `RLOCK.INFO` reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockInfo {
+    pub owner: Option<String>,
+    pub holds: i64,
+    pub ttl_ms: i64,
+    pub token: Option<i64>,
+    pub waiters: i64,
+    pub queue: Vec<String>,
+}
+
+impl LockInfo {
+    /// Parse the RESP2 flat array or the RESP3 map; panics on any other shape.
+    pub fn parse(v: &Value) -> LockInfo {
+        let pairs: Vec<(String, Value)> = match v {
+            Value::Array(items) => {
+                assert!(
+                    items.len() % 2 == 0,
+                    "RLOCK.INFO: odd-length flat array {v:?}"
+                );
+                items
+                    .chunks(2)
+                    .map(|kv| (text(&kv[0]).expect("RLOCK.INFO field name"), kv[1].clone()))
+                    .collect()
+            }
+            Value::Map(kvs) => kvs
+                .iter()
+                .map(|(k, v)| (text(k).expect("RLOCK.INFO field name"), v.clone()))
+                .collect(),
+            other => panic!("RLOCK.INFO: expected a flat array or a map, got {other:?}"),
+        };
+        let names: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            ["owner", "holds", "ttl_ms", "token", "waiters", "queue"],
+            "RLOCK.INFO fields and their order: {v:?}"
+        );
+        let get = |name: &str| &pairs.iter().find(|(k, _)| k == name).unwrap().1;
+        let int_of = |name: &str| match get(name) {
+            Value::Int(n) => *n,
+            other => panic!("RLOCK.INFO {name}: expected an integer, got {other:?}"),
+        };
+        let owner = match get("owner") {
+            Value::Nil => None,
+            other => Some(text(other).unwrap_or_else(|| panic!("RLOCK.INFO owner: {other:?}"))),
+        };
+        let token = match get("token") {
+            Value::Nil => None,
+            Value::Int(n) => Some(*n),
+            other => panic!("RLOCK.INFO token: expected an integer or nil, got {other:?}"),
+        };
+        let queue = match get("queue") {
+            Value::Array(items) | Value::Set(items) => items
+                .iter()
+                .map(|i| text(i).expect("RLOCK.INFO queue entry"))
+                .collect(),
+            other => panic!("RLOCK.INFO queue: expected an array, got {other:?}"),
+        };
+        LockInfo {
+            owner,
+            holds: int_of("holds"),
+            ttl_ms: int_of("ttl_ms"),
+            token,
+            waiters: int_of("waiters"),
+            queue,
+        }
+    }
+}
+
+/// `RLOCK.INFO key`, parsed.
+pub fn lock_info(conn: &mut redis::Connection, key: &str) -> LockInfo {
+    LockInfo::parse(&raw(conn, &cmd!("RLOCK.INFO", key)))
+}
+
+/// A counter of `INFO rlock`. Redis prefixes every field a module adds with `<module name>_`
+/// (`RM_InfoAddField*`), so `acquired` may show as `rlock_acquired`; both spellings are accepted.
+pub fn rlock_stat(conn: &mut redis::Connection, field: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("rlock").query(conn).unwrap();
+    let prefixed = format!("rlock_{field}");
+    info.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| *name == field || *name == prefixed)
+        .map(|(_, v)| {
+            v.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("INFO rlock {field}: {v}"))
+        })
+        .unwrap_or_else(|| panic!("INFO rlock has no field {field}:\n{info}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands that block: sent on their own connection, reply read later
+// ---------------------------------------------------------------------------------------------
+
+/// A command sent on a connection of its own whose reply is read later, so one test thread can
+/// park several waiters without spawning threads.
+pub struct Pending {
+    conn: redis::Connection,
+    /// `CLIENT ID` of the connection (for `CLIENT KILL ID` / `CLIENT UNBLOCK`).
+    pub id: i64,
+    /// When the command was written to the socket.
+    pub sent: Instant,
+    what: String,
+}
+
+impl Pending {
+    /// Open a connection and send `cmd` on it without reading the reply.
+    pub fn send(server: &Server, cmd: &redis::Cmd) -> Pending {
+        Pending::send_on(server.conn(), cmd)
+    }
+
+    /// Send `cmd` on `conn` (e.g. after a SELECT) without reading the reply.
+    pub fn send_on(mut conn: redis::Connection, cmd: &redis::Cmd) -> Pending {
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let id = int(&mut conn, &cmd!("CLIENT", "ID"));
+        conn.send_packed_command(&cmd.get_packed_command()).unwrap();
+        Pending {
+            conn,
+            id,
+            sent: Instant::now(),
+            what: show(cmd),
+        }
+    }
+
+    /// Wait (at most 10 s) for the reply.
+    pub fn reply(mut self) -> Value {
+        let what = std::mem::take(&mut self.what);
+        self.conn
+            .recv_response()
+            .unwrap_or_else(|e| panic!("{what}: no reply: {e}"))
+    }
+
+    /// Wait for the reply, which must be an integer.
+    pub fn reply_int(self) -> i64 {
+        let what = self.what.clone();
+        match self.reply() {
+            Value::Int(n) => n,
+            other => panic!("{what}: expected an integer, got {other:?}"),
+        }
+    }
+}
+
+/// Send `RLOCK.ACQUIRE key owner lease_ms BLOCK 0` (plus `extra` arguments) on a new connection
+/// and wait until the server reports `blocked_after` blocked clients, i.e. the waiter is parked.
+pub fn park(
+    server: &Server,
+    admin: &mut redis::Connection,
+    key: &str,
+    owner: &str,
+    lease_ms: i64,
+    extra: &[&str],
+    blocked_after: i64,
+) -> Pending {
+    let mut c = cmd!("RLOCK.ACQUIRE", key, owner, lease_ms, "BLOCK", 0);
+    for a in extra {
+        c.arg(*a);
+    }
+    let p = Pending::send(server, &c);
+    wait_blocked(admin, blocked_after);
+    p
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pub/sub
+// ---------------------------------------------------------------------------------------------
+
+const MARKER_CHANNEL: &str = "rlock-test:marker";
+
+/// A connection subscribed with PSUBSCRIBE that collects `(channel, payload)` messages.
+pub struct Subscriber {
+    conn: redis::Connection,
+    markers: u64,
+}
+
+impl Subscriber {
+    /// PSUBSCRIBE to `pattern` (and to the marker channel used by [`Subscriber::drain`]).
+    pub fn psubscribe(server: &Server, pattern: &str) -> Subscriber {
+        let mut conn = server.conn();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        conn.send_packed_command(&cmd!("PSUBSCRIBE", pattern, MARKER_CHANNEL).get_packed_command())
+            .unwrap();
+        for _ in 0..2 {
+            let confirm = conn.recv_response().unwrap();
+            assert!(
+                matches!(confirm, Value::Array(_)),
+                "PSUBSCRIBE confirmation: {confirm:?}"
+            );
+        }
+        Subscriber { conn, markers: 0 }
+    }
+
+    /// Every message published so far, in order: publishes a fresh marker through `publisher`
+    /// and reads until it arrives (the server delivers messages to one subscriber in order), so
+    /// no sleep is needed to know that nothing else was published. Markers of earlier calls
+    /// (delivered twice when the pattern also matches the marker channel) are skipped.
+    pub fn drain(&mut self, publisher: &mut redis::Connection) -> Vec<(String, String)> {
+        self.markers += 1;
+        let marker = format!("marker-{}", self.markers);
+        int(publisher, &cmd!("PUBLISH", MARKER_CHANNEL, &marker));
+        let mut got = Vec::new();
+        loop {
+            let msg = self.conn.recv_response().expect("pub/sub message");
+            let parts = match msg {
+                Value::Array(p) | Value::Push { data: p, .. } => p,
+                other => panic!("unexpected pub/sub frame {other:?}"),
+            };
+            let parts: Vec<String> = parts.iter().map(|p| text(p).unwrap_or_default()).collect();
+            // ["pmessage", pattern, channel, payload]
+            assert_eq!(
+                parts.first().map(String::as_str),
+                Some("pmessage"),
+                "{parts:?}"
+            );
+            if parts[2] == MARKER_CHANNEL {
+                if parts[3] == marker {
+                    return got;
+                }
+                continue;
+            }
+            got.push((parts[2].clone(), parts[3].clone()));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Whole-dataset snapshots (replication and AOF comparisons)
+// ---------------------------------------------------------------------------------------------
+
+/// One key as seen by a reader: its type, its content rendered as text, its PTTL.
+#[derive(Clone, Debug)]
+pub struct KeyState {
+    pub kind: String,
+    pub value: String,
+    pub pttl: i64,
+}
+
+/// Every key of the current database (hashes and strings rendered in full, other types by
+/// type only).
+pub fn snapshot(conn: &mut redis::Connection) -> BTreeMap<String, KeyState> {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
+    let mut out = BTreeMap::new();
+    for k in keys {
+        let kind = string(conn, &cmd!("TYPE", &k));
+        let value = match kind.as_str() {
+            "hash" => format!("{:?}", hgetall(conn, &k)),
+            "string" => string(conn, &cmd!("GET", &k)),
+            _ => String::new(),
+        };
+        let pttl = pttl(conn, &k);
+        out.insert(k, KeyState { kind, value, pttl });
+    }
+    out
+}
+
+/// Assert two snapshots hold the same keys, types and contents, and PTTLs within `ttl_slack_ms`
+/// (both -1, or both positive and close).
+#[track_caller]
+pub fn assert_same_data(
+    what: &str,
+    a: &BTreeMap<String, KeyState>,
+    b: &BTreeMap<String, KeyState>,
+    ttl_slack_ms: i64,
+) {
+    let ka: Vec<&String> = a.keys().collect();
+    let kb: Vec<&String> = b.keys().collect();
+    assert_eq!(ka, kb, "{what}: key sets differ\n{a:#?}\nvs\n{b:#?}");
+    for (k, sa) in a {
+        let sb = &b[k];
+        assert_eq!(
+            (&sa.kind, &sa.value),
+            (&sb.kind, &sb.value),
+            "{what}: key {k} differs"
+        );
+        if sa.pttl < 0 || sb.pttl < 0 {
+            assert_eq!(sa.pttl, sb.pttl, "{what}: key {k} expiry differs");
+        } else {
+            assert!(
+                (sa.pttl - sb.pttl).abs() <= ttl_slack_ms,
+                "{what}: key {k} PTTL {} vs {} (slack {ttl_slack_ms} ms)",
+                sa.pttl,
+                sb.pttl
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redisson's own Lua scripts (reference/redisson.md §2.1 and §2.10), sent verbatim with EVAL
+// ---------------------------------------------------------------------------------------------
+
+pub mod redisson {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// `RedissonLock.tryLockInnerAsync`: nil when acquired or re-entered, else the holder's PTTL.
+    pub const ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) \
+        or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
+        redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+        redis.call('pexpire', KEYS[1], ARGV[1]); \
+        return nil; \
+        end; \
+        return redis.call('pttl', KEYS[1]);";
+
+    /// `RedissonBaseLock.unlockInnerAsync`: 1 fully released, 0 still held, nil not the holder.
+    pub const UNLOCK: &str = "local val = redis.call('get', KEYS[3]); \
+        if val ~= false then \
+        return tonumber(val); \
+        end; \
+        if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
+        return nil; \
+        end; \
+        local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+        if (counter > 0) then \
+        redis.call('pexpire', KEYS[1], ARGV[2]); \
+        redis.call('set', KEYS[3], 0, 'px', ARGV[5]); \
+        return 0; \
+        else \
+        redis.call('del', KEYS[1]); \
+        redis.call(ARGV[4], KEYS[2], ARGV[1]); \
+        redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
+        return 1; \
+        end;";
+
+    /// `RedissonLock.forceUnlockAsync`: 1 when a lock was deleted.
+    pub const FORCE_UNLOCK: &str = "if (redis.call('del', KEYS[1]) == 1) then \
+        redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+        return 1 \
+        else \
+        return 0 \
+        end";
+
+    /// `RedissonFencedLock` token-returning acquire: `{-1, token}` when acquired, else
+    /// `{pttl, -1}`.
+    pub const FENCED_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0 \
+        or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
+        local token = redis.call('incr', KEYS[2]); \
+        redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+        redis.call('pexpire', KEYS[1], ARGV[1]); \
+        return {-1, token}; \
+        end; \
+        return {redis.call('pttl', KEYS[1]), -1};";
+
+    /// `LockTask` watchdog renewal: per key, 1 when the owner's field exists (and PEXPIRE), else 0.
+    pub const RENEW: &str = "local result = {} \
+        for i = 1, #KEYS, 1 do \
+        if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then \
+        redis.call('pexpire', KEYS[i], ARGV[1]); \
+        table.insert(result, 1); \
+        else \
+        table.insert(result, 0); \
+        end; \
+        end; \
+        return result;";
+
+    /// Redisson's latch TTL with default settings is about 16-20 s.
+    const LATCH_TTL_MS: i64 = 18_000;
+
+    /// Run the acquire script as a Redisson client would.
+    pub fn acquire(conn: &mut redis::Connection, key: &str, owner: &str, lease_ms: i64) -> Value {
+        raw(conn, &cmd!("EVAL", ACQUIRE, 1, key, lease_ms, owner))
+    }
+
+    /// Run the unlock script as a Redisson client would (fresh request id, `PUBLISH`), then
+    /// delete the unlock latch as the client does after a successful unlock.
+    pub fn unlock(conn: &mut redis::Connection, key: &str, owner: &str, lease_ms: i64) -> Value {
+        static REQUEST: AtomicU64 = AtomicU64::new(1);
+        let request_id = format!("{:032x}", REQUEST.fetch_add(1, Ordering::Relaxed));
+        let latch = format!("{}:{request_id}", prefix_name("redisson_unlock_latch", key));
+        let reply = raw(
+            conn,
+            &cmd!(
+                "EVAL",
+                UNLOCK,
+                3,
+                key,
+                lock_channel(key),
+                &latch,
+                0,
+                lease_ms,
+                owner,
+                "PUBLISH",
+                LATCH_TTL_MS
+            ),
+        );
+        if !matches!(reply, Value::Nil | Value::ServerError(_)) {
+            int(conn, &cmd!("DEL", &latch));
+        }
+        reply
+    }
+
+    /// Run the watchdog renewal script for one lock; true when renewed.
+    pub fn renew(conn: &mut redis::Connection, key: &str, owner: &str, lease_ms: i64) -> bool {
+        match raw(conn, &cmd!("EVAL", RENEW, 1, key, lease_ms, owner)) {
+            Value::Array(v) => v == [Value::Int(1)],
+            other => panic!("Redisson renew: {other:?}"),
+        }
+    }
+
+    /// Run the force-unlock script.
+    pub fn force_unlock(conn: &mut redis::Connection, key: &str) -> Value {
+        raw(
+            conn,
+            &cmd!(
+                "EVAL",
+                FORCE_UNLOCK,
+                2,
+                key,
+                lock_channel(key),
+                0,
+                "PUBLISH"
+            ),
+        )
+    }
+
+    /// Run the fenced acquire script; returns `(ttl, token)` as the script does.
+    pub fn fenced_acquire(
+        conn: &mut redis::Connection,
+        key: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> (i64, i64) {
+        let c = cmd!(
+            "EVAL",
+            FENCED_ACQUIRE,
+            2,
+            key,
+            token_key(key),
+            lease_ms,
+            owner
+        );
+        match raw(conn, &c) {
+            Value::Array(v) if v.len() == 2 => match (&v[0], &v[1]) {
+                (Value::Int(a), Value::Int(b)) => (*a, *b),
+                _ => panic!("{}: unexpected reply {v:?}", show(&c)),
+            },
+            other => panic!("{}: unexpected reply {other:?}", show(&c)),
+        }
+    }
 }

@@ -1,0 +1,370 @@
+//! Client configuration: [`ClientBuilder`] and its defaults (Redisson's where Redisson has one).
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::Client;
+
+/// Settings of a [`Client`]. Built with [`Client::builder`]; read back with [`Client::config`].
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub(crate) url: String,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) renewal_interval: Option<Duration>,
+    pub(crate) response_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) max_wait_connections: usize,
+    pub(crate) max_idle_wait_connections: usize,
+    pub(crate) retry_attempts: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) replica_sync: Option<Duration>,
+    pub(crate) worker_threads: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            url: "redis://127.0.0.1:6379/".to_string(),
+            watchdog_timeout: Duration::from_secs(30),
+            renewal_interval: None,
+            response_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(3),
+            max_wait_connections: 64,
+            max_idle_wait_connections: 8,
+            retry_attempts: 3,
+            retry_delay: Duration::from_millis(200),
+            replica_sync: None,
+            worker_threads: 2,
+        }
+    }
+}
+
+impl Config {
+    /// The Redis URL (`redis://host:port/db`, `rediss://`, `redis+unix:///path`).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().url(), "redis://127.0.0.1:6390/");
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Lease of a lock taken without an explicit lease; the watchdog keeps renewing it to this
+    /// value while the lock is held (Redisson's `lockWatchdogTimeout`, default 30 s).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().watchdog_timeout(), Duration::from_secs(30));
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.watchdog_timeout
+    }
+
+    /// How often the watchdog renews: the configured interval, or `watchdog_timeout / 3`.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder().watchdog_timeout(Duration::from_secs(9)).build()?;
+    /// assert_eq!(client.config().renewal_interval(), Duration::from_secs(3));
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn renewal_interval(&self) -> Duration {
+        self.renewal_interval.unwrap_or(self.watchdog_timeout / 3)
+    }
+
+    /// How long a non-blocking command may take before it fails with [`Error::Timeout`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().response_timeout(), Duration::from_secs(3));
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+
+    /// `WAIT` timeout used after each acquire when replica sync is on (`None`: off).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().replica_sync(), None);
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn replica_sync(&self) -> Option<Duration> {
+        self.replica_sync
+    }
+}
+
+/// Builds a [`Client`]. Every setting has a default; only the URL usually changes.
+///
+/// ```no_run
+/// use std::time::Duration;
+///
+/// let client = rlock::Client::builder()
+///     .url("redis://127.0.0.1:6390/")
+///     .watchdog_timeout(Duration::from_secs(10)) // renewals every 10/3 s
+///     .max_wait_connections(32)                  // at most 32 callers wait at once
+///     .replica_sync(Some(Duration::from_secs(1))) // WAIT for replicas after each acquire
+///     .build()?;
+/// # Ok::<(), rlock::Error>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+#[must_use]
+pub struct ClientBuilder {
+    config: Config,
+}
+
+impl ClientBuilder {
+    /// A builder with every default (URL `redis://127.0.0.1:6379/`).
+    ///
+    /// ```no_run
+    /// let client = rlock::ClientBuilder::new().url("redis://127.0.0.1:6390/").build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn new() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// The Redis URL, e.g. `redis://127.0.0.1:6390/` or `redis://:password@host:6379/2`.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .worker_threads(2)
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn url(mut self, url: impl Into<String>) -> Self {
+        self.config.url = url.into();
+        self
+    }
+
+    /// Lease used when no lease is given, renewed by the watchdog (default 30 s).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .watchdog_timeout(Duration::from_secs(10))
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.config.watchdog_timeout = timeout;
+        self
+    }
+
+    /// Renewal period of the watchdog (default `watchdog_timeout / 3`, as Redisson).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .renewal_interval(Duration::from_secs(5))
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn renewal_interval(mut self, interval: Duration) -> Self {
+        self.config.renewal_interval = Some(interval);
+        self
+    }
+
+    /// Timeout for every non-blocking command (default 3 s, as Redisson's `timeout`).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .response_timeout(Duration::from_secs(1))
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.config.response_timeout = timeout;
+        self
+    }
+
+    /// Timeout for opening a connection (default 3 s).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .connect_timeout(Duration::from_secs(1))
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// Most connections used at once by callers waiting for a lock (default 64). A blocked
+    /// acquire holds one connection for the whole wait; callers beyond this limit queue in the
+    /// client until a connection frees.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .max_wait_connections(16)
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn max_wait_connections(mut self, n: usize) -> Self {
+        self.config.max_wait_connections = n;
+        self
+    }
+
+    /// Idle waiting connections kept open for reuse (default 8).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .max_idle_wait_connections(2)
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn max_idle_wait_connections(mut self, n: usize) -> Self {
+        self.config.max_idle_wait_connections = n;
+        self
+    }
+
+    /// How often a command whose connection broke is retried after reconnecting (default 3),
+    /// and the pause before each retry (default 200 ms).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .retry(5, Duration::from_millis(500))
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn retry(mut self, attempts: u32, delay: Duration) -> Self {
+        self.config.retry_attempts = attempts;
+        self.config.retry_delay = delay;
+        self
+    }
+
+    /// Replica sync (Redisson's `checkLockSyncedSlaves`): after each acquire, `WAIT` up to
+    /// `timeout` for the connected replicas; if replicas are connected and none acknowledged,
+    /// undo the acquire and fail with [`Error::NoSyncedReplicas`]. Off (`None`) by default, unlike
+    /// Redisson, because it costs a round trip per acquire and most deployments have no replica.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .replica_sync(Some(Duration::from_secs(1)))
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn replica_sync(mut self, timeout: Option<Duration>) -> Self {
+        self.config.replica_sync = timeout;
+        self
+    }
+
+    /// Threads of the client's internal runtime that drive connections, waits and the watchdog
+    /// (default 2).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .worker_threads(1)
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.config.worker_threads = n;
+        self
+    }
+
+    /// Check the settings and create the client. No connection is opened yet: the first command
+    /// connects, and a server that is down only fails the calls made while it is down.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .watchdog_timeout(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn build(self) -> Result<Client> {
+        let c = &self.config;
+        if c.watchdog_timeout < Duration::from_millis(3) {
+            return Err(Error::Config(
+                "watchdog_timeout must be at least 3 ms".into(),
+            ));
+        }
+        if c.renewal_interval() >= c.watchdog_timeout || c.renewal_interval().is_zero() {
+            return Err(Error::Config(
+                "renewal_interval must be above zero and shorter than watchdog_timeout".into(),
+            ));
+        }
+        if c.max_wait_connections == 0 {
+            return Err(Error::Config(
+                "max_wait_connections must be at least 1".into(),
+            ));
+        }
+        if c.worker_threads == 0 {
+            return Err(Error::Config("worker_threads must be at least 1".into()));
+        }
+        if c.response_timeout.is_zero() || c.connect_timeout.is_zero() {
+            return Err(Error::Config("timeouts must be above zero".into()));
+        }
+        Client::from_config(self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_redisson() {
+        let c = Config::default();
+        assert_eq!(c.watchdog_timeout(), Duration::from_secs(30));
+        assert_eq!(c.renewal_interval(), Duration::from_secs(10));
+        assert_eq!(c.response_timeout(), Duration::from_secs(3));
+        assert_eq!(c.replica_sync(), None);
+    }
+
+    #[test]
+    fn rejects_bad_settings() {
+        let b = ClientBuilder::new().url("redis://127.0.0.1:1/");
+        assert!(matches!(
+            b.clone().watchdog_timeout(Duration::from_millis(1)).build(),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            b.clone().renewal_interval(Duration::from_secs(40)).build(),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            b.clone().max_wait_connections(0).build(),
+            Err(Error::Config(_))
+        ));
+        assert!(matches!(
+            ClientBuilder::new().url("nonsense://x").build(),
+            Err(Error::Config(_))
+        ));
+    }
+
+    #[test]
+    fn custom_interval() {
+        let b = ClientBuilder::new()
+            .watchdog_timeout(Duration::from_millis(600))
+            .renewal_interval(Duration::from_millis(100));
+        assert_eq!(b.config.renewal_interval(), Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,193 @@
+//! Helpers shared by the `client_*` test files (the rlock client against real servers).
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rlock_tests::redis;
+use rlock_tests::Server;
+
+/// A client with defaults except a short watchdog (tests should not wait 30 s).
+pub fn client(s: &Server) -> rlock::Client {
+    client_with(s.url(), |b| b)
+}
+
+pub fn client_with(
+    url: String,
+    f: impl FnOnce(rlock::ClientBuilder) -> rlock::ClientBuilder,
+) -> rlock::Client {
+    f(rlock::Client::builder()
+        .url(url)
+        .watchdog_timeout(Duration::from_millis(600)))
+    .build()
+    .expect("build client")
+}
+
+/// `RLOCK.INFO key` as (field -> value) pairs from the flat RESP2 array.
+pub fn lock_info(c: &mut redis::Connection, key: &str) -> Vec<(String, redis::Value)> {
+    let v: Vec<redis::Value> = redis::cmd("RLOCK.INFO").arg(key).query(c).unwrap();
+    v.chunks(2)
+        .map(|kv| {
+            let k: String = redis::from_redis_value(kv[0].clone()).unwrap();
+            (k, kv[1].clone())
+        })
+        .collect()
+}
+
+/// Waiters queued on `key` (RLOCK.INFO `waiters`).
+pub fn waiters(c: &mut redis::Connection, key: &str) -> i64 {
+    let info = lock_info(c, key);
+    let v = info
+        .into_iter()
+        .find(|(k, _)| k == "waiters")
+        .expect("waiters field")
+        .1;
+    redis::from_redis_value(v).unwrap()
+}
+
+pub fn exists(c: &mut redis::Connection, key: &str) -> bool {
+    redis::cmd("EXISTS").arg(key).query::<i64>(c).unwrap() == 1
+}
+
+/// `calls=` of a command in `INFO commandstats` (0 if never called).
+pub fn calls(c: &mut redis::Connection, command: &str) -> i64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(c).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+pub fn wait_for(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A redis-server with the module on a port of our choosing, so it can be restarted on the
+/// same port and directory (the harness picks a new port per start). Killed on drop.
+pub struct FixedPortServer {
+    pub port: u16,
+    pub dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl FixedPortServer {
+    pub fn start(port: u16, dir: &Path) -> FixedPortServer {
+        let mut s = FixedPortServer {
+            port,
+            dir: dir.to_path_buf(),
+            child: None,
+        };
+        s.restart();
+        s
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn restart(&mut self) {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args([
+                "--protected-mode",
+                "no",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"))
+            .arg("--loadmodule")
+            .arg(rlock_tests::module_path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        self.child = Some(child);
+        let client = redis::Client::open(self.url()).unwrap();
+        wait_for(
+            Duration::from_secs(10),
+            "restarted server answers PING",
+            || {
+                client
+                    .get_connection_with_timeout(Duration::from_millis(200))
+                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                    .is_ok()
+            },
+        );
+    }
+
+    pub fn conn(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+}
+
+impl Drop for FixedPortServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Run this test binary again as a child process that executes only `test_name`, with `env`
+/// set; returns the child and a reader of its stdout.
+pub fn spawn_self(
+    test_name: &str,
+    env: &[(&str, String)],
+) -> (Child, BufReader<std::process::ChildStdout>) {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = Command::new(exe);
+    cmd.args([test_name, "--exact", "--nocapture", "--test-threads=1"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    (child, out)
+}
+
+/// Read lines until one equals `marker` (panics if the child ends first).
+pub fn read_until(out: &mut BufReader<std::process::ChildStdout>, marker: &str) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = out.read_line(&mut line).unwrap();
+        assert!(n > 0, "child exited before printing {marker}");
+        if line.trim_end().ends_with(marker) {
+            return;
+        }
+    }
+}
