@@ -58,7 +58,10 @@ pub struct Bench {
 
 impl Bench {
     pub fn conn(&self) -> Connection {
-        redis::Client::open(self.url.as_str()).unwrap().get_connection().expect("connect")
+        redis::Client::open(self.url.as_str())
+            .unwrap()
+            .get_connection()
+            .expect("connect")
     }
 
     pub fn protocol(&self, kind: Kind, i: usize) -> Box<dyn Protocol> {
@@ -72,7 +75,10 @@ pub fn commandstats(conn: &mut Connection) -> HashMap<String, (u64, u64)> {
     info.lines()
         .filter_map(|l| {
             let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let field = |f: &str| rest.split(',').find_map(|kv| kv.strip_prefix(f)?.parse::<u64>().ok());
+            let field = |f: &str| {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(f)?.parse::<u64>().ok())
+            };
             Some((name.to_string(), (field("calls=")?, field("usec=")?)))
         })
         .collect()

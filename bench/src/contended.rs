@@ -9,7 +9,16 @@ use std::time::{Duration, Instant};
 pub fn run(b: &Bench, r: &mut Report) {
     let mut t = Table::new(
         "2. Contended: N clients on one lock (acquire, critical section, release)",
-        &["clients", "protocol", "hand-offs/s", "acquire p50 ms", "acquire p99 ms", "per-client min/max", "Jain", "server cmds per acquisition"],
+        &[
+            "clients",
+            "protocol",
+            "hand-offs/s",
+            "acquire p50 ms",
+            "acquire p99 ms",
+            "per-client min/max",
+            "Jain",
+            "server cmds per acquisition",
+        ],
     );
     for &n in b.sizes.contended {
         let mut rates = Vec::new();
@@ -25,17 +34,36 @@ pub fn run(b: &Bench, r: &mut Report) {
                 format!("{:.3}", m.jain),
                 format!("{:.2}", m.cmds_per_acq),
             ]);
-            r.bars.push(Bar { group: format!("{n} clients, hand-offs/s"), series: kind.name().into(), value: m.rate });
+            r.bars.push(Bar {
+                group: format!("{n} clients, hand-offs/s"),
+                series: kind.name().into(),
+                value: m.rate,
+            });
             rates.push((kind, m));
         }
         let rl = &rates[0].1;
         let rs = &rates[2].1;
         if n >= 8 {
             let ratio = rl.rate / rs.rate;
-            r.target(&format!("contended hand-offs/s vs Redisson, {n} clients"), format!("{ratio:.2}×"), "≥ 3×", ratio >= 3.0);
+            r.target(
+                &format!("contended hand-offs/s vs Redisson, {n} clients"),
+                format!("{ratio:.2}×"),
+                "≥ 3×",
+                ratio >= 3.0,
+            );
         }
-        r.target(&format!("server commands per acquisition, {n} clients"), format!("{:.2}", rl.cmds_per_acq), "exactly 2", (rl.cmds_per_acq - 2.0).abs() < 0.005);
-        r.target(&format!("Jain's fairness index, {n} clients"), format!("{:.3}", rl.jain), "≥ 0.95", rl.jain >= 0.95);
+        r.target(
+            &format!("server commands per acquisition, {n} clients"),
+            format!("{:.2}", rl.cmds_per_acq),
+            "exactly 2",
+            (rl.cmds_per_acq - 2.0).abs() < 0.005,
+        );
+        r.target(
+            &format!("Jain's fairness index, {n} clients"),
+            format!("{:.3}", rl.jain),
+            "≥ 0.95",
+            rl.jain >= 0.95,
+        );
     }
     r.tables.push(t);
 }

@@ -10,7 +10,10 @@ const LEASE: Duration = Duration::from_millis(100);
 
 pub fn run(b: &Bench, r: &mut Report) {
     let mut t = Table::new(
-        &format!("3. Expiry hand-off: holder with a {} ms lease vanishes; lease end → waiter's grant", LEASE.as_millis()),
+        &format!(
+            "3. Expiry hand-off: holder with a {} ms lease vanishes; lease end → waiter's grant",
+            LEASE.as_millis()
+        ),
         &["protocol", "rounds", "p50 ms", "p99 ms", "max ms"],
     );
     for kind in [Kind::Rlock, Kind::Redisson] {
@@ -36,9 +39,20 @@ pub fn run(b: &Bench, r: &mut Report) {
         }
         let max = *delays.iter().max().unwrap();
         let p99 = percentile(&mut delays, 99.0);
-        t.row(vec![kind.name().into(), delays.len().to_string(), ms(percentile(&mut delays, 50.0)), ms(p99), ms(max)]);
+        t.row(vec![
+            kind.name().into(),
+            delays.len().to_string(),
+            ms(percentile(&mut delays, 50.0)),
+            ms(p99),
+            ms(max),
+        ]);
         if kind == Kind::Rlock {
-            r.target("expiry hand-off p99 after lease end", format!("{} ms", ms(p99)), "≤ 20 ms", p99 <= Duration::from_millis(20));
+            r.target(
+                "expiry hand-off p99 after lease end",
+                format!("{} ms", ms(p99)),
+                "≤ 20 ms",
+                p99 <= Duration::from_millis(20),
+            );
         }
     }
     r.tables.push(t);

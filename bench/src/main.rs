@@ -42,7 +42,10 @@ fn main() {
 
     let started = Instant::now();
     // One server, no persistence: every protocol pays the same for the server, and none for disk.
-    let server = Server::with(ServerOptions { args: vec!["--maxclients".into(), "10000".into()], ..Default::default() });
+    let server = Server::with(ServerOptions {
+        args: vec!["--maxclients".into(), "10000".into()],
+        ..Default::default()
+    });
     let mut conn = server.conn();
     let version = rlock_tests::info_field(&mut conn, "server", "redis_version").unwrap_or_default();
     let bench = Bench {
@@ -77,7 +80,11 @@ fn main() {
     std::fs::create_dir_all(&out).expect("create results directory");
     let stem = if quick { "quick" } else { "latest" };
     std::fs::write(out.join(format!("{stem}.md")), &md).expect("write results");
-    std::fs::write(out.join(format!("{stem}.svg")), report.svg("rlock vs Redisson's protocol vs native ceiling")).expect("write chart");
+    std::fs::write(
+        out.join(format!("{stem}.svg")),
+        report.svg("rlock vs Redisson's protocol vs native ceiling"),
+    )
+    .expect("write chart");
     eprintln!("wrote {}/{stem}.md and {stem}.svg", out.display());
 
     if report.violations > 0 {

@@ -48,23 +48,49 @@ pub struct Shas {
 impl Shas {
     pub fn load(conn: &mut Connection) -> Shas {
         let load = |c: &mut Connection, s: &str| -> String {
-            redis::cmd("SCRIPT").arg("LOAD").arg(s).query(c).expect("SCRIPT LOAD")
+            redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(s)
+                .query(c)
+                .expect("SCRIPT LOAD")
         };
-        Shas { acquire: load(conn, redisson::ACQUIRE), unlock: load(conn, redisson::UNLOCK) }
+        Shas {
+            acquire: load(conn, redisson::ACQUIRE),
+            unlock: load(conn, redisson::UNLOCK),
+        }
     }
 }
 
 /// A fresh owner id in Redisson's `UUID:thread` shape.
 pub fn owner(i: usize) -> String {
     static RUN: AtomicU64 = AtomicU64::new(0);
-    format!("6e3d30b7-83b1-433a-9335-{:012x}:{i}", RUN.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "6e3d30b7-83b1-433a-9335-{:012x}:{i}",
+        RUN.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
-pub fn connect(kind: Kind, url: &str, shas: &Shas, client: Option<&rlock::Client>, i: usize) -> Box<dyn Protocol> {
-    let conn = || redis::Client::open(url).unwrap().get_connection().expect("connect");
+pub fn connect(
+    kind: Kind,
+    url: &str,
+    shas: &Shas,
+    client: Option<&rlock::Client>,
+    i: usize,
+) -> Box<dyn Protocol> {
+    let conn = || {
+        redis::Client::open(url)
+            .unwrap()
+            .get_connection()
+            .expect("connect")
+    };
     match kind {
-        Kind::Rlock => Box::new(Rlock { conn: conn(), owner: owner(i) }),
-        Kind::RlockClient => Box::new(RlockClient { client: client.expect("rlock client").clone() }),
+        Kind::Rlock => Box::new(Rlock {
+            conn: conn(),
+            owner: owner(i),
+        }),
+        Kind::RlockClient => Box::new(RlockClient {
+            client: client.expect("rlock client").clone(),
+        }),
         Kind::Redisson => Box::new(Redisson {
             conn: conn(),
             sub: conn(),
@@ -96,7 +122,11 @@ impl Protocol for Rlock {
     }
 
     fn release(&mut self, key: &str) {
-        let _: i64 = redis::cmd("RLOCK.RELEASE").arg(key).arg(&self.owner).query(&mut self.conn).expect("RLOCK.RELEASE");
+        let _: i64 = redis::cmd("RLOCK.RELEASE")
+            .arg(key)
+            .arg(&self.owner)
+            .query(&mut self.conn)
+            .expect("RLOCK.RELEASE");
     }
 }
 
@@ -153,7 +183,13 @@ impl Protocol for Redisson {
         }
         // Subscribe, then retry before waiting: that is how Redisson avoids a lost wake-up.
         let channel = lock_channel(key);
-        let Redisson { conn, sub, owner, shas, .. } = self;
+        let Redisson {
+            conn,
+            sub,
+            owner,
+            shas,
+            ..
+        } = self;
         let mut ps = sub.as_pubsub();
         ps.subscribe(&channel).expect("SUBSCRIBE");
         let acquired = loop {
@@ -171,11 +207,16 @@ impl Protocol for Redisson {
                 break false;
             }
             // Wait for an unlock message, or min(ttl, remaining) (forever when the key has no TTL).
-            let mut timeout = if ttl >= 0 { Some(Duration::from_millis(ttl.max(1) as u64)) } else { None };
+            let mut timeout = if ttl >= 0 {
+                Some(Duration::from_millis(ttl.max(1) as u64))
+            } else {
+                None
+            };
             if let Some(r) = remaining {
                 timeout = Some(timeout.map_or(r, |t| t.min(r)));
             }
-            ps.set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1)))).unwrap();
+            ps.set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))
+                .unwrap();
             let _ = ps.get_message(); // a message or a timeout: either way, retry
         };
         ps.unsubscribe(&channel).expect("UNSUBSCRIBE");
@@ -184,7 +225,11 @@ impl Protocol for Redisson {
 
     fn release(&mut self, key: &str) {
         self.request += 1;
-        let latch = format!("{}:{:032x}", prefix_name("redisson_unlock_latch", key), self.request);
+        let latch = format!(
+            "{}:{:032x}",
+            prefix_name("redisson_unlock_latch", key),
+            self.request
+        );
         let mut pipe = redis::pipe();
         pipe.cmd("EVALSHA")
             .arg(&self.shas.unlock)
@@ -209,7 +254,12 @@ struct Ceiling {
 
 impl Protocol for Ceiling {
     fn acquire(&mut self, key: &str, _lease_ms: i64, _wait: Option<Duration>) -> bool {
-        let _: i64 = redis::cmd("HSET").arg(key).arg("owner").arg(1).query(&mut self.conn).unwrap();
+        let _: i64 = redis::cmd("HSET")
+            .arg(key)
+            .arg("owner")
+            .arg(1)
+            .query(&mut self.conn)
+            .unwrap();
         true
     }
     fn release(&mut self, key: &str) {
@@ -219,7 +269,15 @@ impl Protocol for Ceiling {
 
 /// Append `pairs` acquire+release pairs on distinct keys to a pipeline, as each protocol sends
 /// them (Redisson: acquire script, unlock script, latch DEL).
-pub fn pipeline_pairs(kind: Kind, pipe: &mut redis::Pipeline, shas: &Shas, owner: &str, prefix: &str, start: u64, pairs: u64) {
+pub fn pipeline_pairs(
+    kind: Kind,
+    pipe: &mut redis::Pipeline,
+    shas: &Shas,
+    owner: &str,
+    prefix: &str,
+    start: u64,
+    pairs: u64,
+) {
     for i in start..start + pairs {
         let key = format!("{prefix}:{i}");
         match kind {
@@ -229,7 +287,12 @@ pub fn pipeline_pairs(kind: Kind, pipe: &mut redis::Pipeline, shas: &Shas, owner
             }
             Kind::Redisson => {
                 let latch = format!("{}:{i:032x}", prefix_name("redisson_unlock_latch", &key));
-                pipe.cmd("EVALSHA").arg(&shas.acquire).arg(1).arg(&key).arg(30_000).arg(owner);
+                pipe.cmd("EVALSHA")
+                    .arg(&shas.acquire)
+                    .arg(1)
+                    .arg(&key)
+                    .arg(30_000)
+                    .arg(owner);
                 pipe.cmd("EVALSHA")
                     .arg(&shas.unlock)
                     .arg(3)

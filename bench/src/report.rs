@@ -36,7 +36,11 @@ pub struct Table {
 
 impl Table {
     pub fn new(title: &str, headers: &[&str]) -> Table {
-        Table { title: title.into(), headers: headers.iter().map(|s| s.to_string()).collect(), rows: Vec::new() }
+        Table {
+            title: title.into(),
+            headers: headers.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
     }
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
@@ -68,7 +72,12 @@ pub struct Report {
 
 impl Report {
     pub fn target(&mut self, what: &str, measured: String, goal: &str, met: bool) {
-        self.targets.push(Target { what: what.into(), measured, goal: goal.into(), met });
+        self.targets.push(Target {
+            what: what.into(),
+            measured,
+            goal: goal.into(),
+            met,
+        });
     }
 
     pub fn markdown(&self, header: &str) -> String {
@@ -84,10 +93,19 @@ impl Report {
             writeln!(out).unwrap();
         }
         if !self.targets.is_empty() {
-            writeln!(out, "### Targets\n\n| target | measured | goal | |\n|---|---|---|---|").unwrap();
+            writeln!(
+                out,
+                "### Targets\n\n| target | measured | goal | |\n|---|---|---|---|"
+            )
+            .unwrap();
             for t in &self.targets {
                 let mark = if t.met { "met" } else { "MISSED" };
-                writeln!(out, "| {} | {} | {} | {} |", t.what, t.measured, t.goal, mark).unwrap();
+                writeln!(
+                    out,
+                    "| {} | {} | {} | {} |",
+                    t.what, t.measured, t.goal, mark
+                )
+                .unwrap();
             }
             writeln!(out).unwrap();
         }
@@ -117,17 +135,39 @@ impl Report {
         let mut s = String::new();
         writeln!(s, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">"#).unwrap();
         writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#).unwrap();
-        writeln!(s, r#"<text x="{left}" y="22" font-size="15" font-weight="bold">{}</text>"#, esc(title)).unwrap();
+        writeln!(
+            s,
+            r#"<text x="{left}" y="22" font-size="15" font-weight="bold">{}</text>"#,
+            esc(title)
+        )
+        .unwrap();
         writeln!(s, r##"<text x="{left}" y="40" fill="#555">bar height relative to the best protocol of each group; labels are absolute values</text>"##).unwrap();
         for (gi, g) in groups.iter().enumerate() {
-            let max = self.bars.iter().filter(|b| b.group == *g).map(|b| b.value).fold(0.0, f64::max);
+            let max = self
+                .bars
+                .iter()
+                .filter(|b| b.group == *g)
+                .map(|b| b.value)
+                .fold(0.0, f64::max);
             let gx = left + gi as f64 * group_w;
             for (si, se) in series.iter().enumerate() {
-                let Some(b) = self.bars.iter().find(|b| b.group == *g && b.series == *se) else { continue };
-                let h = if max > 0.0 { b.value / max * plot_h } else { 0.0 };
+                let Some(b) = self.bars.iter().find(|b| b.group == *g && b.series == *se) else {
+                    continue;
+                };
+                let h = if max > 0.0 {
+                    b.value / max * plot_h
+                } else {
+                    0.0
+                };
                 let x = gx + si as f64 * bar_w;
                 let y = top + plot_h - h;
-                writeln!(s, r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{}"/>"#, bar_w - 3.0, colors[si % colors.len()]).unwrap();
+                writeln!(
+                    s,
+                    r#"<rect x="{x:.1}" y="{y:.1}" width="{:.1}" height="{h:.1}" fill="{}"/>"#,
+                    bar_w - 3.0,
+                    colors[si % colors.len()]
+                )
+                .unwrap();
                 writeln!(s, r#"<text x="{:.1}" y="{:.1}" font-size="9" transform="rotate(-90 {:.1} {:.1})">{}</text>"#, x + 15.0, y - 4.0, x + 15.0, y - 4.0, human(b.value)).unwrap();
             }
             let label_y = top + plot_h + 16.0;
@@ -153,7 +193,9 @@ fn human(v: f64) -> String {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 #[cfg(test)]

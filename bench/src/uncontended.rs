@@ -14,19 +14,33 @@ pub fn run(b: &Bench, r: &mut Report) {
 
 /// One connection, one pair at a time: latency-bound.
 fn unpipelined(b: &Bench, r: &mut Report) {
-    let mut t = Table::new("1a. Uncontended, 1 connection, unpipelined", &["protocol", "pairs/s", "µs per pair"]);
+    let mut t = Table::new(
+        "1a. Uncontended, 1 connection, unpipelined",
+        &["protocol", "pairs/s", "µs per pair"],
+    );
     let mut rows = Vec::new();
-    for kind in [Kind::Rlock, Kind::RlockClient, Kind::Redisson, Kind::Ceiling] {
+    for kind in [
+        Kind::Rlock,
+        Kind::RlockClient,
+        Kind::Redisson,
+        Kind::Ceiling,
+    ] {
         let mut p = b.protocol(kind, 0);
         let start = Instant::now();
         let mut n = 0u64;
         while start.elapsed() < b.sizes.run {
             let key = format!("u1:{}:{n}", kind.name());
-            assert!(p.acquire(&key, 30_000, Some(std::time::Duration::ZERO)), "uncontended acquire failed");
+            assert!(
+                p.acquire(&key, 30_000, Some(std::time::Duration::ZERO)),
+                "uncontended acquire failed"
+            );
             p.release(&key);
             n += 1;
         }
-        rows.push((kind.name().to_string(), n as f64 / start.elapsed().as_secs_f64()));
+        rows.push((
+            kind.name().to_string(),
+            n as f64 / start.elapsed().as_secs_f64(),
+        ));
     }
     // The round-trip ceiling: two PINGs per pair.
     let mut c = b.conn();
@@ -37,10 +51,21 @@ fn unpipelined(b: &Bench, r: &mut Report) {
         let _: String = redis::cmd("PING").query(&mut c).unwrap();
         n += 1;
     }
-    rows.push(("ceiling (2 PINGs)".into(), n as f64 / start.elapsed().as_secs_f64()));
+    rows.push((
+        "ceiling (2 PINGs)".into(),
+        n as f64 / start.elapsed().as_secs_f64(),
+    ));
     for (name, rate) in rows {
-        t.row(vec![name.clone(), format!("{rate:.0}"), format!("{:.1}", 1e6 / rate)]);
-        r.bars.push(Bar { group: "1 conn, unpipelined pairs/s".into(), series: name, value: rate });
+        t.row(vec![
+            name.clone(),
+            format!("{rate:.0}"),
+            format!("{:.1}", 1e6 / rate),
+        ]);
+        r.bars.push(Bar {
+            group: "1 conn, unpipelined pairs/s".into(),
+            series: name,
+            value: rate,
+        });
     }
     r.tables.push(t);
 }
@@ -49,7 +74,10 @@ fn unpipelined(b: &Bench, r: &mut Report) {
 fn pipelined(b: &Bench, r: &mut Report) -> Vec<(Kind, f64)> {
     let s = &b.sizes;
     let mut t = Table::new(
-        &format!("1b. Uncontended, {} connections, {} pairs per pipeline", s.pipe_conns, s.pipe_pairs),
+        &format!(
+            "1b. Uncontended, {} connections, {} pairs per pipeline",
+            s.pipe_conns, s.pipe_pairs
+        ),
         &["protocol", "pairs/s", "vs redisson", "vs ceiling"],
     );
     let mut rates = Vec::new();
@@ -64,7 +92,15 @@ fn pipelined(b: &Bench, r: &mut Report) -> Vec<(Kind, f64)> {
                         let mut done = 0u64;
                         while start.elapsed() < s.run {
                             let mut pipe = redis::pipe();
-                            pipeline_pairs(kind, &mut pipe, &b.shas, &who, &format!("u2:{}:{c}", kind.name()), done, s.pipe_pairs);
+                            pipeline_pairs(
+                                kind,
+                                &mut pipe,
+                                &b.shas,
+                                &who,
+                                &format!("u2:{}:{c}", kind.name()),
+                                done,
+                                s.pipe_pairs,
+                            );
                             let _: Vec<Value> = pipe.query(&mut conn).expect("pipeline");
                             done += s.pipe_pairs;
                         }
@@ -84,13 +120,27 @@ fn pipelined(b: &Bench, r: &mut Report) -> Vec<(Kind, f64)> {
             format!("{:.2}×", rate / of(Kind::Redisson)),
             format!("{:.2}×", rate / of(Kind::Ceiling)),
         ]);
-        r.bars.push(Bar { group: "pipelined pairs/s".into(), series: kind.name().into(), value: rate });
+        r.bars.push(Bar {
+            group: "pipelined pairs/s".into(),
+            series: kind.name().into(),
+            value: rate,
+        });
     }
     r.tables.push(t);
     let vs_redisson = of(Kind::Rlock) / of(Kind::Redisson);
     let vs_ceiling = of(Kind::Rlock) / of(Kind::Ceiling);
-    r.target("pipelined pairs/s vs Redisson", format!("{vs_redisson:.2}×"), "≥ 3×", vs_redisson >= 3.0);
-    r.target("pipelined pairs/s vs HSET+DEL ceiling", format!("{vs_ceiling:.2}×"), "≥ 0.5×", vs_ceiling >= 0.5);
+    r.target(
+        "pipelined pairs/s vs Redisson",
+        format!("{vs_redisson:.2}×"),
+        "≥ 3×",
+        vs_redisson >= 3.0,
+    );
+    r.target(
+        "pipelined pairs/s vs HSET+DEL ceiling",
+        format!("{vs_ceiling:.2}×"),
+        "≥ 0.5×",
+        vs_ceiling >= 0.5,
+    );
     rates
 }
 
@@ -114,36 +164,91 @@ fn server_cost(b: &Bench, r: &mut Report, _rates: Vec<(Kind, f64)>) {
         usec as f64 / calls as f64
     };
     let sha = b.shas.clone();
-    let rl_acq = cost("rlock acquire", &|p, i| {
-        p.cmd("RLOCK.ACQUIRE").arg(format!("sc:rl:{i}")).arg(&who).arg(30_000);
-    }, "rlock.acquire");
-    let rl_rel = cost("rlock release", &|p, i| {
-        p.cmd("RLOCK.RELEASE").arg(format!("sc:rl:{i}")).arg(&who);
-    }, "rlock.release");
-    let rs_acq = cost("redisson acquire", &|p, i| {
-        let mut pp = redis::pipe();
-        pipeline_pairs(Kind::Redisson, &mut pp, &sha, &who, "sc:rs", i, 1);
-        // Only the acquire script of the pair.
-        p.add_command(pp.cmd_iter().next().unwrap().clone());
-    }, "evalsha");
-    let rs_rel = cost("redisson release", &|p, i| {
-        let mut pp = redis::pipe();
-        pipeline_pairs(Kind::Redisson, &mut pp, &sha, &who, "sc:rs", i, 1);
-        p.add_command(pp.cmd_iter().nth(1).unwrap().clone());
-    }, "evalsha");
-    let hset = cost("hset", &|p, i| {
-        p.cmd("HSET").arg(format!("sc:h:{i}")).arg(&who).arg(1);
-    }, "hset");
-    let del = cost("del", &|p, i| {
-        p.cmd("DEL").arg(format!("sc:h:{i}"));
-    }, "del");
+    let rl_acq = cost(
+        "rlock acquire",
+        &|p, i| {
+            p.cmd("RLOCK.ACQUIRE")
+                .arg(format!("sc:rl:{i}"))
+                .arg(&who)
+                .arg(30_000);
+        },
+        "rlock.acquire",
+    );
+    let rl_rel = cost(
+        "rlock release",
+        &|p, i| {
+            p.cmd("RLOCK.RELEASE").arg(format!("sc:rl:{i}")).arg(&who);
+        },
+        "rlock.release",
+    );
+    let rs_acq = cost(
+        "redisson acquire",
+        &|p, i| {
+            let mut pp = redis::pipe();
+            pipeline_pairs(Kind::Redisson, &mut pp, &sha, &who, "sc:rs", i, 1);
+            // Only the acquire script of the pair.
+            p.add_command(pp.cmd_iter().next().unwrap().clone());
+        },
+        "evalsha",
+    );
+    let rs_rel = cost(
+        "redisson release",
+        &|p, i| {
+            let mut pp = redis::pipe();
+            pipeline_pairs(Kind::Redisson, &mut pp, &sha, &who, "sc:rs", i, 1);
+            p.add_command(pp.cmd_iter().nth(1).unwrap().clone());
+        },
+        "evalsha",
+    );
+    let hset = cost(
+        "hset",
+        &|p, i| {
+            p.cmd("HSET").arg(format!("sc:h:{i}")).arg(&who).arg(1);
+        },
+        "hset",
+    );
+    let del = cost(
+        "del",
+        &|p, i| {
+            p.cmd("DEL").arg(format!("sc:h:{i}"));
+        },
+        "del",
+    );
     let mut t = Table::new(
         &format!("1c. Server-side cost per call (INFO commandstats, {n} pipelined calls each)"),
-        &["call", "rlock µs", "redisson µs", "redisson / rlock", "native µs"],
+        &[
+            "call",
+            "rlock µs",
+            "redisson µs",
+            "redisson / rlock",
+            "native µs",
+        ],
     );
-    t.row(vec!["acquire".into(), format!("{rl_acq:.2}"), format!("{rs_acq:.2}"), format!("{:.2}×", rs_acq / rl_acq), format!("{hset:.2} (HSET)")]);
-    t.row(vec!["release".into(), format!("{rl_rel:.2}"), format!("{rs_rel:.2}"), format!("{:.2}×", rs_rel / rl_rel), format!("{del:.2} (DEL)")]);
+    t.row(vec![
+        "acquire".into(),
+        format!("{rl_acq:.2}"),
+        format!("{rs_acq:.2}"),
+        format!("{:.2}×", rs_acq / rl_acq),
+        format!("{hset:.2} (HSET)"),
+    ]);
+    t.row(vec![
+        "release".into(),
+        format!("{rl_rel:.2}"),
+        format!("{rs_rel:.2}"),
+        format!("{:.2}×", rs_rel / rl_rel),
+        format!("{del:.2} (DEL)"),
+    ]);
     r.tables.push(t);
-    r.target("server cost per acquire vs Redisson script", format!("{:.2}× cheaper", rs_acq / rl_acq), "≥ 4× cheaper", rs_acq / rl_acq >= 4.0);
-    r.target("server cost per release vs Redisson script", format!("{:.2}× cheaper", rs_rel / rl_rel), "≥ 4× cheaper", rs_rel / rl_rel >= 4.0);
+    r.target(
+        "server cost per acquire vs Redisson script",
+        format!("{:.2}× cheaper", rs_acq / rl_acq),
+        "≥ 4× cheaper",
+        rs_acq / rl_acq >= 4.0,
+    );
+    r.target(
+        "server cost per release vs Redisson script",
+        format!("{:.2}× cheaper", rs_rel / rl_rel),
+        "≥ 4× cheaper",
+        rs_rel / rl_rel >= 4.0,
+    );
 }

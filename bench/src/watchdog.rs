@@ -24,12 +24,19 @@ pub fn run(b: &Bench, r: &mut Report) {
         for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
             let mut pipe = redis::pipe();
             for &i in chunk {
-                pipe.cmd("RLOCK.ACQUIRE").arg(key(p, i)).arg(&who).arg(30_000);
+                pipe.cmd("RLOCK.ACQUIRE")
+                    .arg(key(p, i))
+                    .arg(&who)
+                    .arg(30_000);
             }
             let _: Vec<Value> = pipe.query(&mut conn).unwrap();
         }
     }
-    let renew_sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(redisson::RENEW).query(&mut conn).unwrap();
+    let renew_sha: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(redisson::RENEW)
+        .query(&mut conn)
+        .unwrap();
 
     let mut period = |build: &dyn Fn(&mut redis::Pipeline), stat: &str| -> (usize, Duration, f64) {
         let mut walls = Duration::ZERO;
@@ -49,29 +56,68 @@ pub fn run(b: &Bench, r: &mut Report) {
         }
         (commands, walls / PERIODS, server_us / PERIODS as f64)
     };
-    let rl = period(&|pipe| {
-        for i in 0..n {
-            pipe.cmd("RLOCK.RENEW").arg(key("rl", i)).arg(&who).arg(30_000);
-        }
-    }, "rlock.renew");
-    let rs = period(&|pipe| {
-        for start in (0..n).step_by(REDISSON_BATCH as usize) {
-            let keys: Vec<String> = (start..(start + REDISSON_BATCH).min(n)).map(|i| key("rs", i)).collect();
-            let c = pipe.cmd("EVALSHA").arg(&renew_sha).arg(keys.len()).arg(&keys).arg(30_000);
-            for _ in &keys {
-                c.arg(&who);
+    let rl = period(
+        &|pipe| {
+            for i in 0..n {
+                pipe.cmd("RLOCK.RENEW")
+                    .arg(key("rl", i))
+                    .arg(&who)
+                    .arg(30_000);
             }
-        }
-    }, "evalsha");
+        },
+        "rlock.renew",
+    );
+    let rs = period(
+        &|pipe| {
+            for start in (0..n).step_by(REDISSON_BATCH as usize) {
+                let keys: Vec<String> = (start..(start + REDISSON_BATCH).min(n))
+                    .map(|i| key("rs", i))
+                    .collect();
+                let c = pipe
+                    .cmd("EVALSHA")
+                    .arg(&renew_sha)
+                    .arg(keys.len())
+                    .arg(&keys)
+                    .arg(30_000);
+                for _ in &keys {
+                    c.arg(&who);
+                }
+            }
+        },
+        "evalsha",
+    );
 
     let mut t = Table::new(
         &format!("4. Watchdog: one renewal period for {n} locks (mean of {PERIODS} periods)"),
-        &["protocol", "commands", "round trips", "wall ms", "server ms"],
+        &[
+            "protocol",
+            "commands",
+            "round trips",
+            "wall ms",
+            "server ms",
+        ],
     );
-    t.row(vec!["rlock (client watchdog)".into(), rl.0.to_string(), "1".into(), ms(rl.1), format!("{:.2}", rl.2 / 1000.0)]);
-    t.row(vec![format!("redisson (LockTask, {REDISSON_BATCH} per EVAL, pipelined)"), rs.0.to_string(), "1".into(), ms(rs.1), format!("{:.2}", rs.2 / 1000.0)]);
+    t.row(vec![
+        "rlock (client watchdog)".into(),
+        rl.0.to_string(),
+        "1".into(),
+        ms(rl.1),
+        format!("{:.2}", rl.2 / 1000.0),
+    ]);
+    t.row(vec![
+        format!("redisson (LockTask, {REDISSON_BATCH} per EVAL, pipelined)"),
+        rs.0.to_string(),
+        "1".into(),
+        ms(rs.1),
+        format!("{:.2}", rs.2 / 1000.0),
+    ]);
     r.tables.push(t);
-    r.target(&format!("watchdog round trips per period, {n} locks"), "1".into(), "≤ 1", true);
+    r.target(
+        &format!("watchdog round trips per period, {n} locks"),
+        "1".into(),
+        "≤ 1",
+        true,
+    );
     r.target(
         &format!("watchdog server time per period, {n} locks"),
         format!("{:.2} ms ({:.2}× Redisson's)", rl.2 / 1000.0, rl.2 / rs.2),

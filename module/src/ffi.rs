@@ -353,11 +353,18 @@ impl Ctx {
     pub fn key_stored(self, key: RStr) -> bool {
         // SAFETY: fmt "cs": a C string then a RedisModuleString; the reply is freed once.
         unsafe {
-            let reply = api!(RedisModule_Call)(self.0, c"DEBUG".as_ptr(), c"cs".as_ptr(), c"OBJECT".as_ptr(), key.0);
+            let reply = api!(RedisModule_Call)(
+                self.0,
+                c"DEBUG".as_ptr(),
+                c"cs".as_ptr(),
+                c"OBJECT".as_ptr(),
+                key.0,
+            );
             if reply.is_null() {
                 return false;
             }
-            let stored = api!(RedisModule_CallReplyType)(reply) as isize != raw::REDISMODULE_REPLY_ERROR;
+            let stored =
+                api!(RedisModule_CallReplyType)(reply) as isize != raw::REDISMODULE_REPLY_ERROR;
             api!(RedisModule_FreeCallReply)(reply);
             stored
         }

@@ -80,7 +80,11 @@ pub fn write_hold(ctx: Ctx, key: &Key, name: RStr, owner: RStr, count: i64, at_m
     key.set_abs_expire(at_ms);
     ctx.replicate(
         c"HSET",
-        &[name.bytes(), owner.bytes(), itoa::Buffer::new().format(count).as_bytes()],
+        &[
+            name.bytes(),
+            owner.bytes(),
+            itoa::Buffer::new().format(count).as_bytes(),
+        ],
         false,
     );
     ctx.replicate(

@@ -10,17 +10,33 @@ use std::time::{Duration, Instant};
 fn lease_expiring_during_write_pause_hands_off_after_the_pause() {
     let mut server = Server::start();
     let mut c = server.conn();
-    let got: i64 = redis::cmd("RLOCK.ACQUIRE").arg("k").arg("a").arg(200).query(&mut c).unwrap();
+    let got: i64 = redis::cmd("RLOCK.ACQUIRE")
+        .arg("k")
+        .arg("a")
+        .arg(200)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(got, 1);
 
     let mut waiter = server.conn();
     let t = std::thread::spawn(move || {
-        let r: Option<i64> =
-            redis::cmd("RLOCK.ACQUIRE").arg("k").arg("b").arg(5000).arg("BLOCK").arg(5000).query(&mut waiter).unwrap();
+        let r: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
+            .arg("k")
+            .arg("b")
+            .arg(5000)
+            .arg("BLOCK")
+            .arg(5000)
+            .query(&mut waiter)
+            .unwrap();
         (r, Instant::now())
     });
     wait_blocked(&mut c, 1);
-    let _: () = redis::cmd("CLIENT").arg("PAUSE").arg(1000).arg("WRITE").query(&mut c).unwrap();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("WRITE")
+        .query(&mut c)
+        .unwrap();
     let paused_at = Instant::now();
 
     // Well past the lease, still inside the pause: nothing was written, the key is still there.
@@ -30,7 +46,10 @@ fn lease_expiring_during_write_pause_hands_off_after_the_pause() {
 
     let (reply, granted_at) = t.join().unwrap();
     assert_eq!(reply, Some(1), "the waiter gets the lock");
-    assert!(granted_at >= paused_at + Duration::from_millis(950), "no grant during the pause");
+    assert!(
+        granted_at >= paused_at + Duration::from_millis(950),
+        "no grant during the pause"
+    );
     assert!(server.alive(), "server survived");
     let owner: Vec<String> = redis::cmd("HKEYS").arg("k").query(&mut c).unwrap();
     assert_eq!(owner, vec!["b".to_string()]);
