@@ -370,6 +370,24 @@ impl Ctx {
         }
     }
 
+    /// Whether this node serves `key`'s slot (always true outside a cluster). In cluster mode
+    /// RM_Call refuses a key whose slot is elsewhere or migrating without the key, which is
+    /// exactly "a lock for this key must not be created here".
+    pub fn serves_key(self, key: RStr) -> bool {
+        if self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER == 0 {
+            return true;
+        }
+        // SAFETY: fmt "s" takes one RedisModuleString; the reply is freed once.
+        unsafe {
+            let reply = api!(RedisModule_Call)(self.0, c"EXISTS".as_ptr(), c"s".as_ptr(), key.0);
+            if reply.is_null() {
+                return false;
+            }
+            api!(RedisModule_FreeCallReply)(reply);
+            true
+        }
+    }
+
     pub fn is_replica(self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
     }

@@ -308,6 +308,9 @@ fn check(ctx: Ctx, id: &LockId) {
             // pause ends, so wait for it too.
             watch(ctx, id, ctx.now_ms() + PAUSED_RECHECK_MS);
         }
+        // In a cluster, MIGRATE fires `del` on the source node: the lock lives on elsewhere now,
+        // so its waiters must retry there instead of being granted a copy here.
+        KeyKind::Empty if !ctx.serves_key(name.get()) => fail_all(ctx, id, CmdError::SlotMoved),
         KeyKind::Empty => hand_off(ctx, &key, name.get(), id),
         KeyKind::Hash => {
             if let Some(at) = key.abs_expire() {
@@ -315,19 +318,22 @@ fn check(ctx: Ctx, id: &LockId) {
             }
             // Without a lease the lock frees only by release or deletion, which we hear of.
         }
-        KeyKind::Other => {
-            // The key now holds something that is not a lock: waiting for it cannot succeed.
-            for w in queues(|q| q.drain(id)) {
-                stats::ERRORS.incr();
-                let data = Box::into_raw(Box::new(Outcome {
-                    handle: w.handle,
-                    reply: Err(CmdError::WrongType),
-                }));
-                ffi::unblock(w.handle as *mut BlockedClient, data.cast());
-            }
-            forget_if_idle(ctx, id);
-        }
+        // The key now holds something that is not a lock: waiting for it cannot succeed.
+        KeyKind::Other => fail_all(ctx, id, CmdError::WrongType),
     }
+}
+
+/// End every wait on `id` with `err`.
+fn fail_all(ctx: Ctx, id: &LockId, err: CmdError) {
+    for w in queues(|q| q.drain(id)) {
+        stats::ERRORS.incr();
+        let data = Box::into_raw(Box::new(Outcome {
+            handle: w.handle,
+            reply: Err(err.clone()),
+        }));
+        ffi::unblock(w.handle as *mut BlockedClient, data.cast());
+    }
+    forget_if_idle(ctx, id);
 }
 
 fn revoke(ctx: Ctx, id: &LockId, owner: &[u8]) {

@@ -27,6 +27,9 @@ pub enum CmdError {
     CountOverflow,
     /// RELEASE by an owner that does not hold the lock.
     NotOwner,
+    /// Cluster: the lock's slot is no longer served by this node (migrated away, or migrating
+    /// with the key already moved). Cluster clients retry on TRYAGAIN and follow the redirect.
+    SlotMoved,
     /// A panic was caught at the FFI boundary; details are in the server log.
     Internal,
 }
@@ -53,6 +56,12 @@ impl fmt::Display for CmdError {
             }
             CmdError::CountOverflow => write!(f, "ERR lock hold count would overflow"),
             CmdError::NotOwner => write!(f, "NOTOWNER lock is not held by this owner"),
+            CmdError::SlotMoved => {
+                write!(
+                    f,
+                    "TRYAGAIN the lock's slot moved to another node while waiting; retry"
+                )
+            }
             CmdError::Internal => write!(f, "ERR rlock internal error, see the server log"),
         }
     }

@@ -278,3 +278,135 @@ mod tests {
         );
     }
 }
+
+/// Property tests (fuzzing the parser with proptest; `make fuzz` raises the case count through
+/// `PROPTEST_CASES`).
+#[cfg(test)]
+mod prop_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Words the parser knows, in random case, mixed with integers and junk bytes.
+    fn word() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            3 => prop::sample::select(vec!["BLOCK", "block", "Block", "FENCE", "fence", "fEnCe"])
+                .prop_map(|s| s.as_bytes().to_vec()),
+            3 => any::<i64>().prop_map(|n| n.to_string().into_bytes()),
+            2 => (0i64..100_000).prop_map(|n| n.to_string().into_bytes()),
+            1 => prop::sample::select(vec!["", "-", "-0", "01", "+1", " 1", "1 ", "1.5", "1e3",
+                "9223372036854775808", "-9223372036854775809", "\r\n", "\0"])
+                .prop_map(|s| s.as_bytes().to_vec()),
+            2 => prop::collection::vec(any::<u8>(), 0..12),
+        ]
+    }
+
+    fn refs(v: &[Vec<u8>]) -> Vec<&[u8]> {
+        v.iter().map(|w| w.as_slice()).collect()
+    }
+
+    proptest! {
+        /// Every i64 round-trips through its decimal text.
+        #[test]
+        fn i64_round_trips(n in any::<i64>()) {
+            prop_assert_eq!(parse_i64(n.to_string().as_bytes()), Some(n));
+        }
+
+        /// Only canonical text parses: whatever parses prints back to the same bytes (no `+`,
+        /// spaces, leading zeros or `-0`), as Redis' `string2ll`.
+        #[test]
+        fn only_canonical_integers_parse(bytes in prop::collection::vec(any::<u8>(), 0..24)) {
+            if let Some(n) = parse_i64(&bytes) {
+                prop_assert_eq!(n.to_string().into_bytes(), bytes);
+            }
+        }
+
+        /// Arbitrary argument vectors never panic, and an accepted request is consistent with
+        /// its arguments: lease >= 1, timeout >= 0, each option present iff its word is.
+        #[test]
+        fn acquire_accepts_only_consistent_requests(
+            key in prop::collection::vec(any::<u8>(), 0..6),
+            owner in word(),
+            lease in word(),
+            rest in prop::collection::vec(word(), 0..6),
+        ) {
+            let mut argv = vec![b"rlock.acquire".to_vec(), key, owner, lease];
+            argv.extend(rest);
+            let r = acquire(&refs(&argv));
+            // The other commands must not panic on the same vectors either.
+            let _ = release(&refs(&argv));
+            let _ = renew(&refs(&argv));
+            let _ = force_release(&refs(&argv));
+            let _ = info(&refs(&argv));
+            match r {
+                Ok(req) => {
+                    prop_assert!(!argv[2].is_empty());
+                    prop_assert_eq!(parse_i64(&argv[3]), Some(req.lease_ms));
+                    prop_assert!(req.lease_ms >= 1);
+                    let opts = &argv[4..];
+                    let is = |w: &[u8], name: &[u8]| w.eq_ignore_ascii_case(name);
+                    // Walk the options as the grammar says and compare.
+                    let (mut block, mut fence, mut i) = (None, false, 0);
+                    while i < opts.len() {
+                        if is(&opts[i], b"BLOCK") {
+                            block = parse_i64(&opts[i + 1]);
+                            i += 2;
+                        } else {
+                            prop_assert!(is(&opts[i], b"FENCE"));
+                            fence = true;
+                            i += 1;
+                        }
+                    }
+                    prop_assert_eq!(req.block_ms, block);
+                    prop_assert!(req.block_ms.is_none_or(|b| b >= 0));
+                    prop_assert_eq!(req.fence, fence);
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    prop_assert!(text.starts_with("ERR "), "{}", text);
+                }
+            }
+        }
+
+        /// Every well-formed request parses to exactly what was written, options in any order
+        /// and case.
+        #[test]
+        fn well_formed_acquires_parse(
+            lease in 1i64..=i64::MAX,
+            block in prop::option::of(0i64..=i64::MAX),
+            fence in any::<bool>(),
+            fence_first in any::<bool>(),
+            lower in any::<bool>(),
+        ) {
+            let case = |s: &str| if lower { s.to_lowercase() } else { s.to_string() };
+            let mut argv: Vec<Vec<u8>> = ["RLOCK.ACQUIRE", "k", "owner"]
+                .iter().map(|s| s.as_bytes().to_vec()).collect();
+            argv.push(lease.to_string().into_bytes());
+            let mut opts: Vec<Vec<u8>> = Vec::new();
+            if let Some(b) = block {
+                opts.push(case("BLOCK").into_bytes());
+                opts.push(b.to_string().into_bytes());
+            }
+            if fence {
+                if fence_first { opts.insert(0, case("FENCE").into_bytes()); }
+                else { opts.push(case("FENCE").into_bytes()); }
+            }
+            argv.extend(opts);
+            prop_assert_eq!(
+                acquire(&refs(&argv)),
+                Ok(Acquire { lease_ms: lease, block_ms: block, fence })
+            );
+        }
+
+        /// `deadline` is `checked_add`: it never wraps.
+        #[test]
+        fn deadlines_never_wrap(now in 0i64..=i64::MAX, ms in 0i64..=i64::MAX) {
+            match deadline(now, ms, "x") {
+                Ok(t) => prop_assert!(t >= now && t - now == ms),
+                Err(e) => {
+                    prop_assert_eq!(e, CmdError::OutOfRange("x"));
+                    prop_assert!(now.checked_add(ms).is_none());
+                }
+            }
+        }
+    }
+}
