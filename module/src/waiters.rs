@@ -14,7 +14,7 @@ use crate::core::lock::View;
 use crate::core::names;
 use crate::core::parse::deadline;
 use crate::core::queue::{LockId, Queues, Timer, Waiter};
-use crate::core::stats;
+use crate::core::stats::{self, Counter};
 use crate::entry::guarded;
 use crate::ffi::{
     self, BlockCallbacks, BlockedClient, Ctx, Key, KeyKind, OwnedStr, RStr, RedisModuleCtx,
@@ -213,11 +213,7 @@ pub fn hand_off(ctx: Ctx, key: &Key, name: RStr, id: &LockId) {
         } else {
             stats::ERRORS.incr();
         }
-        let data = Box::into_raw(Box::new(Outcome {
-            handle: waiter.handle,
-            reply,
-        }));
-        ffi::unblock(waiter.handle as *mut BlockedClient, data.cast());
+        reply_later(waiter.handle, reply);
         if granted.is_ok() {
             break;
         }
@@ -327,11 +323,7 @@ fn check(ctx: Ctx, id: &LockId) {
 fn fail_all(ctx: Ctx, id: &LockId, err: CmdError) {
     for w in queues(|q| q.drain(id)) {
         stats::ERRORS.incr();
-        let data = Box::into_raw(Box::new(Outcome {
-            handle: w.handle,
-            reply: Err(err.clone()),
-        }));
-        ffi::unblock(w.handle as *mut BlockedClient, data.cast());
+        reply_later(w.handle, Err(err.clone()));
     }
     forget_if_idle(ctx, id);
 }
@@ -352,6 +344,24 @@ fn revoke(ctx: Ctx, id: &LockId, owner: &[u8]) {
         stats::GRANTS_REVOKED.incr();
         free_lock(ctx, &key, name.get());
     }
+}
+
+/// Take a waiter out of its queue (timeout, disconnect) and release its blocked-client handle.
+/// False when it is not queued any more (already granted).
+fn withdraw(ctx: Ctx, bc: *mut BlockedClient, counter: &Counter) -> bool {
+    let Some((id, _)) = queues(|q| q.remove(bc as Handle)) else {
+        return false;
+    };
+    counter.incr();
+    ffi::unblock(bc, std::ptr::null_mut());
+    forget_if_idle(ctx, &id);
+    true
+}
+
+/// Wake a parked client with `reply`, delivered by `on_reply` from beforeSleep.
+fn reply_later(handle: Handle, reply: Result<i64, CmdError>) {
+    let data = Box::into_raw(Box::new(Outcome { handle, reply }));
+    ffi::unblock(handle as *mut BlockedClient, data.cast());
 }
 
 // ---- blocked-client callbacks ----------------------------------------------------------------
@@ -389,14 +399,7 @@ unsafe extern "C" fn on_timeout(
     _argc: c_int,
 ) -> c_int {
     let ctx = Ctx(ctx);
-    guarded(|| {
-        let bc = ctx.blocked_handle();
-        if let Some((id, _)) = queues(|q| q.remove(bc as Handle)) {
-            stats::WAITS_TIMED_OUT.incr();
-            ffi::unblock(bc, std::ptr::null_mut());
-            forget_if_idle(ctx, &id);
-        }
-    });
+    guarded(|| withdraw(ctx, ctx.blocked_handle(), &stats::WAITS_TIMED_OUT));
     ctx.reply_null();
     raw::REDISMODULE_OK as c_int
 }
@@ -406,11 +409,10 @@ unsafe extern "C" fn on_timeout(
 unsafe extern "C" fn on_disconnect(ctx: *mut RedisModuleCtx, bc: *mut BlockedClient) {
     let ctx = Ctx(ctx);
     guarded(|| {
-        if let Some((id, _)) = queues(|q| q.remove(bc as Handle)) {
-            stats::WAITERS_DISCONNECTED.incr();
-            ffi::unblock(bc, std::ptr::null_mut());
-            forget_if_idle(ctx, &id);
-        } else if let Some((id, owner)) = GRANTED.with(|g| g.borrow_mut().remove(&(bc as Handle))) {
+        if withdraw(ctx, bc, &stats::WAITERS_DISCONNECTED) {
+            return;
+        }
+        if let Some((id, owner)) = GRANTED.with(|g| g.borrow_mut().remove(&(bc as Handle))) {
             // Writing from this callback is not safe (we are inside the client's teardown);
             // a zero-delay timer undoes the grant on the next event-loop turn.
             let data = Box::into_raw(Box::new(Job::Revoke(id, owner)));
