@@ -388,6 +388,12 @@ impl Ctx {
         }
     }
 
+    /// The id of the context's client (0 when it has none).
+    pub fn client_id(self) -> u64 {
+        // SAFETY: valid ctx; returns 0 without a client.
+        unsafe { api!(RedisModule_GetClientId)(self.0) }
+    }
+
     pub fn is_replica(self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
     }

@@ -56,6 +56,15 @@ mod module {
                     Some(waiters::on_server_event),
                 );
             }
+            let event = raw::RedisModuleEvent {
+                id: raw::REDISMODULE_EVENT_CLIENT_CHANGE,
+                dataver: 1,
+            };
+            raw::RedisModule_SubscribeToServerEvent.unwrap()(
+                ctx.ctx,
+                event,
+                Some(waiters::on_client_change),
+            );
         }
         Status::Ok
     }

@@ -5,6 +5,9 @@
 //! Invariants:
 //! - a waiter is in exactly one queue until it is granted, times out or disconnects, and its
 //!   blocked client is unblocked exactly once (by whichever of those removes it from the queue);
+//! - Redis never times a waiter out by itself: the BLOCK deadline is a module timer, so a grant
+//!   and a timeout are decided in one place (Redis 7.0 mishandles a timeout that lands between a
+//!   module's unblock and its reply: the client gets no reply at all);
 //! - a lock with waiters has one live timer, at the holder's expiry or sooner, and the timer
 //!   re-checks the key: a freed lock is handed to the head waiter in the same step;
 //! - no `RefCell` borrow is held across a call into Redis (Redis may call back into us).
@@ -21,7 +24,7 @@ use crate::ffi::{
     RedisModuleString,
 };
 use redis_module::raw;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 
@@ -34,7 +37,19 @@ thread_local! {
     static QUEUES: RefCell<Queues<Handle>> = RefCell::default();
     /// Waiters granted the lock whose reply has not reached them yet (it is sent from
     /// `beforeSleep`). If one disconnects in between, its grant is revoked.
-    static GRANTED: RefCell<HashMap<Handle, (LockId, Box<[u8]>)>> = RefCell::default();
+    static GRANTED: RefCell<HashMap<Handle, Grant>> = RefCell::default();
+    /// Serial of the next parked acquire.
+    static SERIAL: Cell<u64> = const { Cell::new(0) };
+    /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before it is
+    /// unblocked), to tell a real disconnect from CLIENT UNBLOCK in `on_disconnect`.
+    static CLOSING: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A grant on its way to the waiter.
+struct Grant {
+    id: LockId,
+    owner: Box<[u8]>,
+    value: i64,
 }
 
 fn queues<R>(f: impl FnOnce(&mut Queues<Handle>) -> R) -> R {
@@ -125,7 +140,15 @@ pub fn next_token(ctx: Ctx, name: &[u8]) -> Result<i64, CmdError> {
 /// What a parked client receives: its reply, handed over through Redis' private data.
 struct Outcome {
     handle: Handle,
-    reply: Result<i64, CmdError>,
+    reply: Answer,
+}
+
+enum Answer {
+    /// Granted: the hold count, or the fencing token.
+    Value(i64),
+    /// The wait ended without the lock.
+    Nil,
+    Error(CmdError),
 }
 
 static CALLBACKS: BlockCallbacks = BlockCallbacks {
@@ -146,27 +169,27 @@ pub fn park(
     block_ms: i64,
     holder_expiry: Option<i64>,
 ) {
-    let bc = ctx.block(block_ms, &CALLBACKS);
-    queues(|q| {
-        q.push(
-            id,
-            Waiter {
-                handle: bc as Handle,
-                owner: owner.into(),
-                lease_ms,
-                fence,
-            },
-        )
+    // No Redis timeout (0): the deadline is ours (see the module docs above). A module timer
+    // also ends the wait on time; Redis' own deadline check waits for the next server cron.
+    let bc = ctx.block(0, &CALLBACKS);
+    let handle = bc as Handle;
+    let serial = SERIAL.with(|s| s.replace(s.get() + 1));
+    let deadline_timer = (block_ms > 0).then(|| {
+        let job = Box::into_raw(Box::new(Job::Deadline(handle, serial)));
+        ctx.create_timer(block_ms, on_timer, job.cast())
     });
+    let waiter = Waiter {
+        handle,
+        owner: owner.into(),
+        lease_ms,
+        fence,
+        serial,
+        deadline_timer,
+    };
+    queues(|q| q.push(id, waiter));
     stats::WAITS_STARTED.incr();
-    if block_ms > 0 {
-        // Redis checks blocked-client deadlines precisely, but only when its event loop wakes,
-        // which with nothing else to do is the next server cron (100 ms at hz 10). A timer at
-        // the deadline wakes it, so the wait ends on time.
-        ctx.create_timer(block_ms + 1, wake_event_loop, std::ptr::null_mut());
-    }
     if let Some(at) = holder_expiry {
-        watch(ctx, id, at + 1);
+        watch(ctx, id, at.saturating_add(1));
     }
 }
 
@@ -182,6 +205,7 @@ pub fn hand_off(ctx: Ctx, key: &Key, name: RStr, id: &LockId) {
             .unwrap_or(false);
         Some((w, expired))
     }) {
+        retire(ctx, &waiter);
         let now = ctx.now_ms();
         let granted = deadline(now, waiter.lease_ms, "lease_ms").and_then(|at| {
             let token = if waiter.fence {
@@ -193,22 +217,24 @@ pub fn hand_off(ctx: Ctx, key: &Key, name: RStr, id: &LockId) {
             write_hold(ctx, key, name, owner.get(), 1, at);
             Ok((at, token.unwrap_or(1)))
         });
-        let reply = granted
-            .as_ref()
-            .map(|&(_, value)| value)
-            .map_err(Clone::clone);
-        if let Ok(&(at, _)) = granted.as_ref() {
+        let reply = match &granted {
+            Ok((_, value)) => Answer::Value(*value),
+            Err(e) => Answer::Error(e.clone()),
+        };
+        if let Ok(&(at, value)) = granted.as_ref() {
             stats::ACQUIRED.incr();
             stats::HANDOFFS.incr();
             if expired {
                 stats::GRANTS_AFTER_EXPIRY.incr();
             }
-            GRANTED.with(|g| {
-                g.borrow_mut()
-                    .insert(waiter.handle, (id.clone(), waiter.owner.clone()))
-            });
+            let grant = Grant {
+                id: id.clone(),
+                owner: waiter.owner.clone(),
+                value,
+            };
+            GRANTED.with(|g| g.borrow_mut().insert(waiter.handle, grant));
             if queues(|q| q.is_queued(id)) {
-                watch(ctx, id, at + 1);
+                watch(ctx, id, at.saturating_add(1));
             }
         } else {
             stats::ERRORS.incr();
@@ -235,6 +261,8 @@ enum Job {
     Check(LockId),
     /// A waiter was granted the lock but disconnected before the reply: undo that grant.
     Revoke(LockId, Box<[u8]>),
+    /// A waiter's BLOCK deadline (handle, serial of the wait).
+    Deadline(Handle, u64),
 }
 
 /// Make sure `id`'s lock is re-checked no later than `at_ms`.
@@ -260,14 +288,22 @@ pub fn watch(ctx: Ctx, id: &LockId, at_ms: i64) {
 }
 
 fn stop(ctx: Ctx, timer: Timer) {
-    if let Some(data) = ctx.stop_timer(timer.id) {
-        // SAFETY: every timer's data is a Box<Job> made in `watch` or `on_disconnect`.
+    stop_id(ctx, timer.id);
+}
+
+fn stop_id(ctx: Ctx, timer_id: u64) {
+    if let Some(data) = ctx.stop_timer(timer_id) {
+        // SAFETY: every timer's data is a Box<Job> made in this file.
         drop(unsafe { Box::from_raw(data.cast::<Job>()) });
     }
 }
 
-/// Does nothing: firing is the point (see `park`).
-unsafe extern "C" fn wake_event_loop(_ctx: *mut RedisModuleCtx, _data: *mut c_void) {}
+/// A waiter left its queue by any way but its deadline: its deadline timer is not needed.
+fn retire(ctx: Ctx, waiter: &Waiter<Handle>) {
+    if let Some(t) = waiter.deadline_timer {
+        stop_id(ctx, t);
+    }
+}
 
 unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
     // SAFETY: data is the Box<Job> given to RM_CreateTimer; a fired timer is never stopped.
@@ -283,6 +319,18 @@ unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
             check(ctx, &id);
         }
         Job::Revoke(id, owner) => revoke(ctx, &id, &owner),
+        Job::Deadline(handle, serial) => {
+            // Only the wait this timer was made for (a handle can be reused by a later wait).
+            let removed = queues(|q| match q.find(handle) {
+                Some(w) if w.serial == serial => q.remove(handle),
+                _ => None,
+            });
+            if let Some((id, _)) = removed {
+                stats::WAITS_TIMED_OUT.incr();
+                reply_later(handle, Answer::Nil);
+                forget_if_idle(ctx, &id);
+            }
+        }
     });
 }
 
@@ -310,7 +358,7 @@ fn check(ctx: Ctx, id: &LockId) {
         KeyKind::Empty => hand_off(ctx, &key, name.get(), id),
         KeyKind::Hash => {
             if let Some(at) = key.abs_expire() {
-                watch(ctx, id, at + 1);
+                watch(ctx, id, at.saturating_add(1));
             }
             // Without a lease the lock frees only by release or deletion, which we hear of.
         }
@@ -322,8 +370,9 @@ fn check(ctx: Ctx, id: &LockId) {
 /// End every wait on `id` with `err`.
 fn fail_all(ctx: Ctx, id: &LockId, err: CmdError) {
     for w in queues(|q| q.drain(id)) {
+        retire(ctx, &w);
         stats::ERRORS.incr();
-        reply_later(w.handle, Err(err.clone()));
+        reply_later(w.handle, Answer::Error(err.clone()));
     }
     forget_if_idle(ctx, id);
 }
@@ -349,9 +398,10 @@ fn revoke(ctx: Ctx, id: &LockId, owner: &[u8]) {
 /// Take a waiter out of its queue (timeout, disconnect) and release its blocked-client handle.
 /// False when it is not queued any more (already granted).
 fn withdraw(ctx: Ctx, bc: *mut BlockedClient, counter: &Counter) -> bool {
-    let Some((id, _)) = queues(|q| q.remove(bc as Handle)) else {
+    let Some((id, waiter)) = queues(|q| q.remove(bc as Handle)) else {
         return false;
     };
+    retire(ctx, &waiter);
     counter.incr();
     ffi::unblock(bc, std::ptr::null_mut());
     forget_if_idle(ctx, &id);
@@ -359,7 +409,7 @@ fn withdraw(ctx: Ctx, bc: *mut BlockedClient, counter: &Counter) -> bool {
 }
 
 /// Wake a parked client with `reply`, delivered by `on_reply` from beforeSleep.
-fn reply_later(handle: Handle, reply: Result<i64, CmdError>) {
+fn reply_later(handle: Handle, reply: Answer) {
     let data = Box::into_raw(Box::new(Outcome { handle, reply }));
     ffi::unblock(handle as *mut BlockedClient, data.cast());
 }
@@ -381,8 +431,9 @@ unsafe extern "C" fn on_reply(
             Some(o) => {
                 GRANTED.with(|g| g.borrow_mut().remove(&o.handle));
                 match &o.reply {
-                    Ok(n) => ctx.reply_int(*n),
-                    Err(e) => ctx.reply_error(&e.to_string()),
+                    Answer::Value(n) => ctx.reply_int(*n),
+                    Answer::Nil => ctx.reply_null(),
+                    Answer::Error(e) => ctx.reply_error(&e.to_string()),
                 }
             }
             None => ctx.reply_null(),
@@ -392,7 +443,8 @@ unsafe extern "C" fn on_reply(
     raw::REDISMODULE_OK as c_int
 }
 
-/// The wait ran out (or CLIENT UNBLOCK): leave the queue and reply nil, as BLPOP does.
+/// CLIENT UNBLOCK (Redis calls the timeout callback for it; our own deadlines are timers):
+/// leave the queue and reply nil, as BLPOP does.
 unsafe extern "C" fn on_timeout(
     ctx: *mut RedisModuleCtx,
     _argv: *mut *mut RedisModuleString,
@@ -412,12 +464,20 @@ unsafe extern "C" fn on_disconnect(ctx: *mut RedisModuleCtx, bc: *mut BlockedCli
         if withdraw(ctx, bc, &stats::WAITERS_DISCONNECTED) {
             return;
         }
-        if let Some((id, owner)) = GRANTED.with(|g| g.borrow_mut().remove(&(bc as Handle))) {
-            // Writing from this callback is not safe (we are inside the client's teardown);
-            // a zero-delay timer undoes the grant on the next event-loop turn.
-            let data = Box::into_raw(Box::new(Job::Revoke(id, owner)));
-            ctx.create_timer(0, on_timer, data.cast());
+        let Some(grant) = GRANTED.with(|g| g.borrow_mut().remove(&(bc as Handle))) else {
+            return;
+        };
+        if ctx.client_id() != CLOSING.with(Cell::get) && !ctx.is_replica() {
+            // Not a closing connection: CLIENT UNBLOCK right after the grant, before its reply
+            // was sent. Redis drops the module's reply in that case, so give the client its
+            // grant here (this context's client is the waiting client).
+            ctx.reply_int(grant.value);
+            return;
         }
+        // The client is gone: undo its grant. Writing from this callback is not safe (we are
+        // inside the client's teardown); a zero-delay timer does it on the next turn.
+        let data = Box::into_raw(Box::new(Job::Revoke(grant.id, grant.owner)));
+        ctx.create_timer(0, on_timer, data.cast());
     });
 }
 
@@ -466,6 +526,21 @@ pub unsafe extern "C" fn on_keyspace(
         }
     });
     raw::REDISMODULE_OK as c_int
+}
+
+/// CLIENT_CHANGE: remember which client Redis is freeing; its blocked-client disconnect
+/// callback follows immediately (see `on_disconnect`).
+pub unsafe extern "C" fn on_client_change(
+    _ctx: *mut RedisModuleCtx,
+    _event: raw::RedisModuleEvent,
+    sub: u64,
+    data: *mut c_void,
+) {
+    if sub == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED && !data.is_null() {
+        // SAFETY: CLIENT_CHANGE events carry a RedisModuleClientInfo.
+        let id = unsafe { (*data.cast::<raw::RedisModuleClientInfo>()).id };
+        CLOSING.with(|c| c.set(id));
+    }
 }
 
 /// FLUSHDB / FLUSHALL / SWAPDB: every lock with waiters in the databases touched is re-checked.

@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub mod cluster;
+
 pub use redis;
 use redis::ConnectionLike;
 pub use redis::Value;
@@ -108,7 +110,8 @@ impl Server {
         panic!("could not start redis-server: {last_err}");
     }
 
-    fn try_start(opts: &ServerOptions) -> Result<Server, String> {
+    /// One start attempt (for callers that must change the options between attempts).
+    pub fn try_start(opts: &ServerOptions) -> Result<Server, String> {
         let (tmp, dir) = match &opts.dir {
             Some(d) => (None, d.clone()),
             None => {
@@ -508,6 +511,11 @@ pub fn lock_info(conn: &mut redis::Connection, key: &str) -> LockInfo {
 /// (`RM_InfoAddField*`), so `acquired` may show as `rlock_acquired`; both spellings are accepted.
 pub fn rlock_stat(conn: &mut redis::Connection, field: &str) -> i64 {
     let info: String = redis::cmd("INFO").arg("rlock").query(conn).unwrap();
+    rlock_stat_in(&info, field)
+}
+
+/// [`rlock_stat`] read from the text of an `INFO rlock` reply already at hand.
+pub fn rlock_stat_in(info: &str, field: &str) -> i64 {
     let prefixed = format!("rlock_{field}");
     info.lines()
         .filter_map(|l| l.split_once(':'))
@@ -553,6 +561,12 @@ impl Pending {
             sent: Instant::now(),
             what: show(cmd),
         }
+    }
+
+    /// Wait at most `limit` for the reply.
+    pub fn reply_within(self, limit: Duration) -> Value {
+        self.conn.set_read_timeout(Some(limit)).unwrap();
+        self.reply()
     }
 
     /// Wait (at most 10 s) for the reply.

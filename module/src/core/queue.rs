@@ -31,6 +31,11 @@ pub struct Waiter<H> {
     pub owner: Box<[u8]>,
     pub lease_ms: i64,
     pub fence: bool,
+    /// Unique per parked acquire: a deadline timer acts only on the wait it was made for, even
+    /// if the handle is reused by a later wait.
+    pub serial: u64,
+    /// The timer that ends this wait at its BLOCK deadline (none for BLOCK 0).
+    pub deadline_timer: Option<u64>,
 }
 
 /// The waiters of one lock, plus the module timer that watches it (armed at the holder's
@@ -119,6 +124,16 @@ impl<H: Copy + Eq + Hash> Queues<H> {
         Some((id, waiter))
     }
 
+    /// The queued waiter with this handle, if any.
+    pub fn find(&self, handle: H) -> Option<&Waiter<H>> {
+        let id = self.index.get(&handle)?;
+        self.locks
+            .get(id)?
+            .waiters
+            .iter()
+            .find(|w| w.handle == handle)
+    }
+
     /// Drop `id`'s entry if nobody waits; returns its timer so the caller can stop it.
     pub fn forget_if_idle(&mut self, id: &LockId) -> Option<Timer> {
         if self.locks.get(id)?.waiters.is_empty() {
@@ -176,6 +191,8 @@ mod tests {
             owner: owner.as_bytes().into(),
             lease_ms: 100,
             fence: false,
+            serial: handle as u64,
+            deadline_timer: None,
         }
     }
 
@@ -217,6 +234,8 @@ mod tests {
         let (id, gone) = q.remove(2).unwrap();
         assert_eq!((id, gone.handle), (a.clone(), 2));
         assert!(q.remove(2).is_none(), "a waiter is removed once");
+        assert!(q.find(2).is_none());
+        assert_eq!(q.find(3).map(|w| w.serial), Some(3));
         assert_eq!(q.pop_front(&a).unwrap().handle, 1);
         assert!(
             q.remove(1).is_none(),
@@ -246,5 +265,102 @@ mod tests {
         assert_eq!(q.drain(&a).len(), 2);
         assert_eq!(q.total(), 0);
         assert!(q.remove(1).is_none());
+    }
+}
+
+/// Property tests: `Queues` against a plain model (a list of per-lock FIFO lists) under random
+/// push / pop / remove / drain / forget sequences over a few locks in two databases.
+#[cfg(test)]
+mod prop_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Push {
+            lock: usize,
+        },
+        Pop {
+            lock: usize,
+        },
+        /// Remove the waiter with this handle (it may be queued, granted or never existed).
+        Remove {
+            handle: u32,
+        },
+        Drain {
+            lock: usize,
+        },
+        Forget {
+            lock: usize,
+        },
+    }
+
+    const LOCKS: [(i32, &[u8]); 4] = [(0, b"a"), (0, b"b"), (1, b"a"), (0, b"")];
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            5 => (0..LOCKS.len()).prop_map(|lock| Op::Push { lock }),
+            2 => (0..LOCKS.len()).prop_map(|lock| Op::Pop { lock }),
+            3 => (0u32..40).prop_map(|handle| Op::Remove { handle }),
+            1 => (0..LOCKS.len()).prop_map(|lock| Op::Drain { lock }),
+            1 => (0..LOCKS.len()).prop_map(|lock| Op::Forget { lock }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn queues_match_a_model(ops in prop::collection::vec(op(), 1..200)) {
+            let ids: Vec<LockId> = LOCKS.iter().map(|(db, k)| LockId::new(*db, k)).collect();
+            let mut q: Queues<u32> = Queues::default();
+            let mut model: Vec<VecDeque<u32>> = vec![VecDeque::new(); LOCKS.len()];
+            let mut next = 0u32;
+            for op in ops {
+                match op {
+                    Op::Push { lock } => {
+                        q.push(&ids[lock], Waiter { handle: next, owner: next.to_string().into_bytes().into(), lease_ms: 1, fence: false, serial: next as u64, deadline_timer: None });
+                        model[lock].push_back(next);
+                        next += 1;
+                    }
+                    Op::Pop { lock } => {
+                        prop_assert_eq!(q.pop_front(&ids[lock]).map(|w| w.handle), model[lock].pop_front());
+                    }
+                    Op::Remove { handle } => {
+                        let want = model.iter().position(|m| m.contains(&handle));
+                        let got = q.remove(handle);
+                        match want {
+                            Some(lock) => {
+                                let (id, w) = got.expect("queued waiter found");
+                                prop_assert_eq!(&id, &ids[lock]);
+                                prop_assert_eq!(w.handle, handle);
+                                model[lock].retain(|h| *h != handle);
+                            }
+                            None => prop_assert!(got.is_none()),
+                        }
+                    }
+                    Op::Drain { lock } => {
+                        let got: Vec<u32> = q.drain(&ids[lock]).iter().map(|w| w.handle).collect();
+                        let want: Vec<u32> = model[lock].drain(..).collect();
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Forget { lock } => {
+                        q.forget_if_idle(&ids[lock]);
+                    }
+                }
+                let total: usize = model.iter().map(|m| m.len()).sum();
+                prop_assert_eq!(q.total(), total);
+                for (lock, id) in ids.iter().enumerate() {
+                    prop_assert_eq!(q.len(id), model[lock].len());
+                    prop_assert_eq!(q.is_queued(id), !model[lock].is_empty());
+                    let owners: Vec<Vec<u8>> = q.owners(id).iter().map(|o| o.to_vec()).collect();
+                    let want: Vec<Vec<u8>> = model[lock].iter().map(|h| h.to_string().into_bytes()).collect();
+                    prop_assert_eq!(owners, want);
+                }
+                let mut with_waiters: Vec<LockId> = q.ids(None).into_iter().filter(|id| q.is_queued(id)).collect();
+                with_waiters.sort_by(|a, b| (a.db, &a.key[..]).cmp(&(b.db, &b.key[..])));
+                let mut want: Vec<LockId> = ids.iter().enumerate().filter(|(i, _)| !model[*i].is_empty()).map(|(_, id)| id.clone()).collect();
+                want.sort_by(|a, b| (a.db, &a.key[..]).cmp(&(b.db, &b.key[..])));
+                prop_assert_eq!(with_waiters, want);
+            }
+        }
     }
 }

@@ -1,0 +1,226 @@
+//! INFO rlock counters, COMMAND INFO / COMMAND DOCS entries, and the command flags that keep a
+//! release possible when the server is out of memory.
+
+use rlock_tests::*;
+
+/// Run `step` and assert how the named counters moved.
+#[track_caller]
+fn moves(
+    c: &mut redis::Connection,
+    expect: &[(&str, i64)],
+    step: impl FnOnce(&mut redis::Connection),
+) {
+    let before: Vec<i64> = expect.iter().map(|(f, _)| rlock_stat(c, f)).collect();
+    step(c);
+    for ((field, delta), b) in expect.iter().zip(before) {
+        assert_eq!(rlock_stat(c, field) - b, *delta, "INFO rlock {field}");
+    }
+}
+
+#[test]
+fn info_section_exists_with_all_counters() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let info: String = redis::cmd("INFO").arg("rlock").query(&mut c).unwrap();
+    assert!(
+        info.lines().any(|l| l.trim() == "# rlock"),
+        "no `# rlock` section:\n{info}"
+    );
+    for field in [
+        "acquired",
+        "reentries",
+        "handoffs",
+        "waits_timed_out",
+        "grants_after_expiry",
+        "waiters",
+        "force_releases",
+        "errors",
+    ] {
+        assert_eq!(rlock_stat(&mut c, field), 0, "{field} on a fresh server");
+    }
+}
+
+#[test]
+fn info_counters_move() {
+    let s = Server::start();
+    let mut c = s.conn();
+    moves(&mut c, &[("acquired", 1), ("reentries", 0)], |c| {
+        assert_eq!(int(c, &cmd!("RLOCK.ACQUIRE", "lk", "o1", 30_000)), 1);
+    });
+    moves(&mut c, &[("reentries", 1)], |c| {
+        assert_eq!(int(c, &cmd!("RLOCK.ACQUIRE", "lk", "o1", 30_000)), 2);
+    });
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "lk", "o1")), 1);
+
+    // The waiters gauge follows parked clients.
+    let w1 = park(&s, &mut c, "lk", "w1", 30_000, &[], 1);
+    assert_eq!(rlock_stat(&mut c, "waiters"), 1);
+    let w2 = park(&s, &mut c, "lk", "w2", 5_000, &[], 2);
+    assert_eq!(rlock_stat(&mut c, "waiters"), 2);
+
+    moves(
+        &mut c,
+        &[("handoffs", 1), ("waiters", -1), ("grants_after_expiry", 0)],
+        |c| {
+            assert_eq!(int(c, &cmd!("RLOCK.RELEASE", "lk", "o1")), 0);
+        },
+    );
+    assert_eq!(w1.reply_int(), 1);
+
+    moves(&mut c, &[("waits_timed_out", 1), ("waiters", 0)], |c| {
+        nil(c, &cmd!("RLOCK.ACQUIRE", "lk", "late", 1000, "BLOCK", 20));
+    });
+
+    // Lease expiry hand-off: w1's lease shortened, w2 gets the lock when it runs out.
+    moves(
+        &mut c,
+        &[("grants_after_expiry", 1), ("waiters", -1)],
+        |c| {
+            assert_eq!(int(c, &cmd!("RLOCK.RENEW", "lk", "w1", 50)), 1);
+            assert_eq!(w2.reply_int(), 1);
+            assert_eq!(hgetall(c, "lk"), holder("w2", 1));
+        },
+    );
+
+    moves(&mut c, &[("force_releases", 1)], |c| {
+        assert_eq!(int(c, &cmd!("RLOCK.FORCERELEASE", "lk")), 1);
+    });
+    assert_eq!(rlock_stat(&mut c, "waiters"), 0);
+
+    moves(&mut c, &[("errors", 1)], |c| {
+        let e = err(c, &cmd!("RLOCK.ACQUIRE", "lk", "", 1000));
+        assert!(e.starts_with("ERR"), "{e}");
+    });
+}
+
+/// A named field of a flat RESP2 map (`[name, value, name, value, ...]`).
+fn field<'a>(items: &'a [Value], name: &str) -> Option<&'a Value> {
+    items
+        .chunks(2)
+        .find(|kv| text(&kv[0]).as_deref() == Some(name))
+        .map(|kv| &kv[1])
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) | Value::Set(items) => items.iter().filter_map(text).collect(),
+        other => panic!("expected an array, got {other:?}"),
+    }
+}
+
+#[test]
+fn command_info_gives_arity_flags_and_key_position_1() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // (name, arity, flags it must have, flags it must not have)
+    let expected: &[(&str, i64, &[&str], &[&str])] = &[
+        ("rlock.acquire", -4, &["write", "denyoom"], &["readonly"]),
+        ("rlock.release", 3, &["write"], &["denyoom", "readonly"]),
+        ("rlock.renew", 4, &["write"], &["denyoom", "readonly"]),
+        (
+            "rlock.forcerelease",
+            2,
+            &["write"],
+            &["denyoom", "readonly"],
+        ),
+        ("rlock.info", 2, &["readonly"], &["write", "denyoom"]),
+    ];
+    for (name, arity, must, must_not) in expected {
+        let reply = raw(&mut c, &cmd!("COMMAND", "INFO", *name));
+        let entry = match &reply {
+            Value::Array(v) if v.len() == 1 => match &v[0] {
+                Value::Array(e) => e.clone(),
+                other => panic!("COMMAND INFO {name}: unknown command? {other:?}"),
+            },
+            other => panic!("COMMAND INFO {name}: {other:?}"),
+        };
+        assert_eq!(text(&entry[0]).as_deref(), Some(*name));
+        assert_eq!(entry[1], Value::Int(*arity), "{name} arity");
+        let flags = strings(&entry[2]);
+        for f in *must {
+            assert!(
+                flags.iter().any(|x| x == f),
+                "{name} flags {flags:?} lack {f}"
+            );
+        }
+        for f in *must_not {
+            assert!(
+                !flags.iter().any(|x| x == f),
+                "{name} flags {flags:?} have {f}"
+            );
+        }
+        assert_eq!(
+            (&entry[3], &entry[4], &entry[5]),
+            (&Value::Int(1), &Value::Int(1), &Value::Int(1)),
+            "{name}: first key, last key, step"
+        );
+    }
+    // COMMAND GETKEYS agrees (what cluster clients use to route).
+    let keys = raw(
+        &mut c,
+        &cmd!(
+            "COMMAND",
+            "GETKEYS",
+            "RLOCK.ACQUIRE",
+            "the-key",
+            "o",
+            1000,
+            "BLOCK",
+            5
+        ),
+    );
+    assert_eq!(strings(&keys), ["the-key"]);
+}
+
+#[test]
+fn command_docs_have_a_summary_for_every_command() {
+    let s = Server::start();
+    let mut c = s.conn();
+    for name in [
+        "rlock.acquire",
+        "rlock.release",
+        "rlock.renew",
+        "rlock.forcerelease",
+        "rlock.info",
+    ] {
+        let reply = raw(&mut c, &cmd!("COMMAND", "DOCS", name));
+        let docs = match &reply {
+            Value::Array(v) if v.len() == 2 => match &v[1] {
+                Value::Array(d) => d.clone(),
+                other => panic!("COMMAND DOCS {name}: {other:?}"),
+            },
+            other => panic!("COMMAND DOCS {name}: no entry: {other:?}"),
+        };
+        let summary = field(&docs, "summary").and_then(text).unwrap_or_default();
+        assert!(
+            !summary.trim().is_empty(),
+            "COMMAND DOCS {name}: no summary in {docs:?}"
+        );
+    }
+}
+
+#[test]
+fn releases_work_when_the_server_is_out_of_memory() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "a", "o1", 30_000)), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "a", "o1", 30_000)), 2);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "b", "o1", 30_000)), 1);
+    assert_eq!(
+        string(
+            &mut c,
+            &cmd!("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        ),
+        "OK"
+    );
+    assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 1)), "OK");
+
+    let e = err(&mut c, &cmd!("RLOCK.ACQUIRE", "new", "o1", 30_000));
+    assert!(e.starts_with("OOM"), "acquire is deny-oom: {e}");
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "a", "o1", 40_000)), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "a", "o1")), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "a", "o1")), 0);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.FORCERELEASE", "b")), 1);
+    assert_eq!(lock_info(&mut c, "a").holds, 0, "introspection works too");
+    assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 0)), "OK");
+}

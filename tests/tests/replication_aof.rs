@@ -1,0 +1,221 @@
+//! Effects replicate as native commands with absolute expiry: a replica without the module
+//! matches the master after every kind of write, and an AOF written with the module reloads on a
+//! server without it.
+
+use rlock_tests::*;
+use std::time::{Duration, Instant};
+
+fn start_pair() -> (Server, Server) {
+    // No 5 s wait for more replicas before the full sync.
+    let master = Server::with(ServerOptions {
+        args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
+        ..Default::default()
+    });
+    let replica = Server::with(ServerOptions {
+        module: false,
+        replica_of: Some(master.port),
+        ..Default::default()
+    });
+    let mut m = master.conn();
+    let mut r = replica.conn();
+    wait_until(Duration::from_secs(10), "replica link up", || {
+        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+            && info_int(&mut m, "replication", "connected_slaves") == 1
+    });
+    (master, replica)
+}
+
+/// WAIT for the replica, then compare every key. With the same absolute expiry on both sides,
+/// two PTTL readings differ by at most the time between them.
+#[track_caller]
+fn assert_replica_matches(step: &str, m: &mut redis::Connection, r: &mut redis::Connection) {
+    assert!(
+        int(m, &cmd!("WAIT", 1, 1000)) >= 1,
+        "{step}: replica did not acknowledge"
+    );
+    let started = Instant::now();
+    let a = snapshot(m);
+    let b = snapshot(r);
+    let slack = started.elapsed().as_millis() as i64 + 2;
+    assert_same_data(step, &a, &b, slack);
+}
+
+#[test]
+fn replica_without_the_module_matches_the_master_after_every_kind_of_write() {
+    let (master, replica) = start_pair();
+    let mut m = master.conn();
+    let mut r = replica.conn();
+
+    assert_eq!(int(&mut m, &cmd!("RLOCK.ACQUIRE", "lk", "o1", 20_000)), 1);
+    assert_replica_matches("acquire", &mut m, &mut r);
+    assert_eq!(hgetall(&mut r, "lk"), holder("o1", 1));
+    assert_between("replica PTTL", pttl(&mut r, "lk"), 17_000, 20_000);
+
+    assert_eq!(int(&mut m, &cmd!("RLOCK.ACQUIRE", "lk", "o1", 30_000)), 2);
+    assert_replica_matches("re-entry", &mut m, &mut r);
+    assert_eq!(hgetall(&mut r, "lk"), holder("o1", 2));
+
+    assert_eq!(int(&mut m, &cmd!("RLOCK.RENEW", "lk", "o1", 15_000)), 1);
+    assert_replica_matches("renew", &mut m, &mut r);
+    assert_between(
+        "replica PTTL after renew",
+        pttl(&mut r, "lk"),
+        12_000,
+        15_000,
+    );
+
+    assert_eq!(int(&mut m, &cmd!("RLOCK.RELEASE", "lk", "o1")), 1);
+    assert_replica_matches("partial release", &mut m, &mut r);
+    assert_eq!(hgetall(&mut r, "lk"), holder("o1", 1));
+
+    assert_eq!(int(&mut m, &cmd!("RLOCK.RELEASE", "lk", "o1")), 0);
+    assert_replica_matches("full release", &mut m, &mut r);
+    assert!(!exists(&mut r, "lk"));
+
+    let t = int(&mut m, &cmd!("RLOCK.ACQUIRE", "lk", "o2", 20_000, "FENCE"));
+    assert_replica_matches("FENCE acquire", &mut m, &mut r);
+    assert_eq!(string(&mut r, &cmd!("GET", token_key("lk"))), t.to_string());
+
+    assert_eq!(int(&mut m, &cmd!("RLOCK.FORCERELEASE", "lk")), 1);
+    assert_replica_matches("force release", &mut m, &mut r);
+    assert!(!exists(&mut r, "lk"));
+
+    // Hand-off on release.
+    assert_eq!(int(&mut m, &cmd!("RLOCK.ACQUIRE", "lk", "o3", 20_000)), 1);
+    let w = park(&master, &mut m, "lk", "w1", 12_000, &["FENCE"], 1);
+    assert_eq!(int(&mut m, &cmd!("RLOCK.RELEASE", "lk", "o3")), 0);
+    let tw = w.reply_int();
+    assert_replica_matches("hand-off on release", &mut m, &mut r);
+    assert_eq!(hgetall(&mut r, "lk"), holder("w1", 1));
+    assert_eq!(
+        string(&mut r, &cmd!("GET", token_key("lk"))),
+        tw.to_string()
+    );
+
+    // Hand-off on lease expiry.
+    assert_eq!(int(&mut m, &cmd!("RLOCK.RENEW", "lk", "w1", 200)), 1);
+    let w = park(&master, &mut m, "lk", "w2", 11_000, &[], 1);
+    assert_eq!(w.reply_int(), 1);
+    assert_replica_matches("hand-off on lease expiry", &mut m, &mut r);
+    assert_eq!(hgetall(&mut r, "lk"), holder("w2", 1));
+    assert_between(
+        "replica PTTL after expiry hand-off",
+        pttl(&mut r, "lk"),
+        9_000,
+        11_000,
+    );
+
+    // Hand-off on DEL (the module writes the waiter's lock after the native DEL).
+    let w = park(&master, &mut m, "lk", "w3", 13_000, &[], 1);
+    assert_eq!(int(&mut m, &cmd!("DEL", "lk")), 1);
+    assert_eq!(w.reply_int(), 1);
+    assert_replica_matches("hand-off on DEL", &mut m, &mut r);
+    assert_eq!(hgetall(&mut r, "lk"), holder("w3", 1));
+
+    // Inside MULTI/EXEC and Lua the effects replicate the same way.
+    assert_eq!(string(&mut m, &cmd!("MULTI")), "OK");
+    assert_eq!(
+        string(&mut m, &cmd!("RLOCK.ACQUIRE", "tx", "o5", 16_000, "FENCE")),
+        "QUEUED"
+    );
+    assert_eq!(
+        string(&mut m, &cmd!("RLOCK.ACQUIRE", "tx", "o5", 17_000)),
+        "QUEUED"
+    );
+    assert_eq!(string(&mut m, &cmd!("RLOCK.RELEASE", "lk", "w3")), "QUEUED");
+    assert!(matches!(raw(&mut m, &cmd!("EXEC")), Value::Array(_)));
+    assert_replica_matches("MULTI/EXEC", &mut m, &mut r);
+    assert_eq!(hgetall(&mut r, "tx"), holder("o5", 2));
+    assert!(!exists(&mut r, "lk"));
+
+    let w = park(&master, &mut m, "tx", "w4", 14_000, &[], 1);
+    let script = "redis.call('RLOCK.RELEASE', KEYS[1], ARGV[1]) \
+        return redis.call('RLOCK.RELEASE', KEYS[1], ARGV[1])";
+    assert_eq!(
+        raw(&mut m, &cmd!("EVAL", script, 1, "tx", "o5")),
+        Value::Int(0)
+    );
+    assert_eq!(w.reply_int(), 1);
+    assert_replica_matches("hand-off inside EVAL", &mut m, &mut r);
+    assert_eq!(hgetall(&mut r, "tx"), holder("w4", 1));
+}
+
+#[test]
+fn aof_written_with_the_module_reloads_without_it() {
+    let mut first = Server::with(ServerOptions {
+        aof: true,
+        ..Default::default()
+    });
+    let mut c = first.conn();
+    // A re-entered lock.
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "a", "o1", 60_000)), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "a", "o1", 60_000)), 2);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "a", "o1", 90_000)), 1);
+    // A fenced lock.
+    let t = int(&mut c, &cmd!("RLOCK.ACQUIRE", "b", "o2", 70_000, "FENCE"));
+    // A lock taken and released: gone.
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "c", "o3", 60_000)), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "c", "o3")), 0);
+    // A lock handed off to a waiter, and one partially released.
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "d", "o4", 60_000)), 1);
+    let w = park(&first, &mut c, "d", "w", 80_000, &[], 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "d", "o4")), 0);
+    assert_eq!(w.reply_int(), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "e", "o5", 60_000)), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "e", "o5", 60_000)), 2);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "e", "o5")), 1);
+    let before = snapshot(&mut c);
+    let taken = Instant::now();
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        ["a", "b", "d", "e", token_key("b").as_str()]
+    );
+
+    // The AOF holds native commands with absolute expiry, never the module's commands. Every
+    // write above has been written to the file before its reply was sent.
+    let aof_dir = first.dir().join("appendonlydir");
+    let mut incr = String::new();
+    let mut all = String::new();
+    for entry in std::fs::read_dir(&aof_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let body = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        if path.to_string_lossy().ends_with(".incr.aof") {
+            incr.push_str(&body);
+        }
+        all.push_str(&body);
+    }
+    assert!(
+        incr.to_uppercase().contains("PEXPIREAT"),
+        "no PEXPIREAT in the AOF:\n{incr}"
+    );
+    assert!(
+        !all.to_uppercase().contains("RLOCK."),
+        "the AOF names RLOCK.* commands:\n{all}"
+    );
+    assert!(
+        !incr.to_uppercase().contains("\nPEXPIRE\r"),
+        "relative PEXPIRE in the AOF:\n{incr}"
+    );
+
+    let _dir = first.keep_dir().expect("a temporary directory");
+    first.kill();
+    let second = Server::with(ServerOptions {
+        module: false,
+        aof: true,
+        dir: Some(first.dir().to_path_buf()),
+        ..Default::default()
+    });
+    let mut c2 = second.conn();
+    let after = snapshot(&mut c2);
+    let elapsed = taken.elapsed().as_millis() as i64;
+    assert_same_data("after AOF reload", &before, &after, elapsed + 100);
+    // And the TTLs are the originals minus the time that passed, not fresh leases.
+    assert_between("a", after["a"].pttl, 80_000, 90_000);
+    assert_between("b", after["b"].pttl, 60_000, 70_000);
+    assert_between("d", after["d"].pttl, 70_000, 80_000);
+    assert_eq!(hgetall(&mut c2, "a"), holder("o1", 2));
+    assert_eq!(hgetall(&mut c2, "d"), holder("w", 1));
+    assert_eq!(hgetall(&mut c2, "e"), holder("o5", 1));
+    assert_eq!(string(&mut c2, &cmd!("GET", token_key("b"))), t.to_string());
+    assert!(!exists(&mut c2, "c"));
+}
