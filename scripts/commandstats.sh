@@ -2,7 +2,7 @@
 # Server-side cost per call: RLOCK.ACQUIRE / RLOCK.RELEASE against Redisson's acquire and release
 # Lua scripts (EVALSHA, exact text from Redisson's RedissonLock), pipelined through one
 # connection in the same run, read from INFO commandstats (usec_per_call).
-# Usage: scripts/commandstats.sh [pairs]   (default 200000 acquire+release pairs per protocol)
+# Usage: scripts/commandstats.sh [calls]   (default 200000 calls per phase)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-200000}
@@ -24,21 +24,22 @@ OWNER=6e3d30b7-83b1-433a-9335-5e8b9916d3ac:1
 
 # RESP-encode commands with awk and pipe them through one connection.
 resp() { awk '{ printf "*%d\r\n", NF; for (i = 1; i <= NF; i++) printf "$%d\r\n%s\r\n", length($i), $i }'; }
-gen_rlock() { for ((i = 0; i < N; i++)); do
-  echo "RLOCK.ACQUIRE lock:$i $OWNER 30000"; echo "RLOCK.RELEASE lock:$i $OWNER"; done; }
-gen_redisson() { for ((i = 0; i < N; i++)); do
-  echo "EVALSHA $SHA_A 1 rlock:$i 30000 $OWNER"
+# Run one phase (a generator of commands) and print usec_per_call of command $2.
+phase() {
+  cli CONFIG RESETSTAT >/dev/null
+  $1 | resp | cli --pipe >/dev/null
+  cli INFO commandstats | tr -d '\r' | sed -n "s/^cmdstat_$2:.*usec_per_call=\([0-9.]*\).*/\1/p"
+}
+rl_acquire() { for ((i = 0; i < N; i++)); do echo "RLOCK.ACQUIRE lock:$i $OWNER 30000"; done; }
+rl_release() { for ((i = 0; i < N; i++)); do echo "RLOCK.RELEASE lock:$i $OWNER"; done; }
+rs_acquire() { for ((i = 0; i < N; i++)); do echo "EVALSHA $SHA_A 1 rlock:$i 30000 $OWNER"; done; }
+rs_release() { for ((i = 0; i < N; i++)); do
   echo "EVALSHA $SHA_R 3 rlock:$i redisson_lock__channel:{rlock:$i} redisson_unlock_latch:{rlock:$i}:req$i 0 30000 $OWNER PUBLISH 13000"; done; }
 
-cli CONFIG RESETSTAT >/dev/null
-gen_rlock | resp | cli --pipe >/dev/null
-gen_redisson | resp | cli --pipe >/dev/null
-stats=$(cli INFO commandstats | tr -d '\r')
-usec() { echo "$stats" | sed -n "s/^cmdstat_$1:.*usec_per_call=\([0-9.]*\).*/\1/p"; }
-calls() { echo "$stats" | sed -n "s/^cmdstat_$1:calls=\([0-9]*\).*/\1/p"; }
-A=$(usec rlock.acquire); R=$(usec rlock.release); E=$(usec evalsha)
-echo "server-side usec per call, $N pipelined acquire+release pairs each (INFO commandstats):"
-printf '  RLOCK.ACQUIRE   %6s us  (%s calls)\n' "$A" "$(calls rlock.acquire)"
-printf '  RLOCK.RELEASE   %6s us  (%s calls)\n' "$R" "$(calls rlock.release)"
-printf '  EVALSHA (Redisson acquire+release scripts, mean) %6s us  (%s calls)\n' "$E" "$(calls evalsha)"
-awk -v a="$A" -v r="$R" -v e="$E" 'BEGIN { printf "  ratio Redisson/rlock: acquire+release pair %.1fx\n", (2*e)/(a+r) }'
+A=$(phase rl_acquire rlock.acquire)
+EA=$(phase rs_acquire evalsha)
+R=$(phase rl_release rlock.release)
+ER=$(phase rs_release evalsha)
+echo "server-side usec per call (INFO commandstats), $N pipelined calls per phase, one connection:"
+printf '  acquire:  RLOCK.ACQUIRE %6s us   Redisson acquire script (EVALSHA) %6s us   ratio %s\n' "$A" "$EA" "$(awk -v a="$A" -v e="$EA" 'BEGIN{printf "%.2fx", e/a}')"
+printf '  release:  RLOCK.RELEASE %6s us   Redisson unlock script  (EVALSHA) %6s us   ratio %s\n' "$R" "$ER" "$(awk -v a="$R" -v e="$ER" 'BEGIN{printf "%.2fx", e/a}')"
