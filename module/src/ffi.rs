@@ -8,6 +8,10 @@
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+
+/// Replicas connected to this server (kept by `refresh_replica_count`).
+static REPLICAS: AtomicI64 = AtomicI64::new(1);
 
 pub use raw::{RedisModuleBlockedClient as BlockedClient, RedisModuleCtx, RedisModuleString};
 
@@ -255,14 +259,37 @@ impl Ctx {
                 api!(RedisModule_PublishMessage)(self.0, channel.get().0, message.get().0);
             }
         }
-        if !cluster {
-            // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so do we.
-            self.replicate(
-                c"PUBLISH",
-                &[channel.get().bytes(), message.get().bytes()],
-                true,
-            );
+        // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so do we, when
+        // one is connected: a replica that connects later has no use for old unlock messages.
+        if !cluster && REPLICAS.load(Relaxed) > 0 {
+            let args = [channel.get().bytes(), message.get().bytes()];
+            self.replicate(c"PUBLISH", &args, true);
         }
+    }
+
+    /// Re-read how many replicas are connected (on load and on replication events).
+    pub fn refresh_replica_count(self) {
+        // SAFETY: valid ctx; the info data is freed once.
+        let n = unsafe {
+            let info = api!(RedisModule_GetServerInfo)(self.0, c"replication".as_ptr());
+            if info.is_null() {
+                return;
+            }
+            let mut err: c_int = 0;
+            let n = api!(RedisModule_ServerInfoGetFieldSigned)(
+                info,
+                c"connected_slaves".as_ptr(),
+                &mut err,
+            );
+            api!(RedisModule_FreeServerInfo)(self.0, info);
+            // Unknown: assume replicas, so nothing is withheld from them.
+            if err != 0 {
+                1
+            } else {
+                n
+            }
+        };
+        REPLICAS.store(n, Relaxed);
     }
 
     /// Fire a keyspace notification for a write made through the low-level key API (which

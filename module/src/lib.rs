@@ -65,7 +65,19 @@ mod module {
                 event,
                 Some(waiters::on_client_change),
             );
+            for id in [
+                raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+                raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            ] {
+                let event = raw::RedisModuleEvent { id, dataver: 1 };
+                raw::RedisModule_SubscribeToServerEvent.unwrap()(
+                    ctx.ctx,
+                    event,
+                    Some(waiters::on_replication_change),
+                );
+            }
         }
+        c.refresh_replica_count();
         Status::Ok
     }
 
