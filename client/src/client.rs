@@ -73,6 +73,25 @@ impl Client {
         ClientBuilder::new().url(url).build()
     }
 
+    /// A client for a Redis Cluster, given the URLs of some of its nodes (see
+    /// [`ClientBuilder::cluster`]).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open_cluster([
+    ///     "redis://127.0.0.1:7000/",
+    ///     "redis://127.0.0.1:7001/",
+    /// ])?;
+    /// let lock = client.lock("{orders}:42");
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn open_cluster<I, S>(seeds: I) -> Result<Client>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder::new().cluster(seeds).build()
+    }
+
     /// A builder to change the defaults (see [`ClientBuilder`]).
     ///
     /// ```no_run
@@ -84,8 +103,13 @@ impl Client {
     }
 
     pub(crate) fn from_config(config: Config) -> Result<Client> {
-        let redis = redis::Client::open(config.url.as_str())
-            .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", config.url)))?;
+        let redis = match &config.cluster {
+            Some(_) => None,
+            None => Some(
+                redis::Client::open(config.url.as_str())
+                    .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", config.url)))?,
+            ),
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads)
             .thread_name("rlock")
@@ -95,7 +119,11 @@ impl Client {
         let handle = rt.handle().clone();
         let conns = {
             let _in_rt = rt.enter();
-            Connections::new(redis, &config)?
+            match (redis, &config.cluster) {
+                (Some(redis), _) => Connections::new(redis, &config)?,
+                (None, Some(seeds)) => Connections::new_cluster(seeds, &config)?,
+                (None, None) => unreachable!("a client is either single-server or cluster"),
+            }
         };
         let inner = Arc::new(Inner {
             id: uuid::Uuid::new_v4().to_string(),

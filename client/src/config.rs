@@ -9,6 +9,7 @@ use crate::Client;
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) url: String,
+    pub(crate) cluster: Option<Vec<String>>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) renewal_interval: Option<Duration>,
     pub(crate) response_timeout: Duration,
@@ -25,6 +26,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             url: "redis://127.0.0.1:6379/".to_string(),
+            cluster: None,
             watchdog_timeout: Duration::from_secs(30),
             renewal_interval: None,
             response_timeout: Duration::from_secs(3),
@@ -49,6 +51,18 @@ impl Config {
     /// ```
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The seed URLs of a Redis Cluster, `None` for a single server (see
+    /// [`ClientBuilder::cluster`]).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
+    /// assert_eq!(client.config().cluster_nodes().unwrap().len(), 1);
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn cluster_nodes(&self) -> Option<&[String]> {
+        self.cluster.as_deref()
     }
 
     /// Lease of a lock taken without an explicit lease; the watchdog keeps renewing it to this
@@ -142,6 +156,32 @@ impl ClientBuilder {
     /// ```
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.config.url = url.into();
+        self
+    }
+
+    /// Talk to a Redis Cluster: `seeds` are `redis://host:port` URLs of some of its nodes (one
+    /// that answers is enough; the client learns the rest from `CLUSTER SLOTS`). Replaces
+    /// [`ClientBuilder::url`].
+    ///
+    /// Every command goes to the master of its lock's hash slot. Name locks with a hash tag
+    /// (`{orders}:42`) to choose the slot yourself; a lock's fencing-token key and channel
+    /// always share its slot. Redirects (`MOVED`, `ASK`), `TRYAGAIN`, `CLUSTERDOWN` and a wait
+    /// ended by a slot migration or a failover are retried transparently: a waiting caller
+    /// queues again on the node that now serves the lock (behind the waiters already there).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::builder()
+    ///     .cluster(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
+    ///     .build()?;
+    /// let lock = client.lock("{orders}:42");
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn cluster<I, S>(mut self, seeds: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.config.cluster = Some(seeds.into_iter().map(Into::into).collect());
         self
     }
 
@@ -321,6 +361,11 @@ impl ClientBuilder {
         }
         if c.response_timeout.is_zero() || c.connect_timeout.is_zero() {
             return Err(Error::Config("timeouts must be above zero".into()));
+        }
+        if c.cluster.as_ref().is_some_and(Vec::is_empty) {
+            return Err(Error::Config(
+                "a cluster needs at least one seed URL".into(),
+            ));
         }
         Client::from_config(self.config)
     }

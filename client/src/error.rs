@@ -126,6 +126,7 @@ impl Error {
             return Error::Timeout(e.to_string());
         }
         if e.is_io_error()
+            || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
             || e.is_connection_dropped()
             || e.is_connection_refusal()
             || e.is_unrecoverable_error()

@@ -75,13 +75,25 @@
 //! needs no runtime and the async API works from any tokio runtime. Don't call the blocking API
 //! from async code: it blocks the calling worker thread.
 //!
-//! The client talks to one Redis server (a standalone server or a master); Redis Cluster
-//! routing is not supported yet.
+//! # Redis Cluster
+//!
+//! [`Client::open_cluster`] (or [`ClientBuilder::cluster`]) takes the URLs of some cluster
+//! nodes. Each command goes to the master of its lock's hash slot; a waiting acquire holds a
+//! dedicated connection to that node. `MOVED`/`ASK` redirects, `TRYAGAIN`, `CLUSTERDOWN`, a
+//! wait ended by a slot migration (`TRYAGAIN`) or by its node turning into a replica
+//! (`UNBLOCKED`) are all retried transparently: the caller queues again on the node that now
+//! serves the lock. Use hash tags (`{orders}:42`) to place related locks in one slot; a lock's
+//! fencing-token key and channel always share its slot. A single-server client also queues a
+//! wait again after `UNBLOCKED`/`READONLY`/`LOADING` (a failover behind a fixed address).
+//!
+//! Failover cannot make a lock stronger than Redis replication: see replica sync
+//! ([`ClientBuilder::replica_sync`]) and fencing tokens ([`FencedLock`]), and `docs/operations.md`.
 
 #![warn(missing_docs)]
 
 mod asynk;
 mod client;
+mod cluster;
 mod config;
 mod conn;
 mod error;

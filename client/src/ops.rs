@@ -8,7 +8,7 @@ use redis::Cmd;
 use tokio::sync::oneshot;
 
 use crate::client::Inner;
-use crate::conn::PoolConn;
+use crate::conn::{PoolConn, Redirect};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::owner::Owner;
@@ -104,6 +104,11 @@ async fn caller_gone(rx: &mut Option<oneshot::Receiver<()>>) {
 }
 
 impl Inner {
+    /// A dedicated connection to the node serving `name` (or to `ask`, after an `ASK`).
+    async fn wait_conn(&self, name: &str, ask: Option<&str>) -> redis::RedisResult<PoolConn> {
+        self.conns.pool_for(name, ask).await?.get().await
+    }
+
     fn lock_err(&self, e: redis::RedisError, req: &AcquireReq) -> Error {
         Error::from_redis(e, &req.name, req.owner.as_str())
     }
@@ -174,7 +179,7 @@ impl Inner {
         let cmd = acquire_cmd(req, lease_ms, None);
         let mut attempt = 0;
         loop {
-            let err = match self.conns.query::<Option<i64>>(&cmd).await {
+            let err = match self.conns.write::<Option<i64>>(&cmd, &req.name).await {
                 Ok(v) => return Ok(v),
                 Err(e) => self.lock_err(e, req),
             };
@@ -203,13 +208,19 @@ impl Inner {
             _ => None,
         };
         let mut attempt = 0;
+        // Waits ended by a migration or failover (the command did not run): queue again, as
+        // often as it takes within this budget.
+        let mut redirects = 0;
+        let redirect_budget = self.conns.retry_attempts().max(1) * 10;
+        let mut ask: Option<String> = None;
         loop {
             let block_ms = match deadline {
                 None => 0,
                 Some(d) => millis(d.saturating_duration_since(Instant::now())).max(1),
             };
+            let asking = ask.take();
             let pc = tokio::select! {
-                pc = self.conns.pool().get() => pc,
+                pc = self.wait_conn(&req.name, asking.as_deref()) => pc,
                 _ = caller_gone(caller) => return Ok(None),
             };
             let mut pc = match pc {
@@ -226,7 +237,12 @@ impl Inner {
             };
             let cmd = acquire_cmd(req, lease_ms, Some(block_ms));
             let mut conn = pc.conn();
-            let reply = async move { cmd.query_async::<Option<i64>>(&mut conn).await };
+            let reply = async move {
+                if asking.is_some() {
+                    redis::cmd("ASKING").query_async::<()>(&mut conn).await?;
+                }
+                cmd.query_async::<Option<i64>>(&mut conn).await
+            };
             tokio::pin!(reply);
             // Guard against a server that never answers: the wait plus a response timeout.
             let stuck_at = deadline
@@ -261,13 +277,36 @@ impl Inner {
                     }
                 },
             };
-            let err = match result {
+            let e = match result {
                 Ok(v) => return Ok(v),
-                Err(e) => self.lock_err(e, req),
+                Err(e) => e,
             };
+            if let Some(r) = self.conns.follow(&e, &req.name).await {
+                // Not granted: the slot moved (MOVED, ASK, TRYAGAIN from a migration), the node
+                // became a replica (UNBLOCKED; Redis closes that connection) or is not ready.
+                // Queue again where the lock is served now.
+                if matches!(r, Redirect::Retry) {
+                    pc.discard();
+                }
+                drop(pc);
+                redirects += 1;
+                let time_left = deadline.is_none_or(|d| Instant::now() < d);
+                if redirects > redirect_budget || !time_left {
+                    return Err(self.lock_err(e, req));
+                }
+                tracing::debug!(lock = %req.name, error = %e, "rlock: wait redirected; queueing again");
+                match r {
+                    Redirect::Moved => {}
+                    Redirect::Ask(addr) => ask = Some(addr),
+                    Redirect::Retry => tokio::time::sleep(self.conns.retry_delay()).await,
+                }
+                continue;
+            }
+            let err = self.lock_err(e, req);
             if !err.is_ambiguous() {
                 return Err(err);
             }
+            self.conns.mark_stale();
             // The connection broke during the wait (e.g. the server restarted): the server
             // dropped our place in the queue. Check whether the grant came first, else queue
             // again on a fresh connection.
@@ -298,10 +337,8 @@ impl Inner {
         before: u64,
     ) -> Option<redis::RedisResult<Option<i64>>> {
         let give_up = Instant::now() + Duration::from_secs(3);
-        let mut unblock = redis::cmd("CLIENT");
-        unblock.arg("UNBLOCK").arg(pc.id());
         while Instant::now() < give_up {
-            let _ = self.conns.query::<i64>(&unblock).await;
+            let _ = self.conns.unblock(pc).await;
             tokio::select! {
                 r = reply.as_mut() => {
                     if r.is_err() {
@@ -327,7 +364,7 @@ impl Inner {
         cmd.arg(name).arg(owner.as_str());
         let mut attempt = 0;
         loop {
-            let err = match self.conns.query::<i64>(&cmd).await {
+            let err = match self.conns.write::<i64>(&cmd, name).await {
                 Ok(n) => {
                     let n = n.max(0) as u64;
                     self.registry.lock().unwrap().on_released(name, owner, n);
@@ -411,26 +448,37 @@ impl Inner {
         lease_ms: u64,
         timeout: Duration,
     ) -> Result<()> {
-        let mut pc = self
-            .conns
-            .pool()
-            .get()
-            .await
-            .map_err(|e| self.lock_err(e, req))?;
+        // An idle pooled connection may have died with its server (restart, failover): one
+        // more try on a fresh connection (RENEW and INFO are idempotent).
+        let mut fresh_tries = 1;
+        let (mut pc, info) = loop {
+            let mut pc = self
+                .wait_conn(&req.name, None)
+                .await
+                .map_err(|e| self.lock_err(e, req))?;
+            let mut conn = pc.conn();
+            let r: redis::RedisResult<(i64, String)> = redis::pipe()
+                .cmd("RLOCK.RENEW")
+                .arg(&*req.name)
+                .arg(req.owner.as_str())
+                .arg(lease_ms)
+                .cmd("INFO")
+                .arg("replication")
+                .query_async(&mut conn)
+                .await;
+            match r {
+                Ok((_, info)) => break (pc, info),
+                Err(e) => {
+                    pc.discard();
+                    let err = self.lock_err(e, req);
+                    if !err.is_ambiguous() || fresh_tries == 0 {
+                        return Err(err);
+                    }
+                    fresh_tries -= 1;
+                }
+            }
+        };
         let mut conn = pc.conn();
-        let (_, info): (i64, String) = redis::pipe()
-            .cmd("RLOCK.RENEW")
-            .arg(&*req.name)
-            .arg(req.owner.as_str())
-            .arg(lease_ms)
-            .cmd("INFO")
-            .arg("replication")
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| {
-                pc.discard();
-                self.lock_err(e, req)
-            })?;
         let replicas = info
             .lines()
             .find_map(|l| l.strip_prefix("connected_slaves:"))

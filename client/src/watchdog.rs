@@ -195,16 +195,11 @@ pub(crate) async fn renew_once(inner: &Arc<Inner>, lease_ms: u64) {
     if batch.is_empty() {
         return;
     }
-    let mut pipe = redis::pipe();
-    for r in &batch {
-        pipe.cmd("RLOCK.RENEW")
-            .arg(&r.name)
-            .arg(r.owner.as_str())
-            .arg(lease_ms);
-    }
-    pipe.ignore_errors();
-    let mut conn = inner.conns.watchdog();
-    let replies: Vec<redis::RedisResult<i64>> = match pipe.query_async(&mut conn).await {
+    let locks: Vec<(String, String)> = batch
+        .iter()
+        .map(|r| (r.name.clone(), r.owner.as_str().to_string()))
+        .collect();
+    let replies = match inner.conns.renew_all(&locks, lease_ms).await {
         Ok(v) => v,
         Err(e) => {
             // Keep every entry: the next period tries again (a hiccup must not drop renewals).
@@ -216,7 +211,14 @@ pub(crate) async fn renew_once(inner: &Arc<Inner>, lease_ms: u64) {
         let gone = match reply {
             Ok(1) => false,
             Ok(_) => true,
-            Err(e) if e.is_io_error() || e.is_unrecoverable_error() || e.is_timeout() => {
+            // Unreachable, or busy with a migration or failover: not an answer about the lock.
+            Err(e)
+                if e.is_io_error()
+                    || e.is_unrecoverable_error()
+                    || e.is_timeout()
+                    || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+                    || crate::conn::redirect_of(&e).is_some() =>
+            {
                 tracing::warn!(lock = %r.name, error = %e, "rlock: can't renew lock lease; will retry");
                 false
             }

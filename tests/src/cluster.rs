@@ -1,0 +1,238 @@
+//! A Redis Cluster of real `redis-server` processes with the rlock module on every node.
+//!
+//! [`Cluster::start`] starts 3 masters (and, with [`Cluster::with_replicas`], one replica per
+//! master) on free loopback ports, each with `--cluster-enabled yes`, its own `nodes.conf` in its
+//! temporary directory and an explicit cluster bus port (the default `port + 10000` may be out of
+//! range or taken). The cluster is created with `redis-cli --cluster create ... --cluster-yes`
+//! and is ready when every node reports `cluster_state:ok`, every node sees the same slot owners
+//! and every replica's link to its master is up. Every process is killed when the `Cluster` is
+//! dropped.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::{cmd, info_field, int, string, wait_until, Server, ServerOptions, Value};
+
+/// A running cluster. `masters[i]`'s replica (if any) is `replicas[i]` as created; after a
+/// failover use [`Cluster::master_port_of_slot`] / [`Cluster::by_port`] instead of the indexes.
+pub struct Cluster {
+    pub masters: Vec<Server>,
+    pub replicas: Vec<Server>,
+}
+
+/// How long cluster formation and convergence may take under load.
+const CONVERGE: Duration = Duration::from_secs(30);
+
+/// Start one cluster-enabled node (retrying with fresh ports: the probed port or bus port may be
+/// taken by the time redis binds it).
+fn start_node() -> Server {
+    let mut last = String::new();
+    for _ in 0..8 {
+        let bus = crate::free_port();
+        let opts = ServerOptions {
+            args: vec![
+                "--cluster-enabled".into(),
+                "yes".into(),
+                "--cluster-config-file".into(),
+                "nodes.conf".into(), // relative to --dir, the server's own temporary directory
+                "--cluster-port".into(),
+                bus.to_string(),
+                "--cluster-node-timeout".into(),
+                "5000".into(),
+            ],
+            ..ServerOptions::default()
+        };
+        match Server::try_start(&opts) {
+            Ok(s) => return s,
+            Err(e) => last = e,
+        }
+    }
+    panic!("could not start a cluster node: {last}");
+}
+
+impl Cluster {
+    /// Three masters, no replicas.
+    pub fn start() -> Cluster {
+        Cluster::create(false)
+    }
+
+    /// Three masters with one replica each.
+    pub fn with_replicas() -> Cluster {
+        Cluster::create(true)
+    }
+
+    fn create(replicas: bool) -> Cluster {
+        let n = if replicas { 6 } else { 3 };
+        let nodes: Vec<Server> = (0..n).map(|_| start_node()).collect();
+        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        args.extend(nodes.iter().map(|s| format!("127.0.0.1:{}", s.port)));
+        if replicas {
+            args.extend(["--cluster-replicas".into(), "1".into()]);
+        }
+        args.push("--cluster-yes".into());
+        let out = Command::new("redis-cli")
+            .args(&args)
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli {}: {}\n{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Sort the nodes into masters and replicas by what they report, pairing each replica
+        // with its master.
+        let mut masters = Vec::new();
+        let mut by_master: BTreeMap<u16, Server> = BTreeMap::new();
+        for s in nodes {
+            let mut c = s.conn();
+            wait_until(CONVERGE, "node knows its role", || {
+                info_field(&mut c, "replication", "role").is_some()
+            });
+            // A node created as a replica may still report `master` until the CLUSTER
+            // REPLICATE from redis-cli has been applied, which it has when redis-cli returns.
+            if info_field(&mut c, "replication", "role").as_deref() == Some("slave") {
+                let mp: u16 = info_field(&mut c, "replication", "master_port")
+                    .and_then(|p| p.parse().ok())
+                    .expect("replica's master_port");
+                by_master.insert(mp, s);
+            } else {
+                masters.push(s);
+            }
+        }
+        assert_eq!(masters.len(), 3, "three masters");
+        let paired: Vec<Server> = masters
+            .iter()
+            .filter_map(|m| by_master.remove(&m.port))
+            .collect();
+        if replicas {
+            assert_eq!(paired.len(), 3, "one replica per master");
+        }
+        let cluster = Cluster {
+            masters,
+            replicas: paired,
+        };
+        cluster.wait_ok();
+        cluster
+    }
+
+    /// Every node, masters first.
+    pub fn nodes(&self) -> impl Iterator<Item = &Server> {
+        self.masters.iter().chain(self.replicas.iter())
+    }
+
+    /// `redis://` URLs of the masters, as seeds for a cluster client.
+    pub fn seeds(&self) -> Vec<String> {
+        self.masters.iter().map(|s| s.url()).collect()
+    }
+
+    /// The node listening on `port`.
+    pub fn by_port(&self, port: u16) -> &Server {
+        self.nodes()
+            .find(|s| s.port == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"))
+    }
+
+    /// Wait until every node says `cluster_state:ok`, all nodes agree on which master serves
+    /// every slot, and every replica's link to its master is up.
+    pub fn wait_ok(&self) {
+        let mut conns: Vec<(u16, redis::Connection)> =
+            self.nodes().map(|s| (s.port, s.conn())).collect();
+        wait_until(
+            CONVERGE,
+            "cluster_state:ok and one slot map on every node",
+            || {
+                let mut maps = Vec::new();
+                for (_, c) in conns.iter_mut() {
+                    let info: String = match redis::cmd("CLUSTER").arg("INFO").query(c) {
+                        Ok(i) => i,
+                        Err(_) => return false,
+                    };
+                    if !info.lines().any(|l| l.trim() == "cluster_state:ok") {
+                        return false;
+                    }
+                    maps.push(slot_map(c));
+                }
+                maps.windows(2).all(|w| w[0] == w[1]) && maps[0].len() == 16384
+            },
+        );
+        for (port, c) in conns.iter_mut() {
+            if info_field(c, "replication", "role").as_deref() == Some("slave") {
+                wait_until(CONVERGE, &format!("replica :{port} link up"), || {
+                    info_field(c, "replication", "master_link_status").as_deref() == Some("up")
+                });
+            }
+        }
+    }
+
+    /// The hash slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot(&self, key: &str) -> u16 {
+        let mut c = self.masters[0].conn();
+        int(&mut c, &cmd!("CLUSTER", "KEYSLOT", key)) as u16
+    }
+
+    /// Port of the master serving `slot`, as the first live master sees it.
+    pub fn master_port_of_slot(&self, slot: u16) -> u16 {
+        let mut c = self.masters[0].conn();
+        slot_map(&mut c)
+            .get(&slot)
+            .copied()
+            .unwrap_or_else(|| panic!("slot {slot} is not served"))
+    }
+
+    /// The master serving `key`.
+    pub fn master_for(&self, key: &str) -> &Server {
+        self.by_port(self.master_port_of_slot(self.slot(key)))
+    }
+
+    /// A master that does not serve `key`.
+    pub fn other_master(&self, key: &str) -> &Server {
+        let owner = self.master_port_of_slot(self.slot(key));
+        self.masters.iter().find(|s| s.port != owner).unwrap()
+    }
+
+    /// The replica replicating the master on `master_port`.
+    pub fn replica_of(&self, master_port: u16) -> &Server {
+        self.nodes()
+            .find(|s| {
+                let mut c = s.conn();
+                info_field(&mut c, "replication", "role").as_deref() == Some("slave")
+                    && info_field(&mut c, "replication", "master_port")
+                        .is_some_and(|p| p == master_port.to_string())
+            })
+            .unwrap_or_else(|| panic!("no replica of :{master_port}"))
+    }
+}
+
+/// `CLUSTER MYID` of a node.
+pub fn node_id(server: &Server) -> String {
+    let mut c = server.conn();
+    string(&mut c, &cmd!("CLUSTER", "MYID"))
+}
+
+/// slot -> master port, from `CLUSTER SLOTS` on `conn` (empty while the node can't answer).
+pub fn slot_map(conn: &mut redis::Connection) -> BTreeMap<u16, u16> {
+    let mut map = BTreeMap::new();
+    let v: Value = match redis::cmd("CLUSTER").arg("SLOTS").query(conn) {
+        Ok(v) => v,
+        Err(_) => return map,
+    };
+    let Value::Array(ranges) = v else { return map };
+    for r in ranges {
+        let Value::Array(parts) = r else { continue };
+        let (Some(Value::Int(lo)), Some(Value::Int(hi)), Some(Value::Array(master))) =
+            (parts.first(), parts.get(1), parts.get(2))
+        else {
+            continue;
+        };
+        let Some(Value::Int(port)) = master.get(1) else {
+            continue;
+        };
+        for s in *lo..=*hi {
+            map.insert(s as u16, *port as u16);
+        }
+    }
+    map
+}

@@ -1,0 +1,366 @@
+//! The rlock client against a 3-master Redis Cluster with the module on every node: routing by
+//! slot, hash tags, fencing, FIFO waiters, and a slot migration under queued waiters.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rlock_tests::cluster::{node_id, Cluster};
+use rlock_tests::{
+    cmd, exists, hgetall, info_int, int, lock_channel, lock_info, raw, redis, string, token_key,
+    wait_until, Server, Value,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn client(cluster: &Cluster) -> rlock::Client {
+    rlock::Client::builder()
+        .cluster(cluster.seeds())
+        .build()
+        .expect("cluster client")
+}
+
+/// Waiters queued on `key` on `server`, as RLOCK.INFO reports them.
+fn queued(server: &Server, key: &str) -> Vec<String> {
+    lock_info(&mut server.conn(), key).queue
+}
+
+#[test]
+fn locks_live_on_the_master_of_their_slot() {
+    let cluster = Cluster::start();
+    let client = client(&cluster);
+
+    // One lock name per master.
+    let mut names: Vec<(String, u16)> = Vec::new();
+    for i in 0.. {
+        let name = format!("spread-{i}");
+        let port = cluster.master_for(&name).port;
+        if !names.iter().any(|(_, p)| *p == port) {
+            names.push((name, port));
+        }
+        if names.len() == 3 {
+            break;
+        }
+        assert!(i < 1000, "no names found for every master");
+    }
+
+    let locks: Vec<rlock::Lock> = names.iter().map(|(n, _)| client.lock(n.clone())).collect();
+    for l in &locks {
+        l.lock_with_lease(Duration::from_secs(30)).unwrap();
+        assert_eq!(l.hold_count().unwrap(), 1);
+        assert!(l.is_held_by_current_thread().unwrap());
+    }
+    let owner = client.current_thread_owner();
+    for (name, port) in &names {
+        for m in &cluster.masters {
+            let mut c = m.conn();
+            if m.port == *port {
+                assert_eq!(
+                    hgetall(&mut c, name),
+                    rlock_tests::holder(owner.as_str(), 1),
+                    "{name} on its master :{port}"
+                );
+                let info = lock_info(&mut c, name);
+                assert_eq!(info.owner.as_deref(), Some(owner.as_str()));
+            } else {
+                assert_eq!(int(&mut c, &cmd!("DBSIZE")), 1, "one lock per master");
+                assert!(
+                    matches!(raw(&mut c, &cmd!("EXISTS", name)), Value::ServerError(_)),
+                    "a master that does not serve {name} redirects"
+                );
+            }
+        }
+    }
+    // A second acquire from another thread (another owner) is refused on every node.
+    let l2: Vec<rlock::Lock> = names.iter().map(|(n, _)| client.lock(n.clone())).collect();
+    std::thread::spawn(move || {
+        for l in &l2 {
+            assert!(!l.try_lock().unwrap());
+        }
+    })
+    .join()
+    .unwrap();
+    for l in &locks {
+        l.unlock().unwrap();
+        assert!(!l.is_locked().unwrap());
+    }
+    for m in &cluster.masters {
+        assert_eq!(int(&mut m.conn(), &cmd!("DBSIZE")), 0);
+    }
+
+    // The watchdog renews locks on every master (one RLOCK.RENEW per lock, each routed to its
+    // node): held for several leases, never lost.
+    let wd = rlock::Client::builder()
+        .cluster(cluster.seeds())
+        .watchdog_timeout(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let guards: Vec<_> = names
+        .iter()
+        .map(|(n, _)| wd.lock(n.clone()).guard().unwrap())
+        .collect();
+    assert_eq!(wd.renewing_count(), 3);
+    std::thread::sleep(Duration::from_millis(2000)); // > 3 leases
+    for ((name, port), g) in names.iter().zip(&guards) {
+        assert!(!g.is_lost(), "{name} renewed");
+        let ttl = rlock_tests::pttl(&mut cluster.by_port(*port).conn(), name);
+        assert!(ttl > 0, "{name} still held on :{port} (pttl {ttl})");
+    }
+    drop(guards);
+    for m in &cluster.masters {
+        assert_eq!(int(&mut m.conn(), &cmd!("DBSIZE")), 0, "guards released");
+    }
+}
+
+#[test]
+fn hash_tags_keep_token_key_and_channel_in_the_lock_slot_and_fence_works() {
+    let cluster = Cluster::start();
+    let client = client(&cluster);
+
+    for name in ["{orders}:42", "plain-name"] {
+        let slot = cluster.slot(name);
+        assert_eq!(
+            cluster.slot(&token_key(name)),
+            slot,
+            "{name}: token key slot"
+        );
+        assert_eq!(
+            cluster.slot(&lock_channel(name)),
+            slot,
+            "{name}: channel slot"
+        );
+        let master = cluster.master_for(name);
+
+        // The release message arrives on the shard channel of the lock's slot.
+        let mut sub = master.conn();
+        sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        sub.send_packed_command(&cmd!("SSUBSCRIBE", lock_channel(name)).get_packed_command())
+            .unwrap();
+        let confirm = sub.recv_response().unwrap();
+        assert!(
+            matches!(confirm, Value::Array(_) | Value::Push { .. }),
+            "{confirm:?}"
+        );
+
+        let lock = client.fenced_lock(name);
+        let t1 = lock
+            .lock_and_get_token_with_lease(Duration::from_secs(30))
+            .unwrap();
+        let t2 = lock
+            .lock_and_get_token_with_lease(Duration::from_secs(30))
+            .unwrap();
+        assert!(t2 > t1, "re-entry gets a greater token: {t1} then {t2}");
+        assert_eq!(lock.token().unwrap(), Some(t2));
+        let mut c = master.conn();
+        assert_eq!(
+            string(&mut c, &cmd!("GET", token_key(name))),
+            t2.to_string(),
+            "{name}: the token key lives on the lock's master"
+        );
+        lock.unlock().unwrap();
+        lock.unlock().unwrap();
+        let msg = sub.recv_response().expect("release message");
+        let parts = match msg {
+            Value::Array(p) | Value::Push { data: p, .. } => p,
+            other => panic!("unexpected frame {other:?}"),
+        };
+        let parts: Vec<String> = parts
+            .iter()
+            .map(|p| rlock_tests::text(p).unwrap_or_default())
+            .collect();
+        assert_eq!(parts, ["smessage", &lock_channel(name), "0"], "{name}");
+
+        // The token survives the release and keeps growing, from another owner too.
+        let other = client.fenced_lock(name);
+        let t3 = std::thread::spawn(move || {
+            let t = other
+                .lock_and_get_token_with_lease(Duration::from_secs(30))
+                .unwrap();
+            other.unlock().unwrap();
+            t
+        })
+        .join()
+        .unwrap();
+        assert!(t3 > t2, "{name}: {t3} > {t2}");
+        assert!(!exists(&mut c, name));
+    }
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order() {
+    let cluster = Cluster::start();
+    let client = client(&cluster);
+    let name = "{fifo}:lock";
+    let master = cluster.master_for(name);
+
+    let holder = client.lock(name);
+    holder.lock_with_lease(Duration::from_secs(30)).unwrap();
+
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..4 {
+        let lock = client.lock(name);
+        let order = order.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        threads.push(std::thread::spawn(move || {
+            tx.send(lock.owner().as_str().to_string()).unwrap();
+            assert!(lock.try_lock_with(WAIT, Duration::from_secs(30)).unwrap());
+            order.lock().unwrap().push(i);
+            lock.unlock().unwrap();
+        }));
+        let owner = rx.recv().unwrap();
+        expected.push(owner);
+        // Queue the next one only after this one is parked on the server.
+        wait_until(WAIT, &format!("waiter {i} queued"), || {
+            queued(master, name).len() == i + 1
+        });
+    }
+    assert_eq!(
+        queued(master, name),
+        expected,
+        "server queue in arrival order"
+    );
+    holder.unlock().unwrap();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(*order.lock().unwrap(), [0, 1, 2, 3]);
+    assert!(!exists(&mut master.conn(), name));
+}
+
+/// Move `slot` from `from` to `to` the way `redis-cli --cluster reshard` does, with a hook
+/// between copying the keys and handing the slot over.
+fn migrate_slot(cluster: &Cluster, slot: u16, from: &Server, to: &Server, between: impl FnOnce()) {
+    let (from_id, to_id) = (node_id(from), node_id(to));
+    let mut src = from.conn();
+    let mut dst = to.conn();
+    assert_eq!(
+        string(
+            &mut dst,
+            &cmd!("CLUSTER", "SETSLOT", slot, "IMPORTING", &from_id)
+        ),
+        "OK"
+    );
+    assert_eq!(
+        string(
+            &mut src,
+            &cmd!("CLUSTER", "SETSLOT", slot, "MIGRATING", &to_id)
+        ),
+        "OK"
+    );
+    let keys: Vec<String> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(1000)
+        .query(&mut src)
+        .unwrap();
+    assert!(!keys.is_empty(), "slot {slot} has keys to move");
+    let mut migrate = cmd!("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS");
+    for k in &keys {
+        migrate.arg(k);
+    }
+    assert_eq!(string(&mut src, &migrate), "OK");
+    between();
+    for n in [to, from] {
+        let mut c = n.conn();
+        assert_eq!(
+            string(&mut c, &cmd!("CLUSTER", "SETSLOT", slot, "NODE", &to_id)),
+            "OK"
+        );
+    }
+    for n in &cluster.masters {
+        if n.port != to.port && n.port != from.port {
+            let _ = raw(
+                &mut n.conn(),
+                &cmd!("CLUSTER", "SETSLOT", slot, "NODE", &to_id),
+            );
+        }
+    }
+    cluster.wait_ok();
+    assert_eq!(cluster.master_port_of_slot(slot), to.port);
+}
+
+#[test]
+fn waiters_follow_a_migrated_slot() {
+    let cluster = Cluster::start();
+    let client = client(&cluster);
+    let name = "{mig}:lock";
+    let slot = cluster.slot(name);
+    let source = cluster.master_for(name);
+    let target = cluster.other_master(name);
+
+    let holder = client.fenced_lock(name);
+    let t0 = holder
+        .lock_and_get_token_with_lease(Duration::from_secs(60))
+        .unwrap();
+
+    // Two client waiters, plus one raw waiter that shows what the server answers.
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let mut threads = Vec::new();
+    for i in 0..2 {
+        let lock = client.fenced_lock(name);
+        let got = got.clone();
+        threads.push(std::thread::spawn(move || {
+            let token = lock
+                .try_lock_and_get_token_with(Duration::from_secs(40), Duration::from_secs(30))
+                .unwrap()
+                .unwrap_or_else(|| panic!("waiter {i} got the lock"));
+            got.lock().unwrap().push(token);
+            lock.unlock().unwrap();
+        }));
+    }
+    wait_until(WAIT, "two waiters queued on the source", || {
+        queued(source, name).len() == 2
+    });
+    let raw_waiter = rlock_tests::Pending::send(
+        source,
+        &cmd!("RLOCK.ACQUIRE", name, "raw:1", 30000, "BLOCK", 0),
+    );
+    wait_until(WAIT, "raw waiter queued", || {
+        queued(source, name).len() == 3
+    });
+
+    migrate_slot(&cluster, slot, source, target, || {
+        // The lock is on the target now; nobody may be left waiting for it on the source.
+        let mut src = source.conn();
+        wait_until(WAIT, "source waiters released", || {
+            info_int(&mut src, "clients", "blocked_clients") == 0
+        });
+    });
+    let reply = raw_waiter.reply();
+    let err = rlock_tests::error_text(&reply)
+        .unwrap_or_else(|| panic!("the raw waiter gets an error, got {reply:?}"));
+    assert!(
+        err.starts_with("TRYAGAIN") || err.starts_with("MOVED") || err.starts_with("ASK"),
+        "waiter on the migrated slot: {err}"
+    );
+
+    // The client waiters queued again on the new owner.
+    wait_until(WAIT, "client waiters queued on the target", || {
+        queued(target, name).len() == 2
+    });
+    let mut t = target.conn();
+    assert_eq!(
+        lock_info(&mut t, name).token,
+        Some(t0 as i64),
+        "lock and token moved"
+    );
+    assert_eq!(
+        info_int(&mut source.conn(), "clients", "blocked_clients"),
+        0
+    );
+    holder.unlock().unwrap();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let tokens = got.lock().unwrap().clone();
+    assert_eq!(tokens.len(), 2);
+    assert!(
+        tokens.iter().all(|&x| x > t0) && tokens[1] > tokens[0],
+        "tokens grow across the migration: {t0} then {tokens:?}"
+    );
+    let distinct: BTreeSet<u64> = tokens.iter().copied().collect();
+    assert_eq!(distinct.len(), 2);
+    assert!(!exists(&mut t, name));
+}
