@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::guard::AsyncLockGuard;
-use crate::lock::{Grant, LockCore, Ttl};
+use crate::lock::Ttl;
+use crate::lock_core::{forever, Grant, LockCore};
 use crate::ops::Wait;
 use crate::owner::{Owner, OwnerPolicy};
 
@@ -168,15 +169,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self) -> Result<()> {
-        let (inner, name, owner) = (
-            self.core.inner().clone(),
-            self.core.name.clone(),
-            self.owner(),
-        );
-        self.core
-            .inner()
-            .run(async move { inner.release(&name, &owner).await.map(|_| ()) })
-            .await
+        self.core.run(self.core.release(self.owner())).await
     }
 
     /// Delete the lock whoever holds it: `true` if it was held.
@@ -187,11 +180,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
-        let (inner, name) = (self.core.inner().clone(), self.core.name.clone());
-        self.core
-            .inner()
-            .run(async move { inner.force_release(&name).await })
-            .await
+        self.core.run(self.core.force_release()).await
     }
 
     /// Whether anyone holds the lock.
@@ -202,11 +191,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
-        let (inner, name) = (self.core.inner().clone(), self.core.name.clone());
-        self.core
-            .inner()
-            .run(async move { inner.is_locked(&name).await })
-            .await
+        self.core.run(self.core.is_locked()).await
     }
 
     /// Whether the calling task's owner holds the lock (Redisson's `isHeldByCurrentThread`).
@@ -229,15 +214,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn is_held_by(&self, owner: &Owner) -> Result<bool> {
-        let (inner, name, owner) = (
-            self.core.inner().clone(),
-            self.core.name.clone(),
-            owner.clone(),
-        );
-        self.core
-            .inner()
-            .run(async move { inner.is_held_by(&name, &owner).await })
-            .await
+        self.core.run(self.core.is_held_by(owner.clone())).await
     }
 
     /// How many times the calling task's owner holds the lock.
@@ -250,15 +227,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn hold_count(&self) -> Result<u64> {
-        let (inner, name, owner) = (
-            self.core.inner().clone(),
-            self.core.name.clone(),
-            self.owner(),
-        );
-        self.core
-            .inner()
-            .run(async move { inner.server_holds(&name, &owner).await })
-            .await
+        self.core.run(self.core.hold_count(self.owner())).await
     }
 
     /// Time left on the lock's lease.
@@ -269,11 +238,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn remain_time_to_live(&self) -> Result<Ttl> {
-        let (inner, name) = (self.core.inner().clone(), self.core.name.clone());
-        self.core
-            .inner()
-            .run(async move { inner.pttl(&name).await.map(Ttl::from_pttl) })
-            .await
+        self.core.run(self.core.ttl()).await
     }
 
     /// Whether the watchdog found the calling owner's hold gone since it was acquired.
@@ -288,8 +253,14 @@ impl AsyncLock {
         self.core.is_lost_for(&self.owner())
     }
 
-    fn guard_from(&self, g: Grant) -> AsyncLockGuard {
-        AsyncLockGuard::new(self.core.clone(), g)
+    /// Acquire per `lease` and `wait`, as a guard.
+    async fn guard_when(
+        &self,
+        lease: Option<Duration>,
+        wait: Wait,
+    ) -> Result<Option<AsyncLockGuard>> {
+        let got = self.core.acquire_async(lease, wait).await?;
+        Ok(got.map(|g| AsyncLockGuard::new(self.core.clone(), g)))
     }
 
     /// [`AsyncLock::lock`], returning a guard.
@@ -301,12 +272,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn guard(&self) -> Result<AsyncLockGuard> {
-        let g = self
-            .core
-            .acquire_async(None, Wait::Forever)
-            .await?
-            .expect("a wait without limit");
-        Ok(self.guard_from(g))
+        self.guard_when(None, Wait::Forever).await.map(forever)
     }
 
     /// [`AsyncLock::lock_with_lease`], returning a guard.
@@ -317,8 +283,9 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn guard_with_lease(&self, lease: Duration) -> Result<AsyncLockGuard> {
-        let g = self.core.acquire_async(Some(lease), Wait::Forever).await?;
-        Ok(self.guard_from(g.expect("a wait without limit")))
+        self.guard_when(Some(lease), Wait::Forever)
+            .await
+            .map(forever)
     }
 
     /// [`AsyncLock::try_lock`], returning a guard when acquired.
@@ -331,11 +298,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_guard(&self) -> Result<Option<AsyncLockGuard>> {
-        Ok(self
-            .core
-            .acquire_async(None, Wait::No)
-            .await?
-            .map(|g| self.guard_from(g)))
+        self.guard_when(None, Wait::No).await
     }
 
     /// [`AsyncLock::try_lock_for`], returning a guard when acquired.
@@ -346,11 +309,7 @@ impl AsyncLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_guard_for(&self, wait: Duration) -> Result<Option<AsyncLockGuard>> {
-        Ok(self
-            .core
-            .acquire_async(None, Wait::For(wait))
-            .await?
-            .map(|g| self.guard_from(g)))
+        self.guard_when(None, Wait::For(wait)).await
     }
 
     /// [`AsyncLock::try_lock_with`], returning a guard when acquired.
@@ -366,11 +325,7 @@ impl AsyncLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<AsyncLockGuard>> {
-        let g = self
-            .core
-            .acquire_async(Some(lease), Wait::For(wait))
-            .await?;
-        Ok(g.map(|g| self.guard_from(g)))
+        self.guard_when(Some(lease), Wait::For(wait)).await
     }
 }
 
@@ -398,11 +353,13 @@ impl std::ops::Deref for AsyncFencedLock {
     }
 }
 
-fn token_of(g: Grant) -> u64 {
-    g.value.max(0) as u64
-}
-
 impl AsyncFencedLock {
+    /// Acquire per `lease` and `wait`, giving the fencing token.
+    async fn token_when(&self, lease: Option<Duration>, wait: Wait) -> Result<Option<u64>> {
+        let got = self.core.acquire_async(lease, wait).await?;
+        Ok(got.as_ref().map(Grant::token))
+    }
+
     /// This handle acting as `owner` in every task.
     ///
     /// ```no_run
@@ -424,8 +381,7 @@ impl AsyncFencedLock {
     /// # Ok(()) }
     /// ```
     pub async fn lock_and_get_token(&self) -> Result<u64> {
-        let g = self.core.acquire_async(None, Wait::Forever).await?;
-        Ok(token_of(g.expect("a wait without limit")))
+        self.token_when(None, Wait::Forever).await.map(forever)
     }
 
     /// Wait for the lock, hold it for at most `lease`, and return its token.
@@ -436,8 +392,9 @@ impl AsyncFencedLock {
     /// # Ok(()) }
     /// ```
     pub async fn lock_and_get_token_with_lease(&self, lease: Duration) -> Result<u64> {
-        let g = self.core.acquire_async(Some(lease), Wait::Forever).await?;
-        Ok(token_of(g.expect("a wait without limit")))
+        self.token_when(Some(lease), Wait::Forever)
+            .await
+            .map(forever)
     }
 
     /// One attempt: the token if acquired.
@@ -448,7 +405,7 @@ impl AsyncFencedLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_and_get_token(&self) -> Result<Option<u64>> {
-        Ok(self.core.acquire_async(None, Wait::No).await?.map(token_of))
+        self.token_when(None, Wait::No).await
     }
 
     /// Wait at most `wait`: the token if acquired.
@@ -459,11 +416,7 @@ impl AsyncFencedLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_and_get_token_for(&self, wait: Duration) -> Result<Option<u64>> {
-        Ok(self
-            .core
-            .acquire_async(None, Wait::For(wait))
-            .await?
-            .map(token_of))
+        self.token_when(None, Wait::For(wait)).await
     }
 
     /// Wait at most `wait`, hold for at most `lease`: the token if acquired.
@@ -479,11 +432,7 @@ impl AsyncFencedLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<u64>> {
-        Ok(self
-            .core
-            .acquire_async(Some(lease), Wait::For(wait))
-            .await?
-            .map(token_of))
+        self.token_when(Some(lease), Wait::For(wait)).await
     }
 
     /// The last token handed out for this name.
@@ -494,10 +443,6 @@ impl AsyncFencedLock {
     /// # Ok(()) }
     /// ```
     pub async fn token(&self) -> Result<Option<u64>> {
-        let (inner, name) = (self.core.inner().clone(), self.core.name.clone());
-        self.core
-            .inner()
-            .run(async move { inner.token(&name).await })
-            .await
+        self.core.run(self.core.token()).await
     }
 }

@@ -9,7 +9,8 @@ use crate::asynk::{AsyncFencedLock, AsyncLock};
 use crate::config::{ClientBuilder, Config};
 use crate::conn::Connections;
 use crate::error::{Error, Result};
-use crate::lock::{FencedLock, Lock, LockCore};
+use crate::lock::{FencedLock, Lock};
+use crate::lock_core::LockCore;
 use crate::owner::{self, Owner, OwnerPolicy};
 use crate::watchdog::{self, Registry};
 

@@ -1,11 +1,57 @@
 //! RAII guards: a held lock that releases itself when dropped.
 
+use std::fmt;
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::lock::{Grant, LockCore};
+use crate::error::{Error, Result};
+use crate::lock_core::{Grant, LockCore, Op};
 use crate::owner::Owner;
 use crate::watchdog::HoldState;
+
+/// What both guards hold: one hold of a lock by one owner, released at most once.
+struct Hold {
+    core: LockCore,
+    owner: Owner,
+    state: Arc<HoldState>,
+    token: Option<u64>,
+    armed: bool,
+}
+
+impl Hold {
+    fn new(core: LockCore, g: Grant) -> Hold {
+        let token = core.fence.then_some(g.token());
+        Hold {
+            core,
+            owner: g.owner,
+            state: g.state,
+            token,
+            armed: true,
+        }
+    }
+
+    fn debug(&self, f: &mut fmt::Formatter<'_>, guard: &str) -> fmt::Result {
+        f.debug_struct(guard)
+            .field("name", &self.core.name)
+            .field("owner", &self.owner)
+            .field("lost", &self.state.is_lost())
+            .finish()
+    }
+
+    /// The release of this hold; dropping the guard will not release it again.
+    fn disarm(&mut self) -> impl Op<()> {
+        self.armed = false;
+        self.core.release(self.owner.clone())
+    }
+
+    /// The release a dropped guard still owes, if it owes one.
+    fn release_on_drop(&mut self) -> Option<impl Op<()>> {
+        self.armed.then(|| self.disarm())
+    }
+}
+
+fn warn_release_failed(lock: &str, e: &Error) {
+    tracing::warn!(lock = %lock, error = %e, "rlock: guard release failed");
+}
 
 /// A held hold of a [`Lock`](crate::Lock); dropping it releases that hold (also while a panic
 /// unwinds), waiting for the server's answer. Re-entry works: each guard is one hold.
@@ -26,32 +72,19 @@ use crate::watchdog::HoldState;
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
-    core: LockCore,
-    owner: Owner,
-    state: Arc<HoldState>,
-    token: Option<u64>,
-    armed: bool,
+    hold: Hold,
 }
 
-impl std::fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("name", &self.core.name)
-            .field("owner", &self.owner)
-            .field("lost", &self.is_lost())
-            .finish()
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.hold.debug(f, "LockGuard")
     }
 }
 
 impl LockGuard {
     pub(crate) fn new(core: LockCore, g: Grant) -> LockGuard {
-        let token = core.fence.then_some(g.value.max(0) as u64);
         LockGuard {
-            core,
-            owner: g.owner,
-            state: g.state,
-            token,
-            armed: true,
+            hold: Hold::new(core, g),
         }
     }
 
@@ -63,7 +96,7 @@ impl LockGuard {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn name(&self) -> &str {
-        &self.core.name
+        &self.hold.core.name
     }
 
     /// The owner that holds it.
@@ -74,7 +107,7 @@ impl LockGuard {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn owner(&self) -> &Owner {
-        &self.owner
+        &self.hold.owner
     }
 
     /// The fencing token of this acquire (guards of a [`FencedLock`](crate::FencedLock) only).
@@ -86,7 +119,7 @@ impl LockGuard {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn token(&self) -> Option<u64> {
-        self.token
+        self.hold.token
     }
 
     /// Whether the watchdog found the lock gone while this guard held it (it expired, was
@@ -104,7 +137,7 @@ impl LockGuard {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
+        self.hold.state.is_lost()
     }
 
     /// Release this hold now and report the outcome (dropping does the same, silently).
@@ -117,25 +150,16 @@ impl LockGuard {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn unlock(mut self) -> Result<()> {
-        self.armed = false;
-        self.release()
-    }
-
-    fn release(&self) -> Result<()> {
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        let owner = self.owner.clone();
-        self.core
-            .inner()
-            .block_on(async move { inner.release(&name, &owner).await.map(|_| ()) })
+        let release = self.hold.disarm();
+        self.hold.core.block_on(release)
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if self.armed {
-            if let Err(e) = self.release() {
-                tracing::warn!(lock = %self.core.name, error = %e, "rlock: guard release failed");
+        if let Some(release) = self.hold.release_on_drop() {
+            if let Err(e) = self.hold.core.block_on(release) {
+                warn_release_failed(&self.hold.core.name, &e);
             }
         }
     }
@@ -156,32 +180,19 @@ impl Drop for LockGuard {
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct AsyncLockGuard {
-    core: LockCore,
-    owner: Owner,
-    state: Arc<HoldState>,
-    token: Option<u64>,
-    armed: bool,
+    hold: Hold,
 }
 
-impl std::fmt::Debug for AsyncLockGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AsyncLockGuard")
-            .field("name", &self.core.name)
-            .field("owner", &self.owner)
-            .field("lost", &self.is_lost())
-            .finish()
+impl fmt::Debug for AsyncLockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.hold.debug(f, "AsyncLockGuard")
     }
 }
 
 impl AsyncLockGuard {
     pub(crate) fn new(core: LockCore, g: Grant) -> AsyncLockGuard {
-        let token = core.fence.then_some(g.value.max(0) as u64);
         AsyncLockGuard {
-            core,
-            owner: g.owner,
-            state: g.state,
-            token,
-            armed: true,
+            hold: Hold::new(core, g),
         }
     }
 
@@ -194,7 +205,7 @@ impl AsyncLockGuard {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        &self.core.name
+        &self.hold.core.name
     }
 
     /// The owner that holds it.
@@ -206,7 +217,7 @@ impl AsyncLockGuard {
     /// # Ok(()) }
     /// ```
     pub fn owner(&self) -> &Owner {
-        &self.owner
+        &self.hold.owner
     }
 
     /// The fencing token of this acquire (fenced locks only).
@@ -218,7 +229,7 @@ impl AsyncLockGuard {
     /// # Ok(()) }
     /// ```
     pub fn token(&self) -> Option<u64> {
-        self.token
+        self.hold.token
     }
 
     /// Whether the watchdog found the lock gone while this guard held it.
@@ -230,7 +241,7 @@ impl AsyncLockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
+        self.hold.state.is_lost()
     }
 
     /// Resolves when the watchdog finds the lock gone; use it to abort work that must not go
@@ -247,10 +258,10 @@ impl AsyncLockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        let mut rx = self.state.subscribe();
+        let mut rx = self.hold.state.subscribe();
         let _ = rx.wait_for(|lost| *lost).await;
         // If the sender is gone the hold is gone too; either way, only return once lost.
-        if !self.state.is_lost() {
+        if !self.hold.state.is_lost() {
             std::future::pending::<()>().await;
         }
     }
@@ -263,26 +274,18 @@ impl AsyncLockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(mut self) -> Result<()> {
-        self.armed = false;
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        let owner = self.owner.clone();
-        self.core
-            .inner()
-            .run(async move { inner.release(&name, &owner).await.map(|_| ()) })
-            .await
+        let release = self.hold.disarm();
+        self.hold.core.run(release).await
     }
 }
 
 impl Drop for AsyncLockGuard {
     fn drop(&mut self) {
-        if self.armed {
-            let inner = self.core.inner().clone();
-            let name = self.core.name.clone();
-            let owner = self.owner.clone();
-            self.core.inner().handle.spawn(async move {
-                if let Err(e) = inner.release(&name, &owner).await {
-                    tracing::warn!(lock = %name, error = %e, "rlock: guard release failed");
+        if let Some(release) = self.hold.release_on_drop() {
+            let name = self.hold.core.name.clone();
+            self.hold.core.inner().handle.spawn(async move {
+                if let Err(e) = release.await {
+                    warn_release_failed(&name, &e);
                 }
             });
         }

@@ -100,6 +100,7 @@ mod error;
 mod guard;
 mod keys;
 mod lock;
+mod lock_core;
 mod ops;
 mod owner;
 mod watchdog;

@@ -1,116 +1,12 @@
 //! The blocking API: [`Lock`] (Redisson `RLock`) and [`FencedLock`] (Redisson `RFencedLock`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-
-use crate::client::{Client, Inner};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::ops::{AcquireReq, Wait};
+use crate::lock_core::{forever, Grant, LockCore};
+use crate::ops::Wait;
 use crate::owner::{Owner, OwnerPolicy};
-use crate::watchdog::HoldState;
-
-/// What a handle shares between the sync and async APIs: client, name, owner policy.
-#[derive(Clone)]
-pub(crate) struct LockCore {
-    pub(crate) client: Client,
-    pub(crate) name: Arc<str>,
-    pub(crate) fence: bool,
-    pub(crate) policy: OwnerPolicy,
-}
-
-/// A granted acquire as the API layer sees it.
-pub(crate) struct Grant {
-    pub(crate) value: i64,
-    pub(crate) state: Arc<HoldState>,
-    pub(crate) owner: Owner,
-}
-
-impl LockCore {
-    pub(crate) fn inner(&self) -> &Arc<Inner> {
-        &self.client.inner
-    }
-
-    pub(crate) fn owner(&self) -> Owner {
-        self.policy.resolve(&self.client.inner.id)
-    }
-
-    fn request(&self, owner: Owner, lease: Option<Duration>, wait: Wait) -> Result<AcquireReq> {
-        if lease.is_some_and(|l| l.is_zero()) {
-            return Err(Error::InvalidArgument(
-                "the lease must be at least 1 ms".into(),
-            ));
-        }
-        Ok(AcquireReq {
-            name: self.name.clone(),
-            owner,
-            lease,
-            wait,
-            fence: self.fence,
-        })
-    }
-
-    /// Acquire, blocking this thread.
-    pub(crate) fn acquire_sync(
-        &self,
-        lease: Option<Duration>,
-        wait: Wait,
-    ) -> Result<Option<Grant>> {
-        let owner = self.owner();
-        let req = self.request(owner.clone(), lease, wait)?;
-        let inner = self.inner().clone();
-        let got = self
-            .inner()
-            .block_on(async move { Ok(inner.acquire(req, None).await?.map(|a| a.keep())) })?;
-        Ok(got.map(|(value, state)| Grant {
-            value,
-            state,
-            owner,
-        }))
-    }
-
-    /// Acquire from async code. Dropping the returned future withdraws the wait on the server
-    /// and gives back a grant that raced the drop.
-    pub(crate) async fn acquire_async(
-        &self,
-        lease: Option<Duration>,
-        wait: Wait,
-    ) -> Result<Option<Grant>> {
-        let owner = self.owner();
-        let req = self.request(owner.clone(), lease, wait)?;
-        let inner = self.inner().clone();
-        let (caller, caller_rx) = oneshot::channel::<()>();
-        let task = self
-            .inner()
-            .handle
-            .spawn(inner.acquire(req, Some(caller_rx)));
-        let res = task.await;
-        drop(caller);
-        match res {
-            Ok(Ok(got)) => Ok(got.map(|a| {
-                let (value, state) = a.keep();
-                Grant {
-                    value,
-                    state,
-                    owner,
-                }
-            })),
-            Ok(Err(e)) => Err(e),
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(Error::Shutdown),
-        }
-    }
-
-    pub(crate) fn is_lost_for(&self, owner: &Owner) -> bool {
-        self.inner()
-            .registry
-            .lock()
-            .unwrap()
-            .is_lost(&self.name, owner)
-    }
-}
 
 /// Time left on a lock's lease, as `PTTL` reports it.
 ///
@@ -316,7 +212,7 @@ impl Lock {
     }
 
     /// Release one hold. At the last one the lock frees and the next waiter gets it; the
-    /// watchdog stops renewing it at once. [`Error::NotOwner`] when this thread does not hold
+    /// watchdog stops renewing it at once. [`Error::NotOwner`](crate::Error::NotOwner) when this thread does not hold
     /// it (Redisson's `IllegalMonitorStateException`).
     ///
     /// ```no_run
@@ -327,12 +223,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn unlock(&self) -> Result<()> {
-        let owner = self.owner();
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        self.core
-            .inner()
-            .block_on(async move { inner.release(&name, &owner).await.map(|_| ()) })
+        self.core.block_on(self.core.release(self.owner()))
     }
 
     /// Delete the lock whoever holds it; the next waiter gets it. `true` if it was held.
@@ -343,11 +234,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn force_unlock(&self) -> Result<bool> {
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        self.core
-            .inner()
-            .block_on(async move { inner.force_release(&name).await })
+        self.core.block_on(self.core.force_release())
     }
 
     /// Whether anyone holds the lock (`EXISTS`).
@@ -358,11 +245,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn is_locked(&self) -> Result<bool> {
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        self.core
-            .inner()
-            .block_on(async move { inner.is_locked(&name).await })
+        self.core.block_on(self.core.is_locked())
     }
 
     /// Whether the calling thread holds the lock (`HEXISTS`).
@@ -386,12 +269,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn is_held_by(&self, owner: &Owner) -> Result<bool> {
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        let owner = owner.clone();
-        self.core
-            .inner()
-            .block_on(async move { inner.is_held_by(&name, &owner).await })
+        self.core.block_on(self.core.is_held_by(owner.clone()))
     }
 
     /// How many times the calling thread holds the lock (0 if it does not).
@@ -404,12 +282,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn hold_count(&self) -> Result<u64> {
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        let owner = self.owner();
-        self.core
-            .inner()
-            .block_on(async move { inner.server_holds(&name, &owner).await })
+        self.core.block_on(self.core.hold_count(self.owner()))
     }
 
     /// Time left on the lock's lease (`PTTL`).
@@ -422,11 +295,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn remain_time_to_live(&self) -> Result<Ttl> {
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        self.core
-            .inner()
-            .block_on(async move { inner.pttl(&name).await.map(Ttl::from_pttl) })
+        self.core.block_on(self.core.ttl())
     }
 
     /// Whether the watchdog found this thread's hold gone (expired, deleted or force-released
@@ -444,8 +313,10 @@ impl Lock {
         self.core.is_lost_for(&self.owner())
     }
 
-    fn guard_from(&self, g: Grant) -> LockGuard {
-        LockGuard::new(self.core.clone(), g)
+    /// Acquire per `lease` and `wait`, as a guard.
+    fn guard_when(&self, lease: Option<Duration>, wait: Wait) -> Result<Option<LockGuard>> {
+        let got = self.core.acquire_sync(lease, wait)?;
+        Ok(got.map(|g| LockGuard::new(self.core.clone(), g)))
     }
 
     /// [`Lock::lock`], returning a guard that unlocks when dropped (also while a panic
@@ -460,11 +331,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn guard(&self) -> Result<LockGuard> {
-        let g = self
-            .core
-            .acquire_sync(None, Wait::Forever)?
-            .expect("a wait without limit");
-        Ok(self.guard_from(g))
+        self.guard_when(None, Wait::Forever).map(forever)
     }
 
     /// [`Lock::lock_with_lease`], returning a guard.
@@ -476,11 +343,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn guard_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        let g = self
-            .core
-            .acquire_sync(Some(lease), Wait::Forever)?
-            .expect("a wait without limit");
-        Ok(self.guard_from(g))
+        self.guard_when(Some(lease), Wait::Forever).map(forever)
     }
 
     /// [`Lock::try_lock`], returning a guard when acquired.
@@ -493,10 +356,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn try_guard(&self) -> Result<Option<LockGuard>> {
-        Ok(self
-            .core
-            .acquire_sync(None, Wait::No)?
-            .map(|g| self.guard_from(g)))
+        self.guard_when(None, Wait::No)
     }
 
     /// [`Lock::try_lock_for`], returning a guard when acquired.
@@ -511,10 +371,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn try_guard_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        Ok(self
-            .core
-            .acquire_sync(None, Wait::For(wait))?
-            .map(|g| self.guard_from(g)))
+        self.guard_when(None, Wait::For(wait))
     }
 
     /// [`Lock::try_lock_with`], returning a guard when acquired.
@@ -526,10 +383,7 @@ impl Lock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn try_guard_with(&self, wait: Duration, lease: Duration) -> Result<Option<LockGuard>> {
-        Ok(self
-            .core
-            .acquire_sync(Some(lease), Wait::For(wait))?
-            .map(|g| self.guard_from(g)))
+        self.guard_when(Some(lease), Wait::For(wait))
     }
 }
 
@@ -566,11 +420,16 @@ impl std::ops::Deref for FencedLock {
     }
 }
 
-fn token_of(g: Grant) -> u64 {
-    g.value.max(0) as u64
-}
-
 impl FencedLock {
+    /// Acquire per `lease` and `wait`, giving the fencing token.
+    fn token_when(&self, lease: Option<Duration>, wait: Wait) -> Result<Option<u64>> {
+        Ok(self
+            .core
+            .acquire_sync(lease, wait)?
+            .as_ref()
+            .map(Grant::token))
+    }
+
     /// This handle with a fixed owner (see [`Lock::with_owner`]).
     ///
     /// ```no_run
@@ -592,11 +451,7 @@ impl FencedLock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn lock_and_get_token(&self) -> Result<u64> {
-        let g = self
-            .core
-            .acquire_sync(None, Wait::Forever)?
-            .expect("a wait without limit");
-        Ok(token_of(g))
+        self.token_when(None, Wait::Forever).map(forever)
     }
 
     /// Wait for the lock, hold it for at most `lease`, and return its fencing token.
@@ -608,11 +463,7 @@ impl FencedLock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn lock_and_get_token_with_lease(&self, lease: Duration) -> Result<u64> {
-        let g = self
-            .core
-            .acquire_sync(Some(lease), Wait::Forever)?
-            .expect("a wait without limit");
-        Ok(token_of(g))
+        self.token_when(Some(lease), Wait::Forever).map(forever)
     }
 
     /// One attempt: the token if acquired.
@@ -625,7 +476,7 @@ impl FencedLock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn try_lock_and_get_token(&self) -> Result<Option<u64>> {
-        Ok(self.core.acquire_sync(None, Wait::No)?.map(token_of))
+        self.token_when(None, Wait::No)
     }
 
     /// Wait at most `wait`: the token if acquired.
@@ -637,7 +488,7 @@ impl FencedLock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn try_lock_and_get_token_for(&self, wait: Duration) -> Result<Option<u64>> {
-        Ok(self.core.acquire_sync(None, Wait::For(wait))?.map(token_of))
+        self.token_when(None, Wait::For(wait))
     }
 
     /// Wait at most `wait`, hold for at most `lease`: the token if acquired.
@@ -653,10 +504,7 @@ impl FencedLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<u64>> {
-        Ok(self
-            .core
-            .acquire_sync(Some(lease), Wait::For(wait))?
-            .map(token_of))
+        self.token_when(Some(lease), Wait::For(wait))
     }
 
     /// The last token handed out for this name (`None` before the first fenced acquire).
@@ -668,10 +516,6 @@ impl FencedLock {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn token(&self) -> Result<Option<u64>> {
-        let inner = self.core.inner().clone();
-        let name = self.core.name.clone();
-        self.core
-            .inner()
-            .block_on(async move { inner.token(&name).await })
+        self.core.block_on(self.core.token())
     }
 }
