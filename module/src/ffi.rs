@@ -10,6 +10,9 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
+/// The longest delay a module timer is set for (one day).
+pub const MAX_TIMER_DELAY_MS: i64 = 86_400_000;
+
 /// Replicas connected to this server (kept by `refresh_replica_count`).
 static REPLICAS: AtomicI64 = AtomicI64::new(1);
 
@@ -516,9 +519,13 @@ impl Ctx {
 
     // ---- timers ---------------------------------------------------------------------------
 
+    /// A timer firing after `delay_ms`, capped at [`MAX_TIMER_DELAY_MS`]: Redis computes the
+    /// fire time in microseconds, which wraps for huge delays (a lease of 2^62 ms) and would
+    /// fire at once, forever. Callers re-arm when a capped timer fires early.
     pub fn create_timer(self, delay_ms: i64, cb: TimerFn, data: *mut c_void) -> u64 {
+        let delay = delay_ms.clamp(0, MAX_TIMER_DELAY_MS);
         // SAFETY: ctx must have a client (command, timer, notification, disconnect contexts).
-        unsafe { api!(RedisModule_CreateTimer)(self.0, delay_ms.max(0), Some(cb), data) }
+        unsafe { api!(RedisModule_CreateTimer)(self.0, delay, Some(cb), data) }
     }
 
     /// Stop a timer; returns its data pointer when it had not fired yet.

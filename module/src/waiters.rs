@@ -175,8 +175,9 @@ pub fn park(
     let handle = bc as Handle;
     let serial = SERIAL.with(|s| s.replace(s.get() + 1));
     let deadline_timer = (block_ms > 0).then(|| {
-        let job = Box::into_raw(Box::new(Job::Deadline(handle, serial)));
-        ctx.create_timer(block_ms, on_timer, job.cast())
+        // `block_ms` was checked to fit: now + block_ms does not overflow.
+        let job = Job::Deadline(handle, serial, ctx.now_ms() + block_ms);
+        ctx.create_timer(block_ms, on_timer, Box::into_raw(Box::new(job)).cast())
     });
     let waiter = Waiter {
         handle,
@@ -261,8 +262,8 @@ enum Job {
     Check(LockId),
     /// A waiter was granted the lock but disconnected before the reply: undo that grant.
     Revoke(LockId, Box<[u8]>),
-    /// A waiter's BLOCK deadline (handle, serial of the wait).
-    Deadline(Handle, u64),
+    /// A waiter's BLOCK deadline (handle, serial of the wait, absolute ms).
+    Deadline(Handle, u64, i64),
 }
 
 /// Make sure `id`'s lock is re-checked no later than `at_ms`.
@@ -276,12 +277,15 @@ pub fn watch(ctx: Ctx, id: &LockId, at_ms: i64) {
         stop(ctx, t);
     }
     let data = Box::into_raw(Box::new(Job::Check(id.clone())));
-    let timer_id = ctx.create_timer(at_ms - ctx.now_ms(), on_timer, data.cast());
+    let now = ctx.now_ms();
+    // The timer may be capped (ffi::MAX_TIMER_DELAY_MS): record when it really fires.
+    let delay = at_ms.saturating_sub(now).clamp(0, ffi::MAX_TIMER_DELAY_MS);
+    let timer_id = ctx.create_timer(delay, on_timer, data.cast());
     queues(|q| {
         if let Some(kq) = q.get_mut(id) {
             kq.timer = Some(Timer {
                 id: timer_id,
-                at_ms,
+                at_ms: now + delay,
             });
         }
     });
@@ -319,12 +323,21 @@ unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
             check(ctx, &id);
         }
         Job::Revoke(id, owner) => revoke(ctx, &id, &owner),
-        Job::Deadline(handle, serial) => {
+        Job::Deadline(handle, serial, at_ms) => {
+            let mine = |q: &Queues<Handle>| q.find(handle).is_some_and(|w| w.serial == serial);
+            let now = ctx.now_ms();
+            if now < at_ms {
+                // A capped timer fired before the deadline: wait on.
+                if queues(|q| mine(q)) {
+                    let job = Job::Deadline(handle, serial, at_ms);
+                    let data = Box::into_raw(Box::new(job)).cast();
+                    let t = ctx.create_timer(at_ms - now, on_timer, data);
+                    queues(|q| q.find_mut(handle).map(|w| w.deadline_timer = Some(t)));
+                }
+                return;
+            }
             // Only the wait this timer was made for (a handle can be reused by a later wait).
-            let removed = queues(|q| match q.find(handle) {
-                Some(w) if w.serial == serial => q.remove(handle),
-                _ => None,
-            });
+            let removed = queues(|q| if mine(q) { q.remove(handle) } else { None });
             if let Some((id, _)) = removed {
                 stats::WAITS_TIMED_OUT.incr();
                 reply_later(handle, Answer::Nil);

@@ -134,6 +134,15 @@ impl<H: Copy + Eq + Hash> Queues<H> {
             .find(|w| w.handle == handle)
     }
 
+    pub fn find_mut(&mut self, handle: H) -> Option<&mut Waiter<H>> {
+        let id = self.index.get(&handle)?;
+        self.locks
+            .get_mut(id)?
+            .waiters
+            .iter_mut()
+            .find(|w| w.handle == handle)
+    }
+
     /// Drop `id`'s entry if nobody waits; returns its timer so the caller can stop it.
     pub fn forget_if_idle(&mut self, id: &LockId) -> Option<Timer> {
         if self.locks.get(id)?.waiters.is_empty() {
