@@ -3,7 +3,7 @@ SHELL := /bin/bash
 MODULE := target/release/librlock_module.so
 PORT ?= $(shell awk '$$1=="port"{print $$2}' redis.conf)
 
-.PHONY: deps build run test bench bench-quick clean
+.PHONY: deps build run test bench bench-quick soak fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -36,3 +36,21 @@ bench-quick: deps
 
 clean:
 	cargo clean
+
+# Long runs of the robustness tests (CI runs short versions of the same tests in `make test`).
+
+# Soak: 32 clients with random kills for RLOCK_SOAK_SECS (default 600 s) under the invariant
+# checker, then the waiter-memory test at RLOCK_MEMORY_CYCLES (default 1,000,000) cycles.
+soak: deps
+	cargo build --release -p rlock-module
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) RLOCK_SOAK_SECS=$${RLOCK_SOAK_SECS:-600} \
+	RLOCK_MEMORY_CYCLES=$${RLOCK_MEMORY_CYCLES:-1000000} \
+	cargo test --release -p rlock-tests --test soak --test memory -- --nocapture
+
+# Fuzz: the core's property tests with PROPTEST_CASES (default 100,000) cases each, then the
+# network fuzz against a live server for RLOCK_FUZZ_SECS (default 300 s).
+fuzz: deps
+	cargo build --release -p rlock-module
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} cargo test --release -p rlock-module prop_tests
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) RLOCK_FUZZ_SECS=$${RLOCK_FUZZ_SECS:-300} \
+	cargo test --release -p rlock-tests --test fuzz_net -- --nocapture
