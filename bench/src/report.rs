@@ -128,7 +128,7 @@ impl Report {
             }
         }
         let colors = ["#d1495b", "#edae49", "#00798c", "#30638e", "#6a4c93"];
-        let (bar_w, gap, left, top, plot_h) = (26.0, 30.0, 40.0, 60.0, 260.0);
+        let (bar_w, gap, left, top, plot_h) = (26.0, 30.0, 40.0, 100.0, 260.0);
         let group_w = bar_w * series.len() as f64 + gap;
         let width = left + group_w * groups.len() as f64 + 20.0;
         let height = top + plot_h + 120.0;
