@@ -56,7 +56,8 @@ fn main() {
     };
 
     let mut report = Report::default();
-    let steps: [(&str, fn(&Bench, &mut Report)); 5] = [
+    type Step = fn(&Bench, &mut Report);
+    let steps: [(&str, Step); 5] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("expiry hand-off", expiry::run),
