@@ -95,7 +95,7 @@ fn random_cmd(r: &mut Rng, ids: &[i64]) -> redis::Cmd {
     let mut c;
     match r.below(40) {
         0..=13 => {
-            c = redis::cmd(*r.pick(&["RLOCK.ACQUIRE", "rlock.acquire", "Rlock.Acquire"]));
+            c = redis::cmd(r.pick::<&str>(&["RLOCK.ACQUIRE", "rlock.acquire", "Rlock.Acquire"]));
             c.arg(key(r)).arg(owner(r)).arg(duration(r, 400));
             for _ in 0..r.below(4) {
                 match r.below(8) {
@@ -138,7 +138,7 @@ fn random_cmd(r: &mut Rng, ids: &[i64]) -> redis::Cmd {
             }
         }
         26 => {
-            c = redis::cmd(*r.pick(&[
+            c = redis::cmd(r.pick::<&str>(&[
                 "RLOCK.ACQUIRE",
                 "RLOCK.RELEASE",
                 "RLOCK.RENEW",
