@@ -218,31 +218,29 @@ pub fn hand_off(ctx: Ctx, key: &Key, name: RStr, id: &LockId) {
             write_hold(ctx, key, name, owner.get(), 1, at);
             Ok((at, token.unwrap_or(1)))
         });
-        let reply = match &granted {
-            Ok((_, value)) => Answer::Value(*value),
-            Err(e) => Answer::Error(e.clone()),
-        };
-        if let Ok(&(at, value)) = granted.as_ref() {
-            stats::ACQUIRED.incr();
-            stats::HANDOFFS.incr();
-            if expired {
-                stats::GRANTS_AFTER_EXPIRY.incr();
+        match granted {
+            Ok((at, value)) => {
+                stats::ACQUIRED.incr();
+                stats::HANDOFFS.incr();
+                if expired {
+                    stats::GRANTS_AFTER_EXPIRY.incr();
+                }
+                let grant = Grant {
+                    id: id.clone(),
+                    owner: waiter.owner.clone(),
+                    value,
+                };
+                GRANTED.with(|g| g.borrow_mut().insert(waiter.handle, grant));
+                if queues(|q| q.is_queued(id)) {
+                    watch(ctx, id, at.saturating_add(1));
+                }
+                reply_later(waiter.handle, Answer::Value(value));
+                break;
             }
-            let grant = Grant {
-                id: id.clone(),
-                owner: waiter.owner.clone(),
-                value,
-            };
-            GRANTED.with(|g| g.borrow_mut().insert(waiter.handle, grant));
-            if queues(|q| q.is_queued(id)) {
-                watch(ctx, id, at.saturating_add(1));
+            Err(e) => {
+                stats::ERRORS.incr();
+                reply_later(waiter.handle, Answer::Error(e));
             }
-        } else {
-            stats::ERRORS.incr();
-        }
-        reply_later(waiter.handle, reply);
-        if granted.is_ok() {
-            break;
         }
     }
     forget_if_idle(ctx, id);
