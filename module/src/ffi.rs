@@ -8,13 +8,9 @@
 use redis_module::raw;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::ptr;
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 
 /// The longest delay a module timer is set for (one day).
 pub const MAX_TIMER_DELAY_MS: i64 = 86_400_000;
-
-/// Replicas connected to this server (kept by `refresh_replica_count`).
-static REPLICAS: AtomicI64 = AtomicI64::new(1);
 
 pub use raw::{RedisModuleBlockedClient as BlockedClient, RedisModuleCtx, RedisModuleString};
 
@@ -230,7 +226,11 @@ impl Ctx {
 
     /// Send a native command to replicas and the AOF (`replicas_only`: not the AOF, as Redis
     /// does for PUBLISH). Arguments go as binary-safe buffers.
+    /// Skipped when nothing can receive it (see `propagation`).
     pub fn replicate(self, cmd: &CStr, args: &[&[u8]], replicas_only: bool) {
+        if !crate::propagation::needed(self, replicas_only) {
+            return;
+        }
         let f = self.0;
         let cmd = cmd.as_ptr();
         let api = api!(RedisModule_Replicate);
@@ -264,35 +264,32 @@ impl Ctx {
         }
         // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so do we, when
         // one is connected: a replica that connects later has no use for old unlock messages.
-        if !cluster && REPLICAS.load(Relaxed) > 0 {
+        if !cluster {
             let args = [channel.get().bytes(), message.get().bytes()];
             self.replicate(c"PUBLISH", &args, true);
         }
     }
 
-    /// Re-read how many replicas are connected (on load and on replication events).
-    pub fn refresh_replica_count(self) {
+    /// An integer field of `INFO <section>`.
+    pub fn info_int(self, section: &CStr, field: &CStr) -> Option<i64> {
         // SAFETY: valid ctx; the info data is freed once.
-        let n = unsafe {
-            let info = api!(RedisModule_GetServerInfo)(self.0, c"replication".as_ptr());
+        unsafe {
+            let info = api!(RedisModule_GetServerInfo)(self.0, section.as_ptr());
             if info.is_null() {
-                return;
+                return None;
             }
             let mut err: c_int = 0;
-            let n = api!(RedisModule_ServerInfoGetFieldSigned)(
-                info,
-                c"connected_slaves".as_ptr(),
-                &mut err,
-            );
+            let n = api!(RedisModule_ServerInfoGetFieldSigned)(info, field.as_ptr(), &mut err);
             api!(RedisModule_FreeServerInfo)(self.0, info);
-            // Unknown: assume replicas, so nothing is withheld from them.
-            if err != 0 {
-                1
-            } else {
-                n
-            }
-        };
-        REPLICAS.store(n, Relaxed);
+            (err == 0).then_some(n)
+        }
+    }
+
+    /// `CONFIG GET name`'s value.
+    pub fn config_get(self, name: &CStr) -> Option<Vec<u8>> {
+        let name = OwnedStr::new(name.to_bytes());
+        // CONFIG GET replies [name, value].
+        self.call_read(c"CONFIG", Some(c"GET"), name.get())?.pop()
     }
 
     /// Fire a keyspace notification for a write made through the low-level key API (which
@@ -339,13 +336,17 @@ impl Ctx {
         }
     }
 
-    /// Run a read command on one key through Redis and collect its string reply (or the
+    /// Run a read command (`cmd [sub] arg`) through Redis and collect its string reply (or the
     /// strings of an array reply). `None` for nil or an error reply. Used only off the hot path.
-    fn call_read(self, cmd: &CStr, key: RStr) -> Option<Vec<Vec<u8>>> {
-        // SAFETY: fmt "s" takes one RedisModuleString; every reply element is read while the
-        // reply is alive, and the reply is freed once.
+    fn call_read(self, cmd: &CStr, sub: Option<&CStr>, arg: RStr) -> Option<Vec<Vec<u8>>> {
+        // SAFETY: fmt "s" takes one RedisModuleString, "cs" a C string then one; every reply
+        // element is read while the reply is alive, and the reply is freed once.
         unsafe {
-            let reply = api!(RedisModule_Call)(self.0, cmd.as_ptr(), c"s".as_ptr(), key.0);
+            let call = api!(RedisModule_Call);
+            let reply = match sub {
+                Some(sub) => call(self.0, cmd.as_ptr(), c"cs".as_ptr(), sub.as_ptr(), arg.0),
+                None => call(self.0, cmd.as_ptr(), c"s".as_ptr(), arg.0),
+            };
             if reply.is_null() {
                 return None;
             }
@@ -430,7 +431,7 @@ impl Ctx {
 
     /// HGETALL as (field, value) pairs.
     pub fn hash_fields(self, key: RStr) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let flat = self.call_read(c"HGETALL", key).unwrap_or_default();
+        let flat = self.call_read(c"HGETALL", None, key).unwrap_or_default();
         flat.chunks_exact(2)
             .map(|p| (p[0].clone(), p[1].clone()))
             .collect()
@@ -438,7 +439,7 @@ impl Ctx {
 
     /// GET, `None` for a missing key or one that is not a string.
     pub fn get_string(self, key: RStr) -> Option<Vec<u8>> {
-        self.call_read(c"GET", key)?.pop()
+        self.call_read(c"GET", None, key)?.pop()
     }
 
     // ---- replies --------------------------------------------------------------------------

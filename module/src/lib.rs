@@ -3,7 +3,8 @@
 //! Layout: `core/` is the lock logic in plain Rust (parsing, decisions, waiter queues,
 //! counters) and unit-tests without Redis. Around it a thin skin speaks to Redis: `ffi` (every
 //! raw call), `entry` (panic boundary), `registry` (command table and docs), `rlock_cmds`
-//! (RLOCK.* handlers), `waiters` (parking, hand-off, timers, events) and `info` (INFO rlock).
+//! (RLOCK.* handlers), `waiters` (parking, hand-off, timers, events), `propagation` (when
+//! replication can reach anyone) and `info` (INFO rlock).
 
 pub mod core;
 
@@ -14,6 +15,8 @@ mod ffi;
 #[cfg(not(test))]
 mod info;
 #[cfg(not(test))]
+mod propagation;
+#[cfg(not(test))]
 mod registry;
 #[cfg(not(test))]
 mod rlock_cmds;
@@ -23,7 +26,7 @@ mod waiters;
 #[cfg(not(test))]
 mod module {
     use crate::ffi::Ctx;
-    use crate::{entry, info, registry, waiters};
+    use crate::{entry, info, propagation, registry, waiters};
     use redis_module::{raw, Context, RedisString, Status};
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
@@ -68,16 +71,18 @@ mod module {
             for id in [
                 raw::REDISMODULE_EVENT_REPLICA_CHANGE,
                 raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+                raw::REDISMODULE_EVENT_FORK_CHILD,
+                raw::REDISMODULE_EVENT_CONFIG,
             ] {
                 let event = raw::RedisModuleEvent { id, dataver: 1 };
                 raw::RedisModule_SubscribeToServerEvent.unwrap()(
                     ctx.ctx,
                     event,
-                    Some(waiters::on_replication_change),
+                    Some(propagation::on_event),
                 );
             }
         }
-        c.refresh_replica_count();
+        propagation::init(c);
         Status::Ok
     }
 

@@ -554,16 +554,6 @@ pub unsafe extern "C" fn on_client_change(
     }
 }
 
-/// A replica connected or left, or this server's role changed.
-pub unsafe extern "C" fn on_replication_change(
-    ctx: *mut RedisModuleCtx,
-    _event: raw::RedisModuleEvent,
-    _sub: u64,
-    _data: *mut c_void,
-) {
-    guarded(|| Ctx(ctx).refresh_replica_count());
-}
-
 /// FLUSHDB / FLUSHALL / SWAPDB: every lock with waiters in the databases touched is re-checked.
 pub unsafe extern "C" fn on_server_event(
     ctx: *mut RedisModuleCtx,
