@@ -63,6 +63,17 @@ pub fn run(b: &Bench, r: &mut Report) {
         |c| info_int(c, "clients", "pubsub_clients").max(subscribers(c, &channel)) as usize,
     );
 
+    // What Redis itself costs per blocked client: a native BLPOP waiter.
+    let blpop = per_waiter(
+        b,
+        w,
+        |c, _| {
+            let cmd = redis::cmd("BLPOP").arg("mem:list").arg(0).clone();
+            c.send_packed_command(&cmd.get_packed_command()).unwrap();
+        },
+        |c| info_int(c, "clients", "blocked_clients") as usize,
+    );
+
     let mut t = Table::new("5. Memory", &["what", "rlock bytes", "redisson bytes"]);
     t.row(vec![
         "MEMORY USAGE of a lock key (same layout)".into(),
@@ -78,6 +89,11 @@ pub fn run(b: &Bench, r: &mut Report) {
         format!("server memory per parked waiter ({w} waiters)"),
         format!("{rl:.0}"),
         format!("{rs:.0} (subscription)"),
+    ]);
+    t.row(vec![
+        format!("for comparison: a native BLPOP waiter ({w} waiters)"),
+        format!("{blpop:.0}"),
+        String::new(),
     ]);
     r.tables.push(t);
     r.target(
