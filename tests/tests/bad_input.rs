@@ -221,25 +221,6 @@ fn a_lock_hash_whose_count_is_not_an_integer_is_an_error() {
 // Randomized argument vectors
 // ---------------------------------------------------------------------------------------------
 
-/// SplitMix64: a tiny, seedable generator (no dependency needed).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
 const COMMANDS: &[&str] = &[
     "RLOCK.ACQUIRE",
     "RLOCK.RELEASE",
@@ -345,7 +326,7 @@ fn fuzz_seed(what: &str) -> u64 {
 #[test]
 fn random_argument_vectors_never_crash_the_server() {
     let seed = fuzz_seed("random argv");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut s = Server::start();
     let mut c = s.conn();
     // A command that wrongly waits fails the test instead of hanging it.
@@ -433,7 +414,7 @@ fn waiter_counts(c: &mut redis::Connection, keys: &[&str]) -> (i64, i64, i64) {
 #[test]
 fn random_operations_keep_queues_and_counters_consistent() {
     let seed = fuzz_seed("random operations");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut s = Server::start();
     let mut c = s.conn();
     let keys = ["k0", "k1", "k2"];
@@ -474,7 +455,7 @@ fn random_operations_keep_queues_and_counters_consistent() {
                 raw(&mut c, &cmd!("FLUSHDB"));
             }
             11 if !pending.is_empty() => {
-                let p = pending.swap_remove(rng.below(pending.len()));
+                let p = pending.swap_remove(rng.index(pending.len()));
                 if rng.below(2) == 0 {
                     raw(&mut c, &cmd!("CLIENT", "KILL", "ID", p.id));
                 } else {

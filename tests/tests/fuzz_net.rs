@@ -18,35 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rlock_tests::{
-    cmd, error_text, info_int, int, raw, redis, rlock_stat, text, LockInfo, Server, Value,
+    cmd, env_u64, error_text, info_int, int, raw, redis, rlock_stat, text, LockInfo, Rng, Server,
+    Value,
 };
 
 const KEYS: [&str; 3] = ["fz:a", "fz:b", "fz:{c}"];
 const CONNS: usize = 8;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len() as u64) as usize]
-    }
-}
 
 fn key(r: &mut Rng) -> Vec<u8> {
     match r.below(20) {
@@ -232,7 +209,7 @@ fn fuzzer(
     n: Arc<Counts>,
 ) {
     let client = redis::Client::open(s_url).unwrap();
-    let mut r = Rng(seed.max(1));
+    let mut r = Rng::new(seed);
     let connect = |ids: &Mutex<Vec<i64>>| {
         let mut c = client.get_connection().expect("connect");
         c.set_read_timeout(Some(Duration::from_millis(1500)))
@@ -398,7 +375,7 @@ fn network_fuzz_keeps_the_server_alive_and_consistent() {
     let stop = Arc::new(AtomicBool::new(false));
     let ids = Arc::new(Mutex::new(Vec::new()));
     let n = Arc::new(Counts::default());
-    let mut seeds = Rng(seed.max(1));
+    let mut seeds = Rng::new(seed);
     let threads: Vec<_> = (0..CONNS)
         .map(|_| {
             let (url, sd, stop, ids, n) =

@@ -22,18 +22,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rlock_tests::{cmd, info_int, int, redis, rlock_stat, wait_until, Server};
+use rlock_tests::{cmd, env_u64, info_int, int, redis, rlock_stat, wait_until, Server};
 
 const THREADS: u64 = 16;
 const PER_CONN: u64 = 10;
 const LOCKS: u64 = 8;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Run `cycles` waiter cycles (rounded up to whole connections) from `THREADS` threads.
 fn run_cycles(s: &Server, cycles: u64, tag: &str) {

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rlock::Error;
-use rlock_tests::{cmd, info_int, int, raw, redis, rlock_stat, text, Server, Value};
+use rlock_tests::{cmd, env_u64, info_int, int, raw, redis, rlock_stat, text, Rng, Server, Value};
 
 const LOCKS: [&str; 4] = ["soak:0", "soak:1", "soak:2", "soak:{3}"];
 const MIN_LEASE_MS: u64 = 60;
@@ -35,34 +35,6 @@ const MAX_LEASE_MS: u64 = 400;
 const WATCHDOG: Duration = Duration::from_millis(900);
 /// Allowance for the server's wall clock against this process' monotonic clock.
 const CLOCK_SLACK: Duration = Duration::from_millis(5);
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-/// xorshift64*: small, seedable, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-}
 
 /// One hold as the checker sees it.
 #[derive(Debug, Clone)]
