@@ -894,7 +894,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -903,7 +903,7 @@ impl Rng {
     }
     /// Uniform-enough in `0..n` (`n` > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
     /// In `lo..=hi`.
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {

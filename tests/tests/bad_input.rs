@@ -304,7 +304,7 @@ fn random_arg(rng: &mut Rng) -> Vec<u8> {
         0 => rng.pick(WORDS).as_bytes().to_vec(),
         1 | 2 => rng.pick(NUMBERS).as_bytes().to_vec(),
         3 => rng.pick(KEYS).as_bytes().to_vec(),
-        _ => (0..rng.below(16)).map(|_| rng.next() as u8).collect(),
+        _ => (0..rng.below(16)).map(|_| rng.next_u64() as u8).collect(),
     }
 }
 

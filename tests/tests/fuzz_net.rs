@@ -33,7 +33,7 @@ fn key(r: &mut Rng) -> Vec<u8> {
 }
 
 fn random_bytes(r: &mut Rng, max: u64) -> Vec<u8> {
-    (0..r.below(max + 1)).map(|_| r.next() as u8).collect()
+    (0..r.below(max + 1)).map(|_| r.next_u64() as u8).collect()
 }
 
 fn owner(r: &mut Rng) -> Vec<u8> {
@@ -378,8 +378,13 @@ fn network_fuzz_keeps_the_server_alive_and_consistent() {
     let mut seeds = Rng::new(seed);
     let threads: Vec<_> = (0..CONNS)
         .map(|_| {
-            let (url, sd, stop, ids, n) =
-                (s.url(), seeds.next(), stop.clone(), ids.clone(), n.clone());
+            let (url, sd, stop, ids, n) = (
+                s.url(),
+                seeds.next_u64(),
+                stop.clone(),
+                ids.clone(),
+                n.clone(),
+            );
             std::thread::spawn(move || fuzzer(url, sd, stop, ids, n))
         })
         .collect();

@@ -505,12 +505,12 @@ fn soak_mutual_exclusion_under_kills() {
     let mut seeds = Rng::new(seed);
     let workers: Vec<_> = (0..clients)
         .map(|i| {
-            let (url, sh, sd) = (s.url(), sh.clone(), seeds.next());
+            let (url, sh, sd) = (s.url(), sh.clone(), seeds.next_u64());
             std::thread::spawn(move || worker(i, url, sd, sh))
         })
         .collect();
     let kill = {
-        let (url, sh, sd) = (s.url(), sh.clone(), seeds.next());
+        let (url, sh, sd) = (s.url(), sh.clone(), seeds.next_u64());
         std::thread::spawn(move || killer(url, sd, sh))
     };
     let mon = {
