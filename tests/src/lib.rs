@@ -925,3 +925,35 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// A replica without the module, attached to `master`; returns once its link is up. (Start the
+/// master with `--repl-diskless-sync-delay 0` to skip Redis' 5 s wait for more replicas.)
+pub fn start_replica(master: &Server) -> Server {
+    let replica = Server::with(ServerOptions {
+        module: false,
+        replica_of: Some(master.port),
+        ..Default::default()
+    });
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    let replicas = info_int(&mut m, "replication", "connected_slaves");
+    wait_until(Duration::from_secs(10), "replica link up", || {
+        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+            && info_int(&mut m, "replication", "connected_slaves") > replicas
+    });
+    replica
+}
+
+/// WAIT for the replica, then compare every key. With the same absolute expiry on both sides,
+/// two PTTL readings differ by at most the time between them.
+#[track_caller]
+pub fn assert_replica_matches(step: &str, m: &mut redis::Connection, r: &mut redis::Connection) {
+    assert!(
+        int(m, &cmd!("WAIT", 1, 1000)) >= 1,
+        "{step}: replica did not acknowledge"
+    );
+    let started = Instant::now();
+    let a = snapshot(m);
+    let b = snapshot(r);
+    let slack = started.elapsed().as_millis() as i64 + 2;
+    assert_same_data(step, &a, &b, slack);
+}

@@ -4,26 +4,7 @@
 //! switched on at runtime records the writes that follow.
 
 use rlock_tests::*;
-use std::time::{Duration, Instant};
-
-fn link_up(m: &mut redis::Connection, r: &mut redis::Connection) {
-    wait_until(Duration::from_secs(10), "replica link up", || {
-        info_field(r, "replication", "master_link_status").as_deref() == Some("up")
-            && info_int(m, "replication", "connected_slaves") == 1
-    });
-}
-
-#[track_caller]
-fn assert_replica_matches(step: &str, m: &mut redis::Connection, r: &mut redis::Connection) {
-    assert!(
-        int(m, &cmd!("WAIT", 1, 1000)) >= 1,
-        "{step}: replica did not acknowledge"
-    );
-    let started = Instant::now();
-    let a = snapshot(m);
-    let b = snapshot(r);
-    assert_same_data(step, &a, &b, started.elapsed().as_millis() as i64 + 2);
-}
+use std::time::Duration;
 
 #[test]
 fn writes_before_a_replica_attaches_reach_it_and_later_writes_replicate() {
@@ -50,13 +31,8 @@ fn writes_before_a_replica_attaches_reach_it_and_later_writes_replicate() {
     );
     assert_eq!(int(&mut m, &cmd!("RLOCK.RELEASE", "released", "o1")), 0);
 
-    let replica = Server::with(ServerOptions {
-        module: false,
-        replica_of: Some(master.port),
-        ..Default::default()
-    });
+    let replica = start_replica(&master);
     let mut r = replica.conn();
-    link_up(&mut m, &mut r);
     assert_replica_matches("after the full sync", &mut m, &mut r);
     assert_eq!(hgetall(&mut r, "before"), holder("o1", 1));
 
@@ -86,13 +62,8 @@ fn writes_before_a_replica_attaches_reach_it_and_later_writes_replicate() {
         int(&mut m, &cmd!("RLOCK.ACQUIRE", "while-away", "o4", 30_000)),
         1
     );
-    let again = Server::with(ServerOptions {
-        module: false,
-        replica_of: Some(master.port),
-        ..Default::default()
-    });
+    let again = start_replica(&master);
     let mut r2 = again.conn();
-    link_up(&mut m, &mut r2);
     assert_replica_matches("after a new replica attached", &mut m, &mut r2);
 }
 

@@ -3,41 +3,15 @@
 //! server without it.
 
 use rlock_tests::*;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn start_pair() -> (Server, Server) {
-    // No 5 s wait for more replicas before the full sync.
     let master = Server::with(ServerOptions {
         args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
         ..Default::default()
     });
-    let replica = Server::with(ServerOptions {
-        module: false,
-        replica_of: Some(master.port),
-        ..Default::default()
-    });
-    let mut m = master.conn();
-    let mut r = replica.conn();
-    wait_until(Duration::from_secs(10), "replica link up", || {
-        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
-            && info_int(&mut m, "replication", "connected_slaves") == 1
-    });
+    let replica = start_replica(&master);
     (master, replica)
-}
-
-/// WAIT for the replica, then compare every key. With the same absolute expiry on both sides,
-/// two PTTL readings differ by at most the time between them.
-#[track_caller]
-fn assert_replica_matches(step: &str, m: &mut redis::Connection, r: &mut redis::Connection) {
-    assert!(
-        int(m, &cmd!("WAIT", 1, 1000)) >= 1,
-        "{step}: replica did not acknowledge"
-    );
-    let started = Instant::now();
-    let a = snapshot(m);
-    let b = snapshot(r);
-    let slack = started.elapsed().as_millis() as i64 + 2;
-    assert_same_data(step, &a, &b, slack);
 }
 
 #[test]
