@@ -935,10 +935,11 @@ pub fn start_replica(master: &Server) -> Server {
         ..Default::default()
     });
     let (mut m, mut r) = (master.conn(), replica.conn());
-    let replicas = info_int(&mut m, "replication", "connected_slaves");
+    let online = format!("port={},state=online", replica.port);
     wait_until(Duration::from_secs(10), "replica link up", || {
+        let listed: String = redis::cmd("INFO").arg("replication").query(&mut m).unwrap();
         info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
-            && info_int(&mut m, "replication", "connected_slaves") > replicas
+            && listed.contains(&online)
     });
     replica
 }
