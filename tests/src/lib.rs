@@ -89,6 +89,7 @@ pub struct Server {
     pub port: u16,
     child: Child,
     dir: PathBuf,
+    opts: ServerOptions,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -124,6 +125,45 @@ impl Server {
             }
         };
         let port = free_port();
+        let child = Server::spawn(opts, port, &dir)?;
+        let mut server = Server {
+            port,
+            child,
+            dir,
+            opts: opts.clone(),
+            _tmp: tmp,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    /// Kill the process (if running) and start it again on the same port and directory with
+    /// the same options: data comes back from what persistence kept (restart tests).
+    pub fn restart(&mut self) {
+        self.kill();
+        let mut last_err = String::new();
+        // The old process's port can take a moment to be free again.
+        for _ in 0..20 {
+            match Server::spawn(&self.opts, self.port, &self.dir) {
+                Ok(child) => {
+                    self.child = child;
+                    match self.wait_ready() {
+                        Ok(()) => return,
+                        Err(e) => last_err = e,
+                    }
+                    self.kill();
+                }
+                Err(e) => last_err = e,
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "could not restart redis-server on port {}: {last_err}",
+            self.port
+        );
+    }
+
+    fn spawn(opts: &ServerOptions, port: u16, dir: &Path) -> Result<Child, String> {
         let mut cmd = Command::new("redis-server");
         cmd.arg("--port").arg(port.to_string());
         cmd.args([
@@ -136,7 +176,7 @@ impl Server {
             "--protected-mode",
             "no",
         ]);
-        cmd.arg("--dir").arg(&dir);
+        cmd.arg("--dir").arg(dir);
         cmd.arg("--logfile").arg(dir.join("redis.log"));
         cmd.args([
             "--enable-debug-command",
@@ -156,38 +196,37 @@ impl Server {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("spawn redis-server: {e}"))?;
-        let mut server = Server {
-            port,
-            child,
-            dir,
-            _tmp: tmp,
-        };
+        cmd.spawn().map_err(|e| format!("spawn redis-server: {e}"))
+    }
+
+    /// Wait until our own process answers PING with its dataset loaded.
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Ok(Some(status)) = server.child.try_wait() {
+            if let Ok(Some(status)) = self.child.try_wait() {
                 return Err(format!(
                     "redis-server exited with {status}: {}",
-                    server.log_tail(20)
+                    self.log_tail(20)
                 ));
             }
-            if let Ok(mut c) = server.try_conn() {
+            if let Ok(mut c) = self.try_conn() {
                 // LOADING replies are errors: wait until the dataset is in memory.
                 if redis::cmd("PING").query::<String>(&mut c).is_ok() {
                     // The port may have been taken by a server another test started at the same
                     // moment (ours then fails to bind): only our own process will do.
-                    if info_int(&mut c, "server", "process_id") == i64::from(server.child.id()) {
-                        return Ok(server);
+                    if info_int(&mut c, "server", "process_id") == i64::from(self.child.id()) {
+                        return Ok(());
                     }
-                    return Err(format!("port {port} answered by another redis-server"));
+                    return Err(format!(
+                        "port {} answered by another redis-server",
+                        self.port
+                    ));
                 }
             }
             if Instant::now() > deadline {
                 return Err(format!(
                     "redis-server did not answer: {}",
-                    server.log_tail(20)
+                    self.log_tail(20)
                 ));
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use client_support::*;
 use rlock::Error;
-use rlock_tests::{redis, Server};
+use rlock_tests::{redis, wait_until, Server};
 
 fn runtime(workers: usize) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -128,7 +128,7 @@ fn dropping_a_pending_acquire_leaves_no_holder_and_no_waiter() {
             async move { lock.lock().await }
         });
         let mut c2 = s.conn();
-        wait_for(Duration::from_secs(5), "the acquire is queued", || {
+        wait_until(Duration::from_secs(5), "the acquire is queued", || {
             waiters(&mut c2, "cancel") == 1
         });
         pending.abort();
@@ -142,7 +142,7 @@ fn dropping_a_pending_acquire_leaves_no_holder_and_no_waiter() {
         });
         assert!(timed_out.await.unwrap());
     });
-    wait_for(Duration::from_secs(2), "the waiters are withdrawn", || {
+    wait_until(Duration::from_secs(2), "the waiters are withdrawn", || {
         waiters(&mut c, "cancel") == 0
     });
     holder.unlock().unwrap();
@@ -174,7 +174,7 @@ fn a_grant_that_races_the_cancel_is_given_back() {
         std::thread::sleep(Duration::from_micros(45_000 + (i % 10) * 1_000));
         holder.unlock().unwrap();
         rt.block_on(waiting).unwrap();
-        wait_for(Duration::from_secs(2), "lock free again", || {
+        wait_until(Duration::from_secs(2), "lock free again", || {
             !exists(&mut c, "race")
         });
         assert_eq!(waiters(&mut c, "race"), 0);
@@ -197,12 +197,12 @@ fn async_guards_release_on_drop_and_panic() {
         assert!(r.unwrap_err().is_panic());
         // Drop releases in the background: the lock frees a moment later.
         let mut c2 = s.conn();
-        wait_for(Duration::from_secs(2), "released after the panic", || {
+        wait_until(Duration::from_secs(2), "released after the panic", || {
             !exists(&mut c2, "ag")
         });
         let g = lock.try_guard().await.unwrap().expect("free again");
         drop(g);
-        wait_for(Duration::from_secs(2), "released after drop", || {
+        wait_until(Duration::from_secs(2), "released after drop", || {
             !exists(&mut c2, "ag")
         });
     });

@@ -7,15 +7,11 @@ use std::time::Duration;
 
 use client_support::*;
 use rlock::Error;
-use rlock_tests::{free_port, redis, Server, ServerOptions};
+use rlock_tests::{redis, wait_until, Server, ServerOptions};
 
 #[test]
 fn client_recovers_after_the_server_restarts() {
-    let dir = tempfile::Builder::new()
-        .prefix("rlock-client-restart-")
-        .tempdir()
-        .unwrap();
-    let mut server = FixedPortServer::start(free_port(), dir.path());
+    let mut server = Server::start();
     let client = client_with(server.url(), |b| b.retry(20, Duration::from_millis(100)));
     let lock = client.lock("restart");
     let g = lock.guard().unwrap();
@@ -31,7 +27,7 @@ fn client_recovers_after_the_server_restarts() {
         got
     });
     let mut c = server.conn();
-    wait_for(Duration::from_secs(5), "waiter queued", || {
+    wait_until(Duration::from_secs(5), "waiter queued", || {
         waiters(&mut c, "restart") == 1
     });
 
@@ -43,7 +39,7 @@ fn client_recovers_after_the_server_restarts() {
     );
 
     // The old hold is gone: the watchdog reports it lost.
-    wait_for(Duration::from_secs(3), "old hold reported lost", || {
+    wait_until(Duration::from_secs(3), "old hold reported lost", || {
         g.is_lost()
     });
     assert!(matches!(g.unlock(), Err(Error::NotOwner { .. })));
@@ -60,11 +56,7 @@ fn client_recovers_after_the_server_restarts() {
 
 #[test]
 fn client_reconnects_when_idle_during_a_restart() {
-    let dir = tempfile::Builder::new()
-        .prefix("rlock-client-restart-")
-        .tempdir()
-        .unwrap();
-    let mut server = FixedPortServer::start(free_port(), dir.path());
+    let mut server = Server::start();
     let client = client_with(server.url(), |b| b);
     let lock = client.lock("idle");
     lock.lock().unwrap();
@@ -88,7 +80,7 @@ fn replica_sync_waits_for_a_replica_and_undoes_when_none_acknowledges() {
         ..Default::default()
     });
     let mut rc = replica.conn();
-    wait_for(Duration::from_secs(10), "replica linked", || {
+    wait_until(Duration::from_secs(10), "replica linked", || {
         rlock_tests::info_field(&mut rc, "replication", "master_link_status").as_deref()
             == Some("up")
     });

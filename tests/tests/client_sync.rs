@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use client_support::*;
 use rlock::{Error, Ttl};
-use rlock_tests::{redis, Server};
+use rlock_tests::{redis, wait_until, Server};
 
 #[test]
 fn reentry_counts_and_unlock_by_non_owner() {
@@ -260,7 +260,7 @@ fn a_lost_lock_is_reported_on_the_guard() {
     assert!(!g.is_lost());
     // Someone deletes the lock behind our back.
     let _: () = redis::cmd("DEL").arg("lost").query(&mut c).unwrap();
-    wait_for(Duration::from_secs(2), "watchdog notices the loss", || {
+    wait_until(Duration::from_secs(2), "watchdog notices the loss", || {
         g.is_lost()
     });
     assert!(lock.is_lost());
@@ -414,7 +414,7 @@ fn a_sigkilled_holder_frees_the_lock_after_the_lease() {
         lock.unlock().unwrap();
         (got, at)
     });
-    wait_for(Duration::from_secs(5), "waiter queued", || {
+    wait_until(Duration::from_secs(5), "waiter queued", || {
         waiters(&mut c, "killed") == 1
     });
     child.kill().unwrap(); // SIGKILL: no unlock, no more renewals

@@ -12,14 +12,13 @@
 
 mod client_support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use client_support::{client_with, read_until, spawn_self, wait_for};
+use client_support::{client_with, read_until, spawn_self};
 use rlock_tests::{
-    cmd, free_port, hgetall, info_int, int, lock_info, nil, pttl, raw, redis, rlock_stat,
-    wait_blocked, Pending, Server, Value,
+    cmd, hgetall, info_int, int, lock_info, nil, pttl, raw, redis, rlock_stat, wait_blocked,
+    wait_until, Pending, Server, ServerOptions, Value,
 };
 
 const CHILD_URL: &str = "RLOCK_FAULT_CHILD_URL";
@@ -57,7 +56,7 @@ fn assert_sane(c: &mut redis::Connection, keys: &[&str], max_lease_ms: i64) {
         }
         if info.waiters > 0 && info.owner.is_none() {
             // Just expired: the hand-off timer may not have run yet. It must, promptly.
-            wait_for(
+            wait_until(
                 Duration::from_secs(1),
                 "a free lock with waiters is handed off",
                 || {
@@ -224,7 +223,7 @@ fn sigkilled_waiter_process_leaves_the_queue() {
     wait_blocked(&mut c, 1);
     let (mut child, mut read) = spawn_child("waiter_child", &s, "fk:waiter");
     read("WAITING");
-    wait_for(Duration::from_secs(10), "child queued", || {
+    wait_until(Duration::from_secs(10), "child queued", || {
         waiters(&mut c, "fk:waiter") == 2
     });
     let behind = Pending::send(
@@ -237,7 +236,7 @@ fn sigkilled_waiter_process_leaves_the_queue() {
 
     child.0.kill().unwrap();
     let _ = child.0.wait();
-    wait_for(Duration::from_secs(5), "dead waiter removed", || {
+    wait_until(Duration::from_secs(5), "dead waiter removed", || {
         waiters(&mut c, "fk:waiter") == 2
     });
     let info = lock_info(&mut c, "fk:waiter");
@@ -328,92 +327,14 @@ fn server_sigstopped_past_a_lease_hands_off_on_sigcont() {
 // Server crash and restart on its AOF
 // ---------------------------------------------------------------------------------------------
 
-/// A redis-server with AOF (`appendfsync always`) on a fixed port and directory, so clients
-/// reconnect to the same address after a crash. Killed on drop.
-struct AofServer {
-    port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
-}
-
-impl AofServer {
-    fn start(dir: &Path) -> AofServer {
-        let mut s = AofServer {
-            port: free_port(),
-            dir: dir.to_path_buf(),
-            child: None,
-        };
-        s.restart();
-        s
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    fn crash(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill(); // SIGKILL: no shutdown rewrite, only what the AOF has
-            let _ = c.wait();
-        }
-    }
-
-    fn restart(&mut self) {
-        self.crash();
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--protected-mode", "no", "--daemonize", "no"])
-            .args(["--appendonly", "yes", "--appendfsync", "always"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(self.dir.join("redis.log"))
-            .arg("--loadmodule")
-            .arg(rlock_tests::module_path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server");
-        let pid = child.id();
-        self.child = Some(child);
-        let client = redis::Client::open(self.url()).unwrap();
-        wait_for(
-            Duration::from_secs(10),
-            "server loaded its AOF",
-            || match client.get_connection_with_timeout(Duration::from_millis(200)) {
-                Ok(mut c) => {
-                    redis::cmd("PING").query::<String>(&mut c).is_ok()
-                        && info_int(&mut c, "server", "process_id") == i64::from(pid)
-                }
-                Err(_) => false,
-            },
-        );
-    }
-
-    fn conn(&self) -> redis::Connection {
-        let c = redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        c
-    }
-}
-
-impl Drop for AofServer {
-    fn drop(&mut self) {
-        self.crash();
-    }
-}
-
 #[test]
 fn server_crash_and_aof_restart_keeps_locks_and_requeues_waiters() {
-    let dir = tempfile::Builder::new()
-        .prefix("rlock-fault-aof-")
-        .tempdir()
-        .unwrap();
-    let mut server = AofServer::start(dir.path());
+    // appendfsync always: a SIGKILL loses nothing the server acknowledged.
+    let mut server = Server::with(ServerOptions {
+        aof: true,
+        args: vec!["--appendfsync".into(), "always".into()],
+        ..Default::default()
+    });
     let mut c = server.conn();
 
     // A raw lock with a long lease and a fencing token.
@@ -437,7 +358,7 @@ fn server_crash_and_aof_restart_keeps_locks_and_requeues_waiters() {
         }
         got
     });
-    wait_for(Duration::from_secs(10), "client waiter queued", || {
+    wait_until(Duration::from_secs(10), "client waiter queued", || {
         waiters(&mut c, "aof:held") == 1
     });
     assert_sane(&mut c, &["aof:raw", "aof:held"], 20_000);
@@ -446,7 +367,7 @@ fn server_crash_and_aof_restart_keeps_locks_and_requeues_waiters() {
     let disconnected = rlock_stat(&mut c, "waiters_disconnected");
     assert_eq!(disconnected, 0);
 
-    server.crash();
+    server.kill(); // SIGKILL: no shutdown rewrite, only what the AOF has
     server.restart();
     let mut c = server.conn();
 
@@ -482,13 +403,13 @@ fn server_crash_and_aof_restart_keeps_locks_and_requeues_waiters() {
     );
 
     // The waiter's wait broke with the crash: its client queues it again.
-    wait_for(
+    wait_until(
         Duration::from_secs(10),
         "waiter re-queued after restart",
         || waiters(&mut c, "aof:held") == 1,
     );
     // The holder's watchdog reconnected and renews (the renewal counter of the new process).
-    wait_for(
+    wait_until(
         Duration::from_secs(15),
         "holder renewed after restart",
         || rlock_stat(&mut c, "renewals") >= 1,
@@ -524,7 +445,7 @@ fn client_kill_of_every_connection_client_holder_keeps_and_waiter_requeues() {
         }
         got
     });
-    wait_for(Duration::from_secs(10), "client waiter queued", || {
+    wait_until(Duration::from_secs(10), "client waiter queued", || {
         waiters(&mut c, "fk:cut") == 1
     });
     let disconnected = rlock_stat(&mut c, "waiters_disconnected");
@@ -535,12 +456,12 @@ fn client_kill_of_every_connection_client_holder_keeps_and_waiter_requeues() {
         &cmd!("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"),
     );
     assert!(killed >= 2, "killed {killed} connections");
-    wait_for(
+    wait_until(
         Duration::from_secs(5),
         "the cut waiter left the queue",
         || rlock_stat(&mut c, "waiters_disconnected") == disconnected + 1,
     );
-    wait_for(
+    wait_until(
         Duration::from_secs(10),
         "the waiter's client queued it again",
         || waiters(&mut c, "fk:cut") == 1,
@@ -548,7 +469,7 @@ fn client_kill_of_every_connection_client_holder_keeps_and_waiter_requeues() {
     // The holder's watchdog reconnects: three renewals after the cut span at least 400 ms
     // beyond it, so the lock was kept alive continuously (its lease is 600 ms).
     let renewals = rlock_stat(&mut c, "renewals");
-    wait_for(
+    wait_until(
         Duration::from_secs(10),
         "three renewals after the cut",
         || rlock_stat(&mut c, "renewals") >= renewals + 3,
@@ -595,7 +516,7 @@ fn client_kill_of_a_raw_holder_and_waiter_lease_still_rules() {
     let cut = Instant::now();
     // The killed waiter leaves the queue; the killed holder's lock stays until its lease ends
     // (a lock belongs to its owner, not to a connection, as in Redisson).
-    wait_for(Duration::from_secs(5), "killed waiter removed", || {
+    wait_until(Duration::from_secs(5), "killed waiter removed", || {
         waiters(&mut c, "fk:cut2") == 1
     });
     assert_eq!(rlock_stat(&mut c, "waiters_disconnected"), disconnected + 1);

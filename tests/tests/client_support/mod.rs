@@ -2,9 +2,8 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rlock_tests::redis;
 use rlock_tests::Server;
@@ -60,102 +59,6 @@ pub fn calls(c: &mut redis::Connection, command: &str) -> i64 {
         .and_then(|rest| rest.split(',').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
-}
-
-pub fn wait_for(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// A redis-server with the module on a port of our choosing, so it can be restarted on the
-/// same port and directory (the harness picks a new port per start). Killed on drop.
-pub struct FixedPortServer {
-    pub port: u16,
-    pub dir: PathBuf,
-    child: Option<Child>,
-}
-
-impl FixedPortServer {
-    pub fn start(port: u16, dir: &Path) -> FixedPortServer {
-        let mut s = FixedPortServer {
-            port,
-            dir: dir.to_path_buf(),
-            child: None,
-        };
-        s.restart();
-        s
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    pub fn restart(&mut self) {
-        self.kill();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args([
-                "--protected-mode",
-                "no",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(self.dir.join("redis.log"))
-            .arg("--loadmodule")
-            .arg(rlock_tests::module_path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn redis-server");
-        self.child = Some(child);
-        let client = redis::Client::open(self.url()).unwrap();
-        wait_for(
-            Duration::from_secs(10),
-            "restarted server answers PING",
-            || {
-                client
-                    .get_connection_with_timeout(Duration::from_millis(200))
-                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-                    .is_ok()
-            },
-        );
-    }
-
-    pub fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .unwrap()
-            .get_connection()
-            .unwrap()
-    }
-}
-
-impl Drop for FixedPortServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 /// Run this test binary again as a child process that executes only `test_name`, with `env`
