@@ -228,7 +228,7 @@ impl Ctx {
     /// does for PUBLISH). Arguments go as binary-safe buffers.
     /// Skipped when nothing can receive it (see `propagation`).
     pub fn replicate(self, cmd: &CStr, args: &[&[u8]], replicas_only: bool) {
-        if !crate::propagation::needed(self, replicas_only) {
+        if !crate::propagation::needed(replicas_only) {
             return;
         }
         let f = self.0;

@@ -4,7 +4,7 @@
 //! name and builds its arguments on every call), and Redis discards the result when nothing
 //! listens. Redis' own rule (`shouldPropagate`) is: AOF on, or a replication stream (replicas or
 //! a backlog). We replicate when any of these may hold:
-//! - AOF is on (checked on every call);
+//! - AOF is on (read at load and on every config change, which is how AOF is switched on);
 //! - a replication stream may exist: sticky once seen, set from INFO at load and on every fork
 //!   (a replica's full sync forks before any write that its backlog must carry; everything
 //!   before the fork is in the snapshot), replica change or role change;
@@ -21,18 +21,16 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 static REPLICAS: AtomicI64 = AtomicI64::new(1);
 /// A replication stream may exist (sticky).
 static STREAM: AtomicBool = AtomicBool::new(true);
-/// RDB save points are configured.
-static SAVE_POINTS: AtomicBool = AtomicBool::new(true);
+/// AOF is on, or RDB save points are configured: a write must count for persistence.
+static PERSISTENCE: AtomicBool = AtomicBool::new(true);
 
 /// Whether a write must be replicated (`replicas_only`: PUBLISH, which Redis sends only to
 /// connected replicas).
-pub fn needed(ctx: Ctx, replicas_only: bool) -> bool {
+pub fn needed(replicas_only: bool) -> bool {
     if replicas_only {
         return REPLICAS.load(Relaxed) > 0;
     }
-    STREAM.load(Relaxed)
-        || SAVE_POINTS.load(Relaxed)
-        || ctx.flags() & raw::REDISMODULE_CTX_FLAGS_AOF != 0
+    STREAM.load(Relaxed) || PERSISTENCE.load(Relaxed)
 }
 
 /// Re-read the replication state and save points (at load, and on the events below).
@@ -48,8 +46,10 @@ pub fn refresh(ctx: Ctx) {
     if replicas > 0 || backlog != 0 || ctx.is_replica() {
         STREAM.store(true, Relaxed);
     }
+    let aof = ctx.info_int(c"persistence", c"aof_enabled").unwrap_or(1) != 0;
     let save = ctx.config_get(c"save");
-    SAVE_POINTS.store(save.is_none_or(|v| !v.trim_ascii().is_empty()), Relaxed);
+    let save_points = save.is_none_or(|v| !v.trim_ascii().is_empty());
+    PERSISTENCE.store(aof || save_points, Relaxed);
 }
 
 /// Called once at load: start from what the server says instead of the cautious defaults.
