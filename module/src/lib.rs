@@ -1,87 +1,61 @@
 //! rlock: Redisson's distributed locks as a native Redis module.
 //!
-//! Layout: `core/` is the lock logic in plain Rust (parsing, decisions, waiter queues,
-//! counters) and unit-tests without Redis. Around it a thin skin speaks to Redis: `ffi` (every
-//! raw call), `entry` (panic boundary), `registry` (command table and docs), `rlock_cmds`
-//! (RLOCK.* handlers), `waiters` (parking, hand-off, timers, events), `propagation` (when
+//! Layout: `core/` holds each object's rules and the waiting mechanism's queues and serving
+//! loop in plain Rust; it unit-tests without Redis. Around it a thin skin speaks to Redis:
+//! `ffi/` (every raw call and callback trampoline), `registry` (command table), `commands/`
+//! (one handler file per object), `keys` (reading an object's keys), `apply` (the only
+//! writer), `wait` (parking, serving, delivery, deadlines), `events`, `propagation` (when
 //! replication can reach anyone) and `info` (INFO rlock).
 
 pub mod core;
 
 #[cfg(not(test))]
-mod entry;
+mod apply;
+#[cfg(not(test))]
+mod commands;
+#[cfg(not(test))]
+mod events;
 #[cfg(not(test))]
 mod ffi;
 #[cfg(not(test))]
 mod info;
 #[cfg(not(test))]
+mod keys;
+#[cfg(not(test))]
 mod propagation;
 #[cfg(not(test))]
 mod registry;
 #[cfg(not(test))]
-mod rlock_cmds;
-#[cfg(not(test))]
-mod waiters;
+mod wait;
 
 #[cfg(not(test))]
 mod module {
-    use crate::ffi::Ctx;
-    use crate::{entry, info, propagation, registry, waiters};
-    use redis_module::{raw, Context, RedisString, Status};
+    use crate::ffi::{boundary, command, Ctx, Handlers};
+    use crate::{events, info, propagation, registry, wait};
+    use redis_module::{Context, RedisString, Status};
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         let c = Ctx(ctx.ctx);
-        entry::install_panic_hook();
-        if let Err(e) = registry::register(c) {
+        boundary::install_panic_hook();
+        crate::core::stats::reset();
+        if let Err(e) = command::register(c, registry::COMMANDS) {
             c.log_warning(&format!("rlock: {e}"));
             return Status::Err;
         }
-        // SAFETY: init runs on the main thread with a valid ctx; the callbacks are extern "C"
-        // functions that catch panics.
-        unsafe {
-            raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.ctx, Some(info::info_func));
-            let classes = raw::REDISMODULE_NOTIFY_GENERIC
-                | raw::REDISMODULE_NOTIFY_EXPIRED
-                | raw::REDISMODULE_NOTIFY_EVICTED;
-            raw::RedisModule_SubscribeToKeyspaceEvents.unwrap()(
-                ctx.ctx,
-                classes,
-                Some(waiters::on_keyspace),
-            );
-            for id in [
-                raw::REDISMODULE_EVENT_FLUSHDB,
-                raw::REDISMODULE_EVENT_SWAPDB,
-            ] {
-                let event = raw::RedisModuleEvent { id, dataver: 1 };
-                raw::RedisModule_SubscribeToServerEvent.unwrap()(
-                    ctx.ctx,
-                    event,
-                    Some(waiters::on_server_event),
-                );
-            }
-            let event = raw::RedisModuleEvent {
-                id: raw::REDISMODULE_EVENT_CLIENT_CHANGE,
-                dataver: 1,
-            };
-            raw::RedisModule_SubscribeToServerEvent.unwrap()(
-                ctx.ctx,
-                event,
-                Some(waiters::on_client_change),
-            );
-            for id in [
-                raw::REDISMODULE_EVENT_REPLICA_CHANGE,
-                raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-                raw::REDISMODULE_EVENT_FORK_CHILD,
-                raw::REDISMODULE_EVENT_CONFIG,
-            ] {
-                let event = raw::RedisModuleEvent { id, dataver: 1 };
-                raw::RedisModule_SubscribeToServerEvent.unwrap()(
-                    ctx.ctx,
-                    event,
-                    Some(propagation::on_event),
-                );
-            }
-        }
+        boundary::install(
+            c,
+            Handlers {
+                keyspace: events::on_keyspace,
+                server_event: events::on_server_event,
+                timer: wait::on_timer,
+                woken: wait::on_woken,
+                unblocked: wait::on_unblocked,
+                freed: wait::on_freed,
+                disconnected: wait::on_disconnected,
+                info: info::write,
+            },
+            events::CLASSES,
+        );
         propagation::init(c);
         Status::Ok
     }

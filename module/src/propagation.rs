@@ -11,13 +11,10 @@
 //! - RDB save points are configured: `RM_Replicate` is also what counts changes for them
 //!   (`server.dirty`), so skipping it would delay snapshots.
 
-use crate::entry::guarded;
-use crate::ffi::{Ctx, RedisModuleCtx};
-use redis_module::raw;
-use std::ffi::c_void;
+use crate::ffi::Ctx;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 
-/// Replicas connected now (PUBLISH goes to replicas only; see `ffi::Ctx::publish`).
+/// Replicas connected now (PUBLISH goes to replicas only; see `apply`).
 static REPLICAS: AtomicI64 = AtomicI64::new(1);
 /// A replication stream may exist (sticky).
 static STREAM: AtomicBool = AtomicBool::new(true);
@@ -58,20 +55,8 @@ pub fn init(ctx: Ctx) {
     refresh(ctx);
 }
 
-/// Server events: fork (a replica's full sync, AOF rewrite or BGSAVE), replica change, role
-/// change, config change.
-pub unsafe extern "C" fn on_event(
-    ctx: *mut RedisModuleCtx,
-    event: raw::RedisModuleEvent,
-    sub: u64,
-    _data: *mut c_void,
-) {
-    guarded(|| {
-        if event.id == raw::REDISMODULE_EVENT_FORK_CHILD
-            && sub == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN
-        {
-            STREAM.store(true, Relaxed);
-        }
-        refresh(Ctx(ctx));
-    });
+/// A child process was forked (a replica's full sync, AOF rewrite or BGSAVE): a replication
+/// stream may exist from now on.
+pub fn stream_seen() {
+    STREAM.store(true, Relaxed);
 }

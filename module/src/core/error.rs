@@ -2,6 +2,10 @@
 
 use std::fmt;
 
+/// Longest piece of user input echoed back in an error (an unknown option of 5 MB must not come
+/// back whole).
+const ECHO_MAX: usize = 64;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CmdError {
     /// Wrong number of arguments; carries the lower-case command name.
@@ -10,14 +14,18 @@ pub enum CmdError {
     NotInteger(&'static str),
     /// A lease below 1 ms.
     LeaseTooSmall,
+    /// A count argument below its minimum (`what`, minimum).
+    TooSmall(&'static str, i64),
     /// A negative BLOCK timeout.
     NegativeTimeout,
     /// `now + duration` does not fit in a 64-bit millisecond timestamp.
     OutOfRange(&'static str),
     EmptyOwner,
+    /// An owner name that would collide with the object's own fields (rwlock: `mode`, `*:write`).
+    ReservedOwner,
     /// An option word the command does not know, or one given twice, or one missing its value.
     Syntax(String),
-    /// The key (or the fencing-token key) holds a value that is not a lock.
+    /// The key (or one of its auxiliary keys) holds a value of the wrong type.
     WrongType,
     /// The owner's hash field does not hold an integer hold count.
     CorruptCount,
@@ -25,13 +33,34 @@ pub enum CmdError {
     CorruptToken,
     /// Re-entry would overflow the hold count.
     CountOverflow,
-    /// RELEASE by an owner that does not hold the lock.
+    /// RELEASE by an owner that does not hold the lock (in that mode).
     NotOwner,
-    /// Cluster: the lock's slot is no longer served by this node (migrated away, or migrating
+    /// A wait that can never be granted: it would close a cycle of owners waiting for each other.
+    Deadlock(String),
+    /// Cluster: the key's slot is no longer served by this node (migrated away, or migrating
     /// with the key already moved). Cluster clients retry on TRYAGAIN and follow the redirect.
     SlotMoved,
+    /// Writes are paused (CLIENT PAUSE WRITE, FAILOVER) and the write would create a key whose
+    /// expired copy Redis still stores: serving waits until the pause ends. Never a reply.
+    Paused,
     /// A panic was caught at the FFI boundary; details are in the server log.
     Internal,
+}
+
+impl CmdError {
+    /// `unknown option '<word>'`, with the word cut to a readable length.
+    pub fn unknown_option(word: &[u8]) -> CmdError {
+        CmdError::Syntax(format!("unknown option '{}'", echo(word)))
+    }
+}
+
+/// User bytes as they may appear inside an error: lossy UTF-8, at most [`ECHO_MAX`] bytes.
+pub fn echo(bytes: &[u8]) -> String {
+    if bytes.len() <= ECHO_MAX {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let shown = String::from_utf8_lossy(&bytes[..ECHO_MAX]);
+    format!("{shown}... ({} bytes)", bytes.len())
 }
 
 impl fmt::Display for CmdError {
@@ -40,9 +69,14 @@ impl fmt::Display for CmdError {
             CmdError::Arity(cmd) => write!(f, "ERR wrong number of arguments for '{cmd}' command"),
             CmdError::NotInteger(what) => write!(f, "ERR {what} is not an integer or out of range"),
             CmdError::LeaseTooSmall => write!(f, "ERR lease_ms must be at least 1"),
+            CmdError::TooSmall(what, min) => write!(f, "ERR {what} must be at least {min}"),
             CmdError::NegativeTimeout => write!(f, "ERR timeout is negative"),
             CmdError::OutOfRange(what) => write!(f, "ERR {what} is out of range"),
             CmdError::EmptyOwner => write!(f, "ERR owner must not be empty"),
+            CmdError::ReservedOwner => write!(
+                f,
+                "ERR owner must not be 'mode' or end in ':write' (Redisson's read-write lock fields)"
+            ),
             CmdError::Syntax(detail) => write!(f, "ERR syntax error, {detail}"),
             CmdError::WrongType => {
                 write!(
@@ -56,12 +90,14 @@ impl fmt::Display for CmdError {
             }
             CmdError::CountOverflow => write!(f, "ERR lock hold count would overflow"),
             CmdError::NotOwner => write!(f, "NOTOWNER lock is not held by this owner"),
+            CmdError::Deadlock(detail) => write!(f, "DEADLOCK {detail}"),
             CmdError::SlotMoved => {
                 write!(
                     f,
-                    "TRYAGAIN the lock's slot moved to another node while waiting; retry"
+                    "TRYAGAIN the key's slot moved to another node while waiting; retry"
                 )
             }
+            CmdError::Paused => write!(f, "TRYAGAIN writes are paused"),
             CmdError::Internal => write!(f, "ERR rlock internal error, see the server log"),
         }
     }
@@ -77,9 +113,24 @@ mod tests {
     fn error_codes_lead_the_text() {
         assert!(CmdError::WrongType.to_string().starts_with("WRONGTYPE "));
         assert!(CmdError::NotOwner.to_string().starts_with("NOTOWNER "));
+        assert!(CmdError::Deadlock("x".into())
+            .to_string()
+            .starts_with("DEADLOCK "));
         assert_eq!(
             CmdError::Arity("rlock.release").to_string(),
             "ERR wrong number of arguments for 'rlock.release' command"
+        );
+    }
+
+    #[test]
+    fn long_user_input_is_cut() {
+        let word = vec![b'x'; 5_000_000];
+        let text = CmdError::unknown_option(&word).to_string();
+        assert!(text.len() < 120, "{} bytes", text.len());
+        assert!(text.ends_with("(5000000 bytes)'"), "{text}");
+        assert_eq!(
+            CmdError::unknown_option(b"NOPE").to_string(),
+            "ERR syntax error, unknown option 'NOPE'"
         );
     }
 }

@@ -1,173 +1,555 @@
-//! The reentrant lock's decisions, from what the key holds (Redisson's RLock layout: a hash whose
-//! one field, the owner, counts the holds; PEXPIRE is the lease). The skin reads the key into a
-//! [`View`], asks here what to do, and performs the writes.
+//! `RLOCK.*`: the exclusive reentrant lock, in Redisson's `RLock` layout (a hash whose one
+//! field, the owner, counts the holds; the key's TTL is the lease). Parsing, decisions, and the
+//! lock's side of the waiting mechanism ([`LockWait`]).
 
+use super::args::{self, Opt, Wait, BLOCK};
+use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
+use super::names;
+use super::stats::ObjectKind;
+use super::store::{Int, Kind, Store, Target};
+use super::wait::{Pending, Serve};
+use std::borrow::Cow;
+
+// ---- arguments ---------------------------------------------------------------------------------
+
+/// `RLOCK.ACQUIRE key owner lease_ms [BLOCK timeout_ms] [FENCE]`
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireArgs {
+    pub lease_ms: i64,
+    pub wait: Wait,
+    pub fence: bool,
+}
+
+const FENCE: Opt = Opt {
+    name: "FENCE",
+    values: 0,
+    needs: "",
+};
+
+pub fn parse_acquire(argv: &[&[u8]]) -> Result<AcquireArgs, CmdError> {
+    args::arity(argv, |n| n >= 4, "rlock.acquire")?;
+    args::owner(argv[2])?;
+    let mut req = AcquireArgs {
+        lease_ms: args::lease(argv[3])?,
+        wait: Wait::No,
+        fence: false,
+    };
+    args::options(&argv[4..], &[&BLOCK, &FENCE], |k, v| {
+        match k {
+            0 => req.wait = args::block(v[0])?,
+            _ => req.fence = true,
+        }
+        Ok(())
+    })?;
+    Ok(req)
+}
+
+/// `RLOCK.RELEASE key owner`
+pub fn parse_release(argv: &[&[u8]]) -> Result<(), CmdError> {
+    args::arity(argv, |n| n == 3, "rlock.release")?;
+    args::owner(argv[2])
+}
+
+/// `RLOCK.RENEW key owner lease_ms`: the lease.
+pub fn parse_renew(argv: &[&[u8]]) -> Result<i64, CmdError> {
+    args::arity(argv, |n| n == 4, "rlock.renew")?;
+    args::owner(argv[2])?;
+    args::lease(argv[3])
+}
+
+/// `RLOCK.FORCERELEASE key`
+pub fn parse_force_release(argv: &[&[u8]]) -> Result<(), CmdError> {
+    args::arity(argv, |n| n == 2, "rlock.forcerelease")
+}
+
+/// `RLOCK.INFO key`
+pub fn parse_info(argv: &[&[u8]]) -> Result<(), CmdError> {
+    args::arity(argv, |n| n == 2, "rlock.info")
+}
+
+// ---- decisions -----------------------------------------------------------------------------------
 
 /// What the lock key holds, as far as one owner is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum View {
-    /// No key: the lock is free.
+enum View {
     Free,
-    /// A hash where `mine` is this owner's field: `None` when absent, `Some(None)` when it is
-    /// not an integer, `Some(Some(n))` for a hold count.
-    Hash { mine: Option<Option<i64>> },
-    /// Any other type: not a lock.
+    /// A hash; `mine` is this owner's field.
+    Held {
+        mine: Int,
+    },
     WrongType,
 }
 
+fn view(store: &(impl Store + ?Sized), owner: &[u8]) -> View {
+    match store.kind(&Target::Main) {
+        Kind::Empty => View::Free,
+        Kind::Hash => View::Held {
+            mine: store.hget_int(&Target::Main, owner),
+        },
+        _ => View::WrongType,
+    }
+}
+
+/// How an acquire ended, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Acquire {
-    /// Free with nobody queued: create `{owner: 1}`.
-    Grant,
-    /// Free but waiters are queued: they come first (hand off, then decide again).
-    ServeQueueFirst,
-    /// Already held by this owner: set the count to `count` (re-entry never waits).
-    Reenter { count: i64 },
-    /// Held by someone else: wait if allowed, else fail.
+pub enum Took {
+    /// Taken while free.
+    Fresh,
+    /// Re-entered by its holder.
+    Reentry,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Acquire<'a> {
+    Grant(Decision<'a>, Took),
+    /// Held by someone else (or free with waiters queued ahead): wait, or fail.
     Busy,
 }
 
-pub fn acquire(view: View, queued: bool) -> Result<Acquire, CmdError> {
-    match view {
+/// The writes of a grant: the token first (if its key is unusable, nothing else is written),
+/// then the hold and its lease.
+fn grant<'a>(name: &[u8], owner: &'a [u8], count: i64, at: i64, fence: bool) -> Decision<'a> {
+    let mut writes = Vec::with_capacity(3);
+    if fence {
+        writes.push(Write::Incr {
+            key: Target::Aux(names::prefixed(names::FENCE_TOKEN, name)),
+        });
+    }
+    writes.push(Write::HSetInt {
+        key: Target::Main,
+        field: Cow::Borrowed(owner),
+        value: count,
+    });
+    writes.push(Write::PExpireAt {
+        key: Target::Main,
+        at,
+    });
+    let reply = if fence {
+        Reply::Token
+    } else {
+        Reply::Int(count)
+    };
+    Decision::new(writes, reply)
+}
+
+/// Acquire for `owner`; `queued`: others wait for this key (a newcomer never overtakes them).
+pub fn acquire<'a>(
+    store: &(impl Store + ?Sized),
+    owner: &'a [u8],
+    lease_ms: i64,
+    fence: bool,
+    queued: bool,
+) -> Result<Acquire<'a>, CmdError> {
+    let at = args::deadline(store.now(), lease_ms, "lease_ms")?;
+    let name = store.key_name();
+    match view(store, owner) {
         View::WrongType => Err(CmdError::WrongType),
-        View::Free if queued => Ok(Acquire::ServeQueueFirst),
-        View::Free => Ok(Acquire::Grant),
-        View::Hash { mine: None } => Ok(Acquire::Busy),
-        View::Hash { mine: Some(None) } => Err(CmdError::CorruptCount),
-        View::Hash {
-            mine: Some(Some(n)),
-        } => {
-            // A count below 1 was not written by a lock client; re-entry repairs it to 1.
+        View::Free if queued => Ok(Acquire::Busy),
+        View::Free => Ok(Acquire::Grant(
+            grant(name, owner, 1, at, fence),
+            Took::Fresh,
+        )),
+        View::Held { mine: Int::Absent } => Ok(Acquire::Busy),
+        View::Held { mine: Int::NotInt } => Err(CmdError::CorruptCount),
+        View::Held { mine: Int::Is(n) } => {
+            // Re-entry never waits. A count below 1 was not written by a lock client; re-entry
+            // repairs it to 1.
             let count = n.max(0).checked_add(1).ok_or(CmdError::CountOverflow)?;
-            Ok(Acquire::Reenter { count })
+            Ok(Acquire::Grant(
+                grant(name, owner, count, at, fence),
+                Took::Reentry,
+            ))
         }
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Release {
-    /// Holds remain: write the new count, keep the TTL.
-    Partial { remaining: i64 },
-    /// Last hold: delete the key, publish, hand off.
-    Full,
+/// The writes of a full release (or a force release): delete, and tell Redisson's waiters.
+fn free(name: &[u8]) -> Vec<Write<'static>> {
+    vec![
+        Write::Del { key: Target::Main },
+        Write::Publish {
+            channel: names::prefixed(names::LOCK_CHANNEL, name),
+            message: 0,
+        },
+    ]
 }
 
-pub fn release(view: View) -> Result<Release, CmdError> {
-    match view {
+/// Release one hold of `owner`. The flag says whether it was the last one.
+pub fn release<'a>(
+    store: &(impl Store + ?Sized),
+    owner: &'a [u8],
+) -> Result<(Decision<'a>, bool), CmdError> {
+    match view(store, owner) {
         View::WrongType => Err(CmdError::WrongType),
-        View::Free | View::Hash { mine: None } => Err(CmdError::NotOwner),
-        View::Hash { mine: Some(None) } => Err(CmdError::CorruptCount),
-        View::Hash {
-            mine: Some(Some(n)),
-        } if n > 1 => Ok(Release::Partial { remaining: n - 1 }),
-        View::Hash {
-            mine: Some(Some(_)),
-        } => Ok(Release::Full),
+        View::Free | View::Held { mine: Int::Absent } => Err(CmdError::NotOwner),
+        View::Held { mine: Int::NotInt } => Err(CmdError::CorruptCount),
+        // A partial release keeps the TTL (the contract; Redisson re-arms it client-side).
+        View::Held { mine: Int::Is(n) } if n > 1 => Ok((
+            Decision::new(
+                vec![Write::HSetInt {
+                    key: Target::Main,
+                    field: Cow::Borrowed(owner),
+                    value: n - 1,
+                }],
+                Reply::Int(n - 1),
+            ),
+            false,
+        )),
+        View::Held { mine: Int::Is(_) } => {
+            Ok((Decision::new(free(store.key_name()), Reply::Int(0)), true))
+        }
     }
 }
 
-/// Whether RENEW extends the lease (the owner holds it, as Redisson's `hexists` check).
-pub fn renew(view: View) -> Result<bool, CmdError> {
-    match view {
+/// Extend the lease when `owner` holds the lock (Redisson's `hexists` check): reply 1, else 0.
+pub fn renew(
+    store: &(impl Store + ?Sized),
+    owner: &[u8],
+    lease_ms: i64,
+) -> Result<Decision<'static>, CmdError> {
+    let at = args::deadline(store.now(), lease_ms, "lease_ms")?;
+    match view(store, owner) {
         View::WrongType => Err(CmdError::WrongType),
-        View::Hash { mine: Some(_) } => Ok(true),
-        View::Free | View::Hash { mine: None } => Ok(false),
+        View::Held {
+            mine: Int::Is(_) | Int::NotInt,
+        } => Ok(Decision::new(
+            vec![Write::PExpireAt {
+                key: Target::Main,
+                at,
+            }],
+            Reply::Int(1),
+        )),
+        View::Free | View::Held { mine: Int::Absent } => Ok(Decision::reply(Reply::Int(0))),
     }
 }
 
-/// Whether FORCERELEASE deletes the key (never data that is not a lock).
-pub fn force_release(view: View) -> Result<bool, CmdError> {
-    match view {
-        View::WrongType => Err(CmdError::WrongType),
-        View::Free => Ok(false),
-        View::Hash { .. } => Ok(true),
+/// Delete the lock whoever holds it (never data that is not a lock): reply 1, or 0 when free.
+pub fn force_release(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError> {
+    match store.kind(&Target::Main) {
+        Kind::Empty => Ok(Decision::reply(Reply::Int(0))),
+        Kind::Hash => Ok(Decision::new(free(store.key_name()), Reply::Int(1))),
+        _ => Err(CmdError::WrongType),
+    }
+}
+
+/// Remaining ms of a key's lease: -2 absent, -1 without expiry (as PTTL).
+pub fn ttl_ms(store: &(impl Store + ?Sized), key: &Target, exists: bool) -> i64 {
+    if !exists {
+        return -2;
+    }
+    store
+        .expire_at(key)
+        .map_or(-1, |at| (at - store.now()).max(0))
+}
+
+/// `RLOCK.INFO`: owner, holds, ttl_ms, token, waiters, queue (`queue`: the waiters as shown).
+pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, CmdError> {
+    let kind = store.kind(&Target::Main);
+    if !matches!(kind, Kind::Empty | Kind::Hash) {
+        return Err(CmdError::WrongType);
+    }
+    // Redisson's layout has one field: report the first one found, without reading the rest.
+    let first = (kind == Kind::Hash)
+        .then(|| store.hfirst(&Target::Main))
+        .flatten();
+    let holds = match &first {
+        Some((_, v)) => args::parse_i64(v).unwrap_or(0),
+        None => 0,
+    };
+    let token = store.get_int(&Target::Aux(names::prefixed(
+        names::FENCE_TOKEN,
+        store.key_name(),
+    )));
+    Ok(Reply::Map(vec![
+        ("owner", Reply::bulk_or_nil(first.map(|(f, _)| f))),
+        ("holds", Reply::Int(holds)),
+        (
+            "ttl_ms",
+            Reply::Int(ttl_ms(store, &Target::Main, kind == Kind::Hash)),
+        ),
+        (
+            "token",
+            match token {
+                Int::Is(t) => Reply::Int(t),
+                _ => Reply::Nil,
+            },
+        ),
+        ("waiters", Reply::Int(queue.len() as i64)),
+        ("queue", Reply::Array(queue)),
+    ]))
+}
+
+// ---- waiting -------------------------------------------------------------------------------------
+
+/// A queued `RLOCK.ACQUIRE`: granted when the key is free, with its lease counted from then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockWait {
+    pub owner: Box<[u8]>,
+    pub lease_ms: i64,
+    pub fence: bool,
+}
+
+impl Pending for LockWait {
+    fn kind(&self) -> ObjectKind {
+        ObjectKind::Lock
+    }
+
+    fn serve(&self, store: &dyn Store) -> Serve<'_> {
+        match store.kind(&Target::Main) {
+            Kind::Empty => match args::deadline(store.now(), self.lease_ms, "lease_ms") {
+                Ok(at) => Serve::Grant(grant(store.key_name(), &self.owner, 1, at, self.fence)),
+                Err(e) => Serve::Fail(e),
+            },
+            Kind::Hash => Serve::Wait,
+            _ => Serve::Fail(CmdError::WrongType),
+        }
+    }
+
+    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
+        store.expire_at(&Target::Main)
+    }
+
+    fn undo(&self, _granted: &Reply, store: &dyn Store) -> Option<Decision<'_>> {
+        // Only the untouched grant (count 1) is undone; anything else was done by a live client.
+        (store.hget_int(&Target::Main, &self.owner) == Int::Is(1))
+            .then(|| Decision::writes(free(store.key_name())))
+    }
+
+    fn owner(&self) -> Option<&[u8]> {
+        Some(&self.owner)
+    }
+
+    fn show(&self) -> Reply {
+        Reply::Bulk(self.owner.to_vec())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::mem::Mem;
+    use crate::core::wait::Io;
 
-    const MINE_2: View = View::Hash {
-        mine: Some(Some(2)),
-    };
-    const MINE_1: View = View::Hash {
-        mine: Some(Some(1)),
-    };
-    const OTHERS: View = View::Hash { mine: None };
-    const CORRUPT: View = View::Hash { mine: Some(None) };
+    fn a(args: &[&str]) -> Result<AcquireArgs, CmdError> {
+        let v: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        parse_acquire(&v)
+    }
 
     #[test]
-    fn acquire_decisions() {
-        assert_eq!(acquire(View::Free, false), Ok(Acquire::Grant));
-        assert_eq!(acquire(View::Free, true), Ok(Acquire::ServeQueueFirst));
-        assert_eq!(acquire(MINE_2, true), Ok(Acquire::Reenter { count: 3 }));
-        assert_eq!(acquire(OTHERS, false), Ok(Acquire::Busy));
-        assert_eq!(acquire(CORRUPT, false), Err(CmdError::CorruptCount));
-        assert_eq!(acquire(View::WrongType, false), Err(CmdError::WrongType));
+    fn acquire_options() {
         assert_eq!(
-            acquire(
-                View::Hash {
-                    mine: Some(Some(i64::MAX))
-                },
-                false
-            ),
+            a(&["rlock.acquire", "k", "o", "100"]),
+            Ok(AcquireArgs {
+                lease_ms: 100,
+                wait: Wait::No,
+                fence: false
+            })
+        );
+        assert_eq!(
+            a(&["rlock.acquire", "k", "o", "100", "block", "0", "Fence"]),
+            Ok(AcquireArgs {
+                lease_ms: 100,
+                wait: Wait::Block(0),
+                fence: true
+            })
+        );
+    }
+
+    #[test]
+    fn argument_errors() {
+        let r =
+            |v: &[&'static str]| -> Vec<&'static [u8]> { v.iter().map(|s| s.as_bytes()).collect() };
+        assert_eq!(
+            a(&["rlock.acquire", "k", "o"]),
+            Err(CmdError::Arity("rlock.acquire"))
+        );
+        assert_eq!(
+            a(&["rlock.acquire", "k", "", "1"]),
+            Err(CmdError::EmptyOwner)
+        );
+        assert_eq!(
+            a(&["rlock.acquire", "k", "o", "0"]),
+            Err(CmdError::LeaseTooSmall)
+        );
+        assert_eq!(
+            a(&["rlock.acquire", "k", "o", "x"]),
+            Err(CmdError::NotInteger("lease_ms"))
+        );
+        assert_eq!(
+            a(&["rlock.acquire", "k", "o", "1", "BLOCK", "-1"]),
+            Err(CmdError::NegativeTimeout)
+        );
+        assert_eq!(
+            a(&["rlock.acquire", "k", "o", "1", "NX"]),
+            Err(CmdError::Syntax("unknown option 'NX'".into()))
+        );
+        assert_eq!(parse_release(&r(&["rlock.release", "k", "o"])), Ok(()));
+        assert_eq!(
+            parse_release(&r(&["rlock.release", "k"])),
+            Err(CmdError::Arity("rlock.release"))
+        );
+        assert_eq!(parse_renew(&r(&["rlock.renew", "k", "o", "5"])), Ok(5));
+        assert_eq!(
+            parse_renew(&r(&["rlock.renew", "k", "o", "0"])),
+            Err(CmdError::LeaseTooSmall)
+        );
+        assert_eq!(
+            parse_force_release(&r(&["rlock.forcerelease", "k", "x"])),
+            Err(CmdError::Arity("rlock.forcerelease"))
+        );
+        assert_eq!(parse_info(&r(&["rlock.info", "k"])), Ok(()));
+    }
+
+    #[test]
+    fn acquire_reenter_release() {
+        let mut m = Mem::new(b"k");
+        let Acquire::Grant(d, Took::Fresh) = acquire(&m, b"a", 100, false, false).unwrap() else {
+            panic!()
+        };
+        assert_eq!(m.apply_ok(&d), Reply::Int(1));
+        assert_eq!(m.ttl(b"k"), Some(100));
+        assert_eq!(acquire(&m, b"b", 100, false, false), Ok(Acquire::Busy));
+        let Acquire::Grant(d, Took::Reentry) = acquire(&m, b"a", 500, false, true).unwrap() else {
+            panic!("re-entry never waits")
+        };
+        assert_eq!(m.apply_ok(&d), Reply::Int(2));
+        assert_eq!(m.ttl(b"k"), Some(500));
+        assert_eq!(release(&m, b"b").unwrap_err(), CmdError::NotOwner);
+        let (d, full) = release(&m, b"a").unwrap();
+        assert!(!full);
+        assert_eq!(m.apply_ok(&d), Reply::Int(1));
+        let (d, full) = release(&m, b"a").unwrap();
+        assert!(full);
+        assert_eq!(m.apply_ok(&d), Reply::Int(0));
+        assert!(!m.exists(b"k"));
+        assert_eq!(
+            m.published,
+            vec![(b"redisson_lock__channel:{k}".to_vec(), 0)]
+        );
+    }
+
+    #[test]
+    fn fencing_tokens_increase() {
+        let mut m = Mem::new(b"k");
+        for want in 1..=3 {
+            let Acquire::Grant(d, _) = acquire(&m, b"a", 100, true, false).unwrap() else {
+                panic!()
+            };
+            assert_eq!(m.apply_ok(&d), Reply::Int(want));
+        }
+        m.set_str(b"redisson_lock_token:{k}", b"nope");
+        let Acquire::Grant(d, _) = acquire(&m, b"a", 100, true, false).unwrap() else {
+            panic!()
+        };
+        assert_eq!(m.apply(&d), Err(CmdError::CorruptToken));
+        assert_eq!(
+            m.hget_int(&Target::Main, b"a"),
+            Int::Is(3),
+            "nothing written"
+        );
+    }
+
+    #[test]
+    fn wrong_types_and_corrupt_counts() {
+        let mut m = Mem::new(b"k");
+        m.set_str(b"k", b"x");
+        assert_eq!(acquire(&m, b"a", 1, false, false), Err(CmdError::WrongType));
+        assert_eq!(release(&m, b"a").unwrap_err(), CmdError::WrongType);
+        assert_eq!(renew(&m, b"a", 5), Err(CmdError::WrongType));
+        assert_eq!(force_release(&m), Err(CmdError::WrongType));
+        assert_eq!(info(&m, vec![]), Err(CmdError::WrongType));
+        let mut m = Mem::new(b"k");
+        m.hset(b"k", b"a", b"x");
+        assert_eq!(
+            acquire(&m, b"a", 1, false, false),
+            Err(CmdError::CorruptCount)
+        );
+        assert_eq!(release(&m, b"a").unwrap_err(), CmdError::CorruptCount);
+        m.hset(b"k", b"a", itoa::Buffer::new().format(i64::MAX).as_bytes());
+        assert_eq!(
+            acquire(&m, b"a", 1, false, false),
             Err(CmdError::CountOverflow)
         );
-        assert_eq!(
-            acquire(
-                View::Hash {
-                    mine: Some(Some(-4))
-                },
-                false
-            ),
-            Ok(Acquire::Reenter { count: 1 })
-        );
+        m.hset(b"k", b"a", b"-4");
+        assert!(matches!(
+            acquire(&m, b"a", 1, false, false),
+            Ok(Acquire::Grant(_, Took::Reentry))
+        ));
     }
 
     #[test]
-    fn release_decisions() {
-        assert_eq!(release(MINE_2), Ok(Release::Partial { remaining: 1 }));
-        assert_eq!(release(MINE_1), Ok(Release::Full));
+    fn renew_force_and_info() {
+        let mut m = Mem::new(b"k");
+        assert_eq!(m.apply_ok(&renew(&m, b"a", 5).unwrap()), Reply::Int(0));
+        assert_eq!(m.apply_ok(&force_release(&m).unwrap()), Reply::Int(0));
+        let Acquire::Grant(d, _) = acquire(&m, b"a", 100, false, false).unwrap() else {
+            panic!()
+        };
+        m.apply_ok(&d);
+        m.now += 40;
+        assert_eq!(m.apply_ok(&renew(&m, b"a", 500).unwrap()), Reply::Int(1));
+        assert_eq!(m.ttl(b"k"), Some(500));
+        let shown = info(&m, vec![Reply::Bulk(b"w".to_vec())]).unwrap();
         assert_eq!(
-            release(View::Hash {
-                mine: Some(Some(0))
-            }),
-            Ok(Release::Full)
+            shown,
+            Reply::Map(vec![
+                ("owner", Reply::Bulk(b"a".to_vec())),
+                ("holds", Reply::Int(1)),
+                ("ttl_ms", Reply::Int(500)),
+                ("token", Reply::Nil),
+                ("waiters", Reply::Int(1)),
+                ("queue", Reply::Array(vec![Reply::Bulk(b"w".to_vec())])),
+            ])
         );
-        assert_eq!(release(OTHERS), Err(CmdError::NotOwner));
-        assert_eq!(release(View::Free), Err(CmdError::NotOwner));
-        assert_eq!(release(CORRUPT), Err(CmdError::CorruptCount));
-        assert_eq!(release(View::WrongType), Err(CmdError::WrongType));
+        assert_eq!(m.apply_ok(&force_release(&m).unwrap()), Reply::Int(1));
+        assert!(!m.exists(b"k"));
     }
 
     #[test]
-    fn renew_and_force() {
-        assert_eq!(renew(MINE_1), Ok(true));
-        assert_eq!(renew(OTHERS), Ok(false));
-        assert_eq!(renew(View::Free), Ok(false));
-        assert_eq!(renew(View::WrongType), Err(CmdError::WrongType));
-        assert_eq!(force_release(OTHERS), Ok(true));
-        assert_eq!(force_release(View::Free), Ok(false));
-        assert_eq!(force_release(View::WrongType), Err(CmdError::WrongType));
+    fn a_waiter_is_served_when_free_and_undone_only_untouched() {
+        let mut m = Mem::new(b"k");
+        let w = LockWait {
+            owner: b"w".as_slice().into(),
+            lease_ms: 50,
+            fence: false,
+        };
+        m.hset(b"k", b"a", b"1");
+        assert!(matches!(w.serve(&m), Serve::Wait));
+        m.del(b"k");
+        let Serve::Grant(d) = w.serve(&m) else {
+            panic!()
+        };
+        assert_eq!(m.apply_ok(&d), Reply::Int(1));
+        assert_eq!(m.ttl(b"k"), Some(50));
+        assert_eq!(w.wake_at(&m), Some(m.now + 50));
+        let undo = w
+            .undo(&Reply::Int(1), &m)
+            .expect("untouched grant is undone");
+        m.apply_ok(&undo);
+        assert!(!m.exists(b"k"));
+        m.hset(b"k", b"w", b"2");
+        assert!(w.undo(&Reply::Int(1), &m).is_none(), "re-entered since");
+        m.set_str(b"k", b"x");
+        assert!(matches!(w.serve(&m), Serve::Fail(CmdError::WrongType)));
     }
 }
 
-/// Property tests: random operation sequences on one lock through these decisions and the
-/// waiter queue, driven the way the module's skin drives them (serve the queue first when the
-/// lock is free, hand off on every full release, force release and expiry), checked against a
-/// plain model. `make fuzz` raises the case count through `PROPTEST_CASES`.
+/// Property tests: random operation sequences on one lock through these rules and the shared
+/// serving loop (the real one, over the in-memory store), driven as the skin drives them: the
+/// queue is served before a newcomer is decided and after every event that may free the lock.
+/// `make fuzz` raises the case count through `PROPTEST_CASES`.
 #[cfg(test)]
 mod prop_tests {
     use super::*;
-    use crate::core::queue::{LockId, Queues, Waiter};
+    use crate::core::mem::Mem;
+    use crate::core::wait::{serve, KeyId, Outcome, Queues, Req, Waiter};
     use proptest::prelude::*;
     use std::collections::VecDeque;
 
     #[derive(Debug, Clone)]
     enum Op {
-        /// Owner `o` acquires; `block`: parks when busy.
+        /// Owner `o` acquires; `block`: queues when busy.
         Acquire {
             o: u8,
             block: bool,
@@ -179,13 +561,15 @@ mod prop_tests {
             o: u8,
         },
         Force,
-        /// The lease runs out.
-        Expire,
+        /// Time passes (the lease may run out).
+        Tick {
+            ms: i64,
+        },
         /// The `i`-th queued waiter (modulo the queue length) times out or disconnects.
         Leave {
             i: usize,
         },
-        /// The key is overwritten with a non-hash (SET): waiters are drained with an error.
+        /// The key is overwritten with a string (SET): waiters end with WRONGTYPE.
         Clobber,
         /// The clobbering value is deleted again.
         Unclobber,
@@ -197,166 +581,158 @@ mod prop_tests {
             3 => (0u8..4).prop_map(|o| Op::Release { o }),
             1 => (0u8..4).prop_map(|o| Op::Renew { o }),
             1 => Just(Op::Force),
-            2 => Just(Op::Expire),
+            2 => (1i64..150).prop_map(|ms| Op::Tick { ms }),
             2 => (0usize..8).prop_map(|i| Op::Leave { i }),
             1 => Just(Op::Clobber),
             1 => Just(Op::Unclobber),
         ]
     }
 
-    #[derive(Debug, Clone, Copy, PartialEq)]
-    enum Key {
-        Free,
-        Held { owner: u8, count: i64 },
-        NotALock,
-    }
+    const LEASE: i64 = 100;
 
     struct Sim {
-        key: Key,
-        queues: Queues<u32>,
+        mem: Mem,
+        queues: Queues<u32, Req>,
         /// The model of the queue: (handle, owner) in arrival order.
         model: VecDeque<(u32, u8)>,
-        next_handle: u32,
-        /// Handles granted by hand-off, in order.
+        next: u32,
+        /// Handles granted from the queue, in order.
         granted: Vec<u32>,
-        /// Handles in the order they queued (FIFO check).
         arrivals: Vec<u32>,
     }
 
-    const ID: fn() -> LockId = || LockId::new(0, b"lock");
+    fn id() -> KeyId {
+        KeyId::new(0, b"lock")
+    }
+
+    fn owner(o: u8) -> Vec<u8> {
+        vec![b'a' + o]
+    }
 
     impl Sim {
-        fn view(&self, o: u8) -> View {
-            match self.key {
-                Key::Free => View::Free,
-                Key::NotALock => View::WrongType,
-                Key::Held { owner, count } => View::Hash {
-                    mine: (owner == o).then_some(Some(count)),
-                },
-            }
+        fn holder(&self) -> Option<(u8, i64)> {
+            let h = self.mem.hash(b"lock");
+            let (f, v) = h.iter().next()?;
+            Some((f[0] - b'a', String::from_utf8_lossy(v).parse().unwrap()))
         }
 
-        /// The skin's hand-off: the head waiter gets the lock in the same step it frees.
-        fn hand_off(&mut self) {
-            if self.key != Key::Free {
-                return;
+        fn serve(&mut self) {
+            let served = serve(&mut self.queues, &id(), &mut self.mem);
+            for o in served.outcomes {
+                match o {
+                    Outcome::Granted { waiter, reply, .. } => {
+                        assert_eq!(reply, Reply::Int(1));
+                        let (h, ow) = self.model.pop_front().expect("model has the waiter");
+                        assert_eq!(waiter.handle, h, "FIFO head");
+                        assert_eq!(self.holder(), Some((ow, 1)));
+                        self.granted.push(h);
+                    }
+                    Outcome::Failed { waiter, error } => {
+                        assert_eq!(error, CmdError::WrongType);
+                        self.model.retain(|(h, _)| *h != waiter.handle);
+                    }
+                }
             }
-            if let Some(w) = self.queues.pop_front(&ID()) {
-                let (h, o) = self.model.pop_front().expect("model has the waiter");
-                assert_eq!((w.handle, w.owner[0]), (h, o), "FIFO head");
-                self.key = Key::Held { owner: o, count: 1 };
-                self.granted.push(h);
-            }
-            self.queues.forget_if_idle(&ID());
+            self.queues.forget_if_idle(&id());
         }
 
         fn step(&mut self, op: &Op) {
             match *op {
-                Op::Acquire { o, block } => loop {
-                    match acquire(self.view(o), self.queues.is_queued(&ID())) {
-                        Ok(Acquire::Grant) => {
-                            assert!(self.model.is_empty(), "no grant over queued waiters");
-                            self.key = Key::Held { owner: o, count: 1 };
-                        }
-                        Ok(Acquire::ServeQueueFirst) => {
-                            assert_eq!(self.key, Key::Free);
-                            self.hand_off();
-                            continue;
-                        }
-                        Ok(Acquire::Reenter { count }) => {
-                            let Key::Held { owner, count: c } = self.key else {
-                                panic!("re-entry of a lock that is not held")
-                            };
-                            assert_eq!((owner, count), (o, c + 1));
-                            self.key = Key::Held { owner, count };
+                Op::Acquire { o, block } => {
+                    self.serve();
+                    let queued = self.queues.is_queued(&id());
+                    let who = owner(o);
+                    match acquire(&self.mem, &who, LEASE, false, queued) {
+                        Ok(Acquire::Grant(d, took)) => {
+                            let before = self.holder();
+                            let n = self.mem.apply_ok(&d);
+                            match took {
+                                Took::Fresh => {
+                                    assert!(before.is_none() && !queued);
+                                    assert_eq!(n, Reply::Int(1));
+                                }
+                                Took::Reentry => {
+                                    let (b, c) = before.expect("re-entry of a held lock");
+                                    assert_eq!((b, n), (o, Reply::Int(c + 1)));
+                                }
+                            }
                         }
                         Ok(Acquire::Busy) => {
-                            assert!(matches!(self.key, Key::Held { owner, .. } if owner != o));
+                            assert!(queued || self.holder().is_some_and(|(b, _)| b != o));
                             if block {
-                                let h = self.next_handle;
-                                self.next_handle += 1;
+                                let h = self.next;
+                                self.next += 1;
+                                let req: Req = Box::new(LockWait {
+                                    owner: who.into(),
+                                    lease_ms: LEASE,
+                                    fence: false,
+                                });
                                 self.queues.push(
-                                    &ID(),
+                                    &id(),
                                     Waiter {
                                         handle: h,
-                                        owner: vec![o].into(),
-                                        lease_ms: 1,
-                                        fence: false,
                                         serial: h as u64,
-                                        deadline_timer: None,
+                                        req,
+                                        deadline: None,
                                     },
                                 );
                                 self.model.push_back((h, o));
                                 self.arrivals.push(h);
                             }
                         }
-                        Err(e) => assert_eq!((e, self.key), (CmdError::WrongType, Key::NotALock)),
+                        Err(e) => assert_eq!(e, CmdError::WrongType),
                     }
-                    break;
-                },
-                Op::Release { o } => match release(self.view(o)) {
-                    Ok(Release::Partial { remaining }) => {
-                        let Key::Held { owner, count } = self.key else {
-                            panic!()
-                        };
-                        assert_eq!((owner, remaining), (o, count - 1));
-                        assert!(remaining >= 1);
-                        self.key = Key::Held {
-                            owner,
-                            count: remaining,
-                        };
-                    }
-                    Ok(Release::Full) => {
-                        assert!(matches!(self.key, Key::Held { owner, count: 1 } if owner == o));
-                        self.key = Key::Free;
-                        self.hand_off();
-                    }
-                    Err(CmdError::NotOwner) => {
-                        assert!(!matches!(self.key, Key::Held { owner, .. } if owner == o));
-                    }
-                    Err(e) => assert_eq!((e, self.key), (CmdError::WrongType, Key::NotALock)),
-                },
-                Op::Renew { o } => match renew(self.view(o)) {
-                    Ok(r) => {
-                        assert_eq!(r, matches!(self.key, Key::Held { owner, .. } if owner == o))
-                    }
-                    Err(e) => assert_eq!((e, self.key), (CmdError::WrongType, Key::NotALock)),
-                },
-                Op::Force => match force_release(self.view(0)) {
-                    Ok(deleted) => {
-                        assert_eq!(deleted, matches!(self.key, Key::Held { .. }));
-                        if deleted {
-                            self.key = Key::Free;
-                            self.hand_off();
+                }
+                Op::Release { o } => {
+                    match release(&self.mem, &owner(o)) {
+                        Ok((d, full)) => {
+                            let (b, c) = self.holder().expect("held");
+                            assert_eq!((b, full), (o, c == 1));
+                            self.mem.apply_ok(&d);
                         }
+                        Err(CmdError::NotOwner) => {
+                            assert!(self.holder().is_none_or(|(b, _)| b != o))
+                        }
+                        Err(e) => assert_eq!(e, CmdError::WrongType),
                     }
-                    Err(e) => assert_eq!((e, self.key), (CmdError::WrongType, Key::NotALock)),
+                    self.serve();
+                }
+                Op::Renew { o } => match renew(&self.mem, &owner(o), LEASE) {
+                    Ok(d) => {
+                        let r = self.mem.apply_ok(&d);
+                        let mine = self.holder().is_some_and(|(b, _)| b == o);
+                        assert_eq!(r, Reply::Int(mine as i64));
+                    }
+                    Err(e) => assert_eq!(e, CmdError::WrongType),
                 },
-                Op::Expire => {
-                    if matches!(self.key, Key::Held { .. }) {
-                        self.key = Key::Free;
-                        self.hand_off();
+                Op::Force => {
+                    if let Ok(d) = force_release(&self.mem) {
+                        self.mem.apply_ok(&d);
                     }
+                    self.serve();
+                }
+                Op::Tick { ms } => {
+                    self.mem.now += ms;
+                    self.mem.expire();
+                    self.serve();
                 }
                 Op::Leave { i } => {
                     if !self.model.is_empty() {
                         let (h, _) = self.model.remove(i % self.model.len()).unwrap();
-                        let (id, w) = self.queues.remove(h).expect("a queued waiter is found");
-                        assert_eq!((id, w.handle), (ID(), h));
+                        let (kid, w) = self.queues.remove(h).expect("a queued waiter is found");
+                        assert_eq!((kid, w.handle), (id(), h));
                         assert!(self.queues.remove(h).is_none(), "removed once");
-                        self.queues.forget_if_idle(&ID());
+                        self.serve();
                     }
                 }
                 Op::Clobber => {
-                    self.key = Key::NotALock;
-                    let drained = self.queues.drain(&ID());
-                    let expect: Vec<u32> = self.model.drain(..).map(|(h, _)| h).collect();
-                    assert_eq!(drained.iter().map(|w| w.handle).collect::<Vec<_>>(), expect);
-                    self.queues.forget_if_idle(&ID());
+                    self.mem.set_str(b"lock", b"x");
+                    self.serve();
+                    assert!(self.model.is_empty(), "every waiter ended with WRONGTYPE");
                 }
                 Op::Unclobber => {
-                    if self.key == Key::NotALock {
-                        self.key = Key::Free;
+                    if self.mem.kind(&Target::Main) == Kind::String {
+                        self.mem.del(b"lock");
                     }
                 }
             }
@@ -365,23 +741,20 @@ mod prop_tests {
         fn check(&self) {
             // Never free (observably) while someone waits.
             if !self.model.is_empty() {
-                assert!(
-                    matches!(self.key, Key::Held { .. }),
-                    "free lock with waiters: {:?}",
-                    self.key
-                );
+                assert!(self.holder().is_some(), "free lock with waiters");
             }
-            if let Key::Held { count, .. } = self.key {
-                assert!(count >= 1);
+            if let Some((_, c)) = self.holder() {
+                assert!(c >= 1);
             }
             assert_eq!(self.queues.total(), self.model.len());
-            assert_eq!(self.queues.len(&ID()), self.model.len());
-            let owners: Vec<u8> = self.queues.owners(&ID()).iter().map(|o| o[0]).collect();
-            let model: Vec<u8> = self.model.iter().map(|&(_, o)| o).collect();
-            assert_eq!(owners, model);
-            assert_eq!(self.queues.is_queued(&ID()), !self.model.is_empty());
-            // Idle queues are forgotten (no per-lock memory left behind).
-            assert_eq!(self.queues.get(&ID()).is_some(), !self.model.is_empty());
+            let queued: Vec<u32> = self
+                .queues
+                .get(&id())
+                .map_or_else(Vec::new, |q| q.iter().map(|w| w.handle).collect());
+            let model: Vec<u32> = self.model.iter().map(|&(h, _)| h).collect();
+            assert_eq!(queued, model);
+            // Idle queues are forgotten (no per-key memory left behind).
+            assert_eq!(self.queues.get(&id()).is_some(), !self.model.is_empty());
             // Grants follow arrival order (a waiter that left is skipped, never overtaken).
             let pos = |h: &u32| self.arrivals.iter().position(|a| a == h).unwrap();
             assert!(
@@ -395,10 +768,10 @@ mod prop_tests {
         #[test]
         fn lock_and_queue_state_machine(ops in prop::collection::vec(op(), 1..120)) {
             let mut sim = Sim {
-                key: Key::Free,
+                mem: Mem::new(b"lock"),
                 queues: Queues::default(),
                 model: VecDeque::new(),
-                next_handle: 0,
+                next: 0,
                 granted: Vec::new(),
                 arrivals: Vec::new(),
             };
@@ -408,23 +781,26 @@ mod prop_tests {
             }
         }
 
-        /// Decisions never panic for any view, and re-entry never overflows silently.
+        /// Decisions never panic for any hold count, and re-entry never overflows silently.
         #[test]
-        fn decisions_are_total(mine in prop::option::of(prop::option::of(any::<i64>())), queued in any::<bool>()) {
-            let v = View::Hash { mine };
-            match acquire(v, queued) {
-                Ok(Acquire::Reenter { count }) => prop_assert!(count >= 1),
-                Ok(Acquire::Busy) => prop_assert!(mine.is_none()),
-                Ok(other) => prop_assert!(false, "{:?} for a hash", other),
-                Err(e) => prop_assert!(matches!(e, CmdError::CorruptCount | CmdError::CountOverflow)),
+        fn decisions_are_total(count in prop::option::of(any::<i64>()), queued in any::<bool>()) {
+            let mut m = Mem::new(b"k");
+            m.hset(b"k", b"other", b"1");
+            if let Some(c) = count {
+                m.hset(b"k", b"me", c.to_string().as_bytes());
             }
-            match release(v) {
-                Ok(Release::Partial { remaining }) => prop_assert!(remaining >= 1),
-                Ok(Release::Full) => prop_assert!(matches!(mine, Some(Some(n)) if n <= 1)),
-                Err(e) => prop_assert!(matches!(e, CmdError::NotOwner | CmdError::CorruptCount)),
+            match acquire(&m, b"me", 10, false, queued) {
+                Ok(Acquire::Grant(d, Took::Reentry)) => {
+                    prop_assert!(matches!(d.reply, Some(Reply::Int(n)) if n >= 1))
+                }
+                Ok(Acquire::Busy) => prop_assert!(count.is_none()),
+                Ok(other) => prop_assert!(false, "{:?} for a held lock", other),
+                Err(e) => prop_assert_eq!(e, CmdError::CountOverflow),
             }
-            prop_assert_eq!(renew(v), Ok(mine.is_some()));
-            prop_assert_eq!(force_release(v), Ok(true));
+            match release(&m, b"me") {
+                Ok((d, full)) => prop_assert_eq!(full, d.reply == Some(Reply::Int(0))),
+                Err(e) => prop_assert_eq!(e, CmdError::NotOwner),
+            }
         }
     }
 }

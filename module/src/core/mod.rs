@@ -1,8 +1,15 @@
-//! The lock logic in plain Rust: no Redis types, unit-tested with `cargo test`.
+//! The objects' rules in plain Rust: no Redis types, unit- and property-tested with
+//! `cargo test`. The skin reads keys through [`store::Store`], asks an object's rules, and
+//! performs the [`decision::Decision`] they return.
 
+pub mod args;
+pub mod decision;
 pub mod error;
 pub mod lock;
 pub mod names;
-pub mod parse;
-pub mod queue;
 pub mod stats;
+pub mod store;
+pub mod wait;
+
+#[cfg(test)]
+pub mod mem;

@@ -1,5 +1,5 @@
-//! Counters shown in `INFO rlock`. Everything runs on Redis' main thread; atomics with relaxed
-//! ordering are just a safe way to keep them in statics.
+//! Counters shown in `INFO rlock`, one set per object kind. Everything runs on Redis' main
+//! thread; atomics with relaxed ordering are just a safe way to keep them in statics.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -15,6 +15,9 @@ impl Counter {
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
+    fn reset(&self) {
+        self.0.store(0, Relaxed);
+    }
 }
 
 impl Default for Counter {
@@ -23,27 +26,105 @@ impl Default for Counter {
     }
 }
 
-/// Locks acquired while free (immediately or by hand-off).
-pub static ACQUIRED: Counter = Counter::new();
-/// Acquires by the owner already holding the lock.
-pub static REENTRIES: Counter = Counter::new();
-/// Full releases by the holder.
-pub static RELEASES: Counter = Counter::new();
-/// Grants to a parked waiter.
-pub static HANDOFFS: Counter = Counter::new();
-/// Hand-offs made because the holder's lease ran out.
-pub static GRANTS_AFTER_EXPIRY: Counter = Counter::new();
-/// Acquires that parked.
-pub static WAITS_STARTED: Counter = Counter::new();
-/// Waits that ended with nil (timeout or CLIENT UNBLOCK).
-pub static WAITS_TIMED_OUT: Counter = Counter::new();
-/// Waiters whose connection closed while queued.
-pub static WAITERS_DISCONNECTED: Counter = Counter::new();
-/// Grants undone because the waiter disconnected before its reply was sent.
-pub static GRANTS_REVOKED: Counter = Counter::new();
-/// Acquires that failed without waiting because the lock was held.
-pub static BUSY: Counter = Counter::new();
-pub static RENEWALS: Counter = Counter::new();
-pub static FORCE_RELEASES: Counter = Counter::new();
-/// Error replies.
+/// The objects rlock serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    Lock,
+    RwLock,
+}
+
+impl ObjectKind {
+    pub const ALL: [ObjectKind; 2] = [ObjectKind::Lock, ObjectKind::RwLock];
+
+    /// Prefix of the kind's fields in `INFO rlock`. The lock's counters came first and keep
+    /// their bare names (`rlock_acquired`).
+    pub fn info_prefix(self) -> &'static str {
+        match self {
+            ObjectKind::Lock => "",
+            ObjectKind::RwLock => "rwlock_",
+        }
+    }
+
+    pub fn counters(self) -> &'static Counters {
+        &KINDS[self as usize]
+    }
+}
+
+/// What happened to one kind of object.
+pub struct Counters {
+    /// Acquired while free (immediately or by hand-off).
+    pub acquired: Counter,
+    /// Acquires by an owner already holding it.
+    pub reentries: Counter,
+    /// Full releases by the holder.
+    pub releases: Counter,
+    /// Grants to a queued waiter.
+    pub handoffs: Counter,
+    /// Hand-offs made because a holder's lease ran out.
+    pub grants_after_expiry: Counter,
+    /// Acquires that failed without waiting because it was held.
+    pub busy: Counter,
+    /// Requests that were queued.
+    pub waits_started: Counter,
+    /// Waits that ended with nil (deadline or CLIENT UNBLOCK).
+    pub waits_timed_out: Counter,
+    /// Waiters whose connection closed while queued.
+    pub waiters_disconnected: Counter,
+    /// Grants undone because the waiter disconnected before its reply was sent.
+    pub grants_revoked: Counter,
+    pub renewals: Counter,
+    pub force_releases: Counter,
+}
+
+impl Counters {
+    const fn new() -> Counters {
+        Counters {
+            acquired: Counter::new(),
+            reentries: Counter::new(),
+            releases: Counter::new(),
+            handoffs: Counter::new(),
+            grants_after_expiry: Counter::new(),
+            busy: Counter::new(),
+            waits_started: Counter::new(),
+            waits_timed_out: Counter::new(),
+            waiters_disconnected: Counter::new(),
+            grants_revoked: Counter::new(),
+            renewals: Counter::new(),
+            force_releases: Counter::new(),
+        }
+    }
+
+    /// (name, counter) in `INFO` order.
+    pub fn fields(&self) -> [(&'static str, &Counter); 12] {
+        [
+            ("acquired", &self.acquired),
+            ("reentries", &self.reentries),
+            ("releases", &self.releases),
+            ("handoffs", &self.handoffs),
+            ("grants_after_expiry", &self.grants_after_expiry),
+            ("busy", &self.busy),
+            ("waits_started", &self.waits_started),
+            ("waits_timed_out", &self.waits_timed_out),
+            ("waiters_disconnected", &self.waiters_disconnected),
+            ("grants_revoked", &self.grants_revoked),
+            ("renewals", &self.renewals),
+            ("force_releases", &self.force_releases),
+        ]
+    }
+}
+
+static KINDS: [Counters; 2] = [Counters::new(), Counters::new()];
+
+/// Error replies, of every command.
 pub static ERRORS: Counter = Counter::new();
+
+/// Start every counter from zero (at module load: a reloaded module must not show the counts
+/// of the previous one, whose statics may survive in the same process).
+pub fn reset() {
+    for kind in ObjectKind::ALL {
+        for (_, c) in kind.counters().fields() {
+            c.reset();
+        }
+    }
+    ERRORS.reset();
+}

@@ -1,0 +1,166 @@
+//! The only writer: performs a [`Decision`]'s writes. Each write is made with the low-level key
+//! API, sent to replicas and the AOF as the native command it stands for (absolute expiry
+//! times only, so a replay never extends a lease), and announced with the keyspace event that
+//! native command raises, for whoever listens.
+
+use crate::core::decision::{Decision, Write};
+use crate::core::error::CmdError;
+use crate::core::store::{Kind, Store, Target};
+use crate::core::wait::Io;
+use crate::ffi::{Key, OwnedStr};
+use crate::keys::RedisKeys;
+use crate::propagation;
+use redis_module::raw;
+use std::ffi::{c_int, CStr};
+
+impl Io for RedisKeys {
+    fn store(&self) -> &dyn Store {
+        self
+    }
+
+    fn apply(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {
+        if self.guard_pause {
+            self.check_not_paused(decision)?;
+        }
+        let notify = self.ctx.notify_flags();
+        let mut token = None;
+        for w in &decision.writes {
+            match w {
+                Write::Incr { key } => token = Some(self.incr(key)?),
+                Write::HSetInt { key, field, value } => {
+                    let value = OwnedStr::from_i64(*value);
+                    self.hset(key, field, value.get().bytes(), notify, |k, f| {
+                        k.hash_set(f, value.get())
+                    });
+                }
+                Write::HSet { key, field, value } => {
+                    let v = OwnedStr::new(value);
+                    self.hset(key, field, value, notify, |k, f| k.hash_set(f, v.get()));
+                }
+                Write::HDel { key, field } => {
+                    let f = self.string(field);
+                    self.on(key, |k| k.hash_del(f.get()));
+                    self.replicate(c"HDEL", key, &[field]);
+                    self.notify(notify, raw::REDISMODULE_NOTIFY_HASH, c"hdel", key);
+                }
+                Write::Del { key } => {
+                    self.on(key, Key::delete);
+                    self.replicate(c"DEL", key, &[]);
+                    self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
+                }
+                Write::SetInt { key, value } => {
+                    let v = OwnedStr::from_i64(*value);
+                    self.on(key, |k| k.string_set(v.get()));
+                    self.replicate(c"SET", key, &[v.get().bytes()]);
+                    self.notify(notify, raw::REDISMODULE_NOTIFY_STRING, c"set", key);
+                }
+                Write::PExpireAt { key, at } => {
+                    self.on(key, |k| k.set_abs_expire(*at));
+                    let at = itoa::Buffer::new().format(*at).as_bytes().to_vec();
+                    self.replicate(c"PEXPIREAT", key, &[&at]);
+                    self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
+                }
+                Write::Publish { channel, message } => {
+                    let message = itoa::Buffer::new().format(*message).as_bytes().to_vec();
+                    let cluster = self.ctx.is_cluster();
+                    self.ctx.publish(channel, &message, cluster);
+                    // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so
+                    // do we, when one is connected: a later replica has no use for old messages.
+                    if !cluster && propagation::needed(true) {
+                        self.ctx.replicate(c"PUBLISH", &[channel, &message], true);
+                    }
+                }
+            }
+        }
+        Ok(token)
+    }
+}
+
+impl RedisKeys {
+    fn name_of<'a>(&'a self, key: &'a Target) -> &'a [u8] {
+        match key {
+            Target::Main => self.name.bytes(),
+            Target::Aux(k) => k,
+        }
+    }
+
+    /// Run a write on `key`'s open handle (auxiliary keys are opened for it).
+    fn on(&self, key: &Target, f: impl FnOnce(&Key)) {
+        match key {
+            Target::Main => f(&self.main),
+            Target::Aux(name) => f(&Key::open_bytes(self.ctx, name, true)),
+        }
+    }
+
+    fn hset(
+        &self,
+        key: &Target,
+        field: &[u8],
+        value: &[u8],
+        notify: c_int,
+        write: impl FnOnce(&Key, crate::ffi::RStr),
+    ) {
+        let f = self.string(field);
+        self.on(key, |k| write(k, f.get()));
+        self.replicate(c"HSET", key, &[field, value]);
+        self.notify(notify, raw::REDISMODULE_NOTIFY_HASH, c"hset", key);
+    }
+
+    /// `cmd key args...` to replicas and the AOF, when anyone can receive it.
+    fn replicate(&self, cmd: &CStr, key: &Target, args: &[&[u8]]) {
+        if !propagation::needed(false) {
+            return;
+        }
+        let mut all: Vec<&[u8]> = Vec::with_capacity(args.len() + 1);
+        all.push(self.name_of(key));
+        all.extend_from_slice(args);
+        self.ctx.replicate(cmd, &all, false);
+    }
+
+    /// The keyspace event a native command would raise, when `notify-keyspace-events` enables
+    /// its class (otherwise no client could receive it, and raising it costs a context).
+    fn notify(&self, enabled: c_int, class: c_int, event: &CStr, key: &Target) {
+        if enabled & class == 0 {
+            return;
+        }
+        match key {
+            Target::Main => self.ctx.notify(class, event, self.name),
+            Target::Aux(name) => {
+                let name = OwnedStr::new(name);
+                self.ctx.notify(class, event, name.get());
+            }
+        }
+    }
+
+    /// INCR through Redis itself (it keeps a TTL and rejects non-integers), then replicated.
+    fn incr(&self, key: &Target) -> Result<i64, CmdError> {
+        let name = self.name_of(key);
+        match self.ctx.incr(name) {
+            Ok(t) => {
+                self.replicate(c"INCR", key, &[]);
+                Ok(t)
+            }
+            Err(true) => Err(CmdError::WrongType),
+            Err(false) => Err(CmdError::CorruptToken),
+        }
+    }
+
+    /// While writes are paused (CLIENT PAUSE WRITE, FAILOVER), Redis 7.0 keeps keys whose time
+    /// has passed: they read as absent but are still stored, and creating one trips Redis' own
+    /// assertion. A timer or event must then wait until the pause ends.
+    fn check_not_paused(&self, decision: &Decision) -> Result<(), CmdError> {
+        for w in &decision.writes {
+            let key = match w {
+                Write::HSetInt { key, .. }
+                | Write::HSet { key, .. }
+                | Write::SetInt { key, .. }
+                | Write::Incr { key } => key,
+                _ => continue,
+            };
+            if self.kind(key) == Kind::Empty && self.ctx.key_stored(self.name_of(key)) {
+                return Err(CmdError::Paused);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,5 @@
+//! Command handlers, one file per object: argv → the object's rules → a decision that `apply`
+//! performs, with the shared waiting mechanism (`wait`) serving queues before a newcomer is
+//! decided and after anything that may free the object.
+
+pub mod lock;

@@ -1,0 +1,257 @@
+//! Argument helpers every object's parser uses: Redis' integer syntax, durations, owners,
+//! arity, option words, and the wait options (`BLOCK`).
+//!
+//! Keys and owners stay in argv (the skin hands Redis' own strings to the key API without
+//! copying); only their validity is checked here.
+
+use super::error::CmdError;
+
+/// Redis' strict integer syntax (as `string2ll`): optional `-`, digits, no spaces, no `+`, no
+/// leading zeros, within i64.
+pub fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && s != "-0";
+    if canonical {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// An integer argument named `what` in errors.
+pub fn integer(bytes: &[u8], what: &'static str) -> Result<i64, CmdError> {
+    parse_i64(bytes).ok_or(CmdError::NotInteger(what))
+}
+
+/// An integer argument of at least `min`.
+pub fn at_least(bytes: &[u8], what: &'static str, min: i64) -> Result<i64, CmdError> {
+    let n = integer(bytes, what)?;
+    if n < min {
+        return Err(CmdError::TooSmall(what, min));
+    }
+    Ok(n)
+}
+
+/// A lease: integer milliseconds, at least 1.
+pub fn lease(bytes: &[u8]) -> Result<i64, CmdError> {
+    let ms = integer(bytes, "lease_ms")?;
+    if ms < 1 {
+        return Err(CmdError::LeaseTooSmall);
+    }
+    Ok(ms)
+}
+
+pub fn owner(bytes: &[u8]) -> Result<(), CmdError> {
+    if bytes.is_empty() {
+        Err(CmdError::EmptyOwner)
+    } else {
+        Ok(())
+    }
+}
+
+pub fn arity(
+    argv: &[&[u8]],
+    ok: impl Fn(usize) -> bool,
+    name: &'static str,
+) -> Result<(), CmdError> {
+    if ok(argv.len()) {
+        Ok(())
+    } else {
+        Err(CmdError::Arity(name))
+    }
+}
+
+/// `now + ms` as an absolute millisecond time, or an error naming `what` when it overflows.
+pub fn deadline(now_ms: i64, ms: i64, what: &'static str) -> Result<i64, CmdError> {
+    now_ms.checked_add(ms).ok_or(CmdError::OutOfRange(what))
+}
+
+/// How long a request may wait when it cannot be granted at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Reply at once (nil when not granted).
+    No,
+    /// `BLOCK timeout_ms`: park the caller; 0 waits forever.
+    Block(i64),
+}
+
+impl Wait {
+    /// The wait's length in ms, checked against `now` so that its deadline cannot overflow.
+    pub fn check(self, now_ms: i64) -> Result<Wait, CmdError> {
+        if let Wait::Block(ms) = self {
+            deadline(now_ms, ms, "timeout")?;
+        }
+        Ok(self)
+    }
+}
+
+/// An option word a command accepts, with the number of values that follow it.
+pub struct Opt {
+    pub name: &'static str,
+    pub values: usize,
+    /// The error detail when its values are missing.
+    pub needs: &'static str,
+}
+
+/// `BLOCK timeout_ms`, shared by every command that can wait.
+pub const BLOCK: Opt = Opt {
+    name: "BLOCK",
+    values: 1,
+    needs: "BLOCK needs a timeout in milliseconds",
+};
+
+/// The timeout after `BLOCK`: integer ms, not negative.
+pub fn block(value: &[u8]) -> Result<Wait, CmdError> {
+    let ms = integer(value, "timeout")?;
+    if ms < 0 {
+        return Err(CmdError::NegativeTimeout);
+    }
+    Ok(Wait::Block(ms))
+}
+
+/// Walk the option words in `rest` (case-insensitive), calling `on(index into known, values)`
+/// for each. Unknown words, repeated options and missing values are errors.
+pub fn options<'a>(
+    rest: &[&'a [u8]],
+    known: &[&Opt],
+    mut on: impl FnMut(usize, &[&'a [u8]]) -> Result<(), CmdError>,
+) -> Result<(), CmdError> {
+    let mut seen = 0u64;
+    let mut i = 0;
+    while i < rest.len() {
+        let word = rest[i];
+        let Some(k) = known
+            .iter()
+            .position(|o| word.eq_ignore_ascii_case(o.name.as_bytes()))
+        else {
+            return Err(CmdError::unknown_option(word));
+        };
+        let opt = known[k];
+        if seen & (1 << k) != 0 {
+            return Err(CmdError::Syntax(format!("{} given twice", opt.name)));
+        }
+        seen |= 1 << k;
+        let values = rest
+            .get(i + 1..i + 1 + opt.values)
+            .ok_or_else(|| CmdError::Syntax(opt.needs.into()))?;
+        on(k, values)?;
+        i += 1 + opt.values;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_follow_redis_syntax() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-5"), Some(-5));
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        for bad in [
+            "",
+            "-",
+            "+1",
+            " 1",
+            "1 ",
+            "01",
+            "-0",
+            "1.5",
+            "9223372036854775808",
+            "1e3",
+        ] {
+            assert_eq!(parse_i64(bad.as_bytes()), None, "{bad:?}");
+        }
+        assert_eq!(parse_i64(b"\xff"), None);
+    }
+
+    #[test]
+    fn deadlines_do_not_overflow() {
+        assert_eq!(deadline(1_000, 5, "lease_ms"), Ok(1_005));
+        assert_eq!(
+            deadline(1_000, i64::MAX, "lease_ms"),
+            Err(CmdError::OutOfRange("lease_ms"))
+        );
+        assert_eq!(
+            Wait::Block(i64::MAX).check(5),
+            Err(CmdError::OutOfRange("timeout"))
+        );
+    }
+
+    #[test]
+    fn option_walk() {
+        const FENCE: Opt = Opt {
+            name: "FENCE",
+            values: 0,
+            needs: "",
+        };
+        let run = |words: &[&str]| {
+            let v: Vec<&[u8]> = words.iter().map(|s| s.as_bytes()).collect();
+            let mut got = Vec::new();
+            options(&v, &[&BLOCK, &FENCE], |k, vals| {
+                got.push((k, vals.len()));
+                Ok(())
+            })
+            .map(|_| got)
+        };
+        assert_eq!(run(&["fence", "Block", "5"]), Ok(vec![(1, 0), (0, 1)]));
+        assert_eq!(
+            run(&["BLOCK"]),
+            Err(CmdError::Syntax(
+                "BLOCK needs a timeout in milliseconds".into()
+            ))
+        );
+        assert_eq!(
+            run(&["FENCE", "FENCE"]),
+            Err(CmdError::Syntax("FENCE given twice".into()))
+        );
+        assert_eq!(
+            run(&["NX"]),
+            Err(CmdError::Syntax("unknown option 'NX'".into()))
+        );
+        assert_eq!(block(b"-1"), Err(CmdError::NegativeTimeout));
+        assert_eq!(block(b"1.5"), Err(CmdError::NotInteger("timeout")));
+    }
+}
+
+/// Property tests of the integer syntax (`make fuzz` raises the case count through
+/// `PROPTEST_CASES`).
+#[cfg(test)]
+mod prop_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every i64 round-trips through its decimal text.
+        #[test]
+        fn i64_round_trips(n in any::<i64>()) {
+            prop_assert_eq!(parse_i64(n.to_string().as_bytes()), Some(n));
+        }
+
+        /// Only canonical text parses: whatever parses prints back to the same bytes (no `+`,
+        /// spaces, leading zeros or `-0`), as Redis' `string2ll`.
+        #[test]
+        fn only_canonical_integers_parse(bytes in prop::collection::vec(any::<u8>(), 0..24)) {
+            if let Some(n) = parse_i64(&bytes) {
+                prop_assert_eq!(n.to_string().into_bytes(), bytes);
+            }
+        }
+
+        /// `deadline` is `checked_add`: it never wraps.
+        #[test]
+        fn deadlines_never_wrap(now in 0i64..=i64::MAX, ms in 0i64..=i64::MAX) {
+            match deadline(now, ms, "x") {
+                Ok(t) => prop_assert!(t >= now && t - now == ms),
+                Err(e) => {
+                    prop_assert_eq!(e, CmdError::OutOfRange("x"));
+                    prop_assert!(now.checked_add(ms).is_none());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! What a command or an event decided: the writes to make and the reply to give. The rules
+//! produce a [`Decision`]; one place in the skin (`apply`) performs it: each [`Write`] becomes a
+//! low-level key write, the same native command sent to replicas and the AOF (absolute expiry
+//! times only), and the keyspace event a native command would raise.
+
+use super::error::CmdError;
+use super::store::Target;
+use std::borrow::Cow;
+
+/// One write, shaped as the native command that replicas receive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write<'a> {
+    /// `HSET key field <int>`
+    HSetInt {
+        key: Target,
+        field: Cow<'a, [u8]>,
+        value: i64,
+    },
+    /// `HSET key field value`
+    HSet {
+        key: Target,
+        field: Cow<'a, [u8]>,
+        value: &'static [u8],
+    },
+    /// `HDEL key field`
+    HDel { key: Target, field: Cow<'a, [u8]> },
+    /// `DEL key`
+    Del { key: Target },
+    /// `SET key <int>` (a new string; any TTL is dropped, as SET does)
+    SetInt { key: Target, value: i64 },
+    /// `PEXPIREAT key at`
+    PExpireAt { key: Target, at: i64 },
+    /// `INCR key`. Its result is what [`Reply::Token`] stands for. Always first in a decision:
+    /// when it fails (the key is not an integer) nothing else has been written.
+    Incr { key: Target },
+    /// `PUBLISH channel message` (SPUBLISH semantics in a cluster).
+    Publish { channel: Vec<u8>, message: i64 },
+}
+
+/// A reply, as the command (or a parked waiter) receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    Int(i64),
+    Nil,
+    /// The value the decision's [`Write::Incr`] produced (a fencing token).
+    Token,
+    Bulk(Vec<u8>),
+    Array(Vec<Reply>),
+    /// A map (RESP3), or a flat array of name/value pairs (RESP2).
+    Map(Vec<(&'static str, Reply)>),
+    Error(CmdError),
+}
+
+impl Reply {
+    pub fn bulk_or_nil(bytes: Option<Vec<u8>>) -> Reply {
+        bytes.map_or(Reply::Nil, Reply::Bulk)
+    }
+}
+
+/// Writes and a reply, made together or not at all.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision<'a> {
+    pub writes: Vec<Write<'a>>,
+    pub reply: Option<Reply>,
+}
+
+impl<'a> Decision<'a> {
+    pub fn reply(reply: Reply) -> Decision<'a> {
+        Decision {
+            writes: Vec::new(),
+            reply: Some(reply),
+        }
+    }
+
+    pub fn new(writes: Vec<Write<'a>>, reply: Reply) -> Decision<'a> {
+        Decision {
+            writes,
+            reply: Some(reply),
+        }
+    }
+
+    /// Writes with no reply of their own (tidying done before serving a queue).
+    pub fn writes(writes: Vec<Write<'a>>) -> Decision<'a> {
+        Decision {
+            writes,
+            reply: None,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.reply.is_none()
+    }
+}

@@ -1,0 +1,62 @@
+//! What an object's rules may read: the keys of one object (its main key and the auxiliary keys
+//! named from it), through a read-only trait. The module implements it over Redis' key API; the
+//! tests implement it over an in-memory model (`core::mem`). Reads are lazy: a rule reads only
+//! what its decision needs, so the uncontended path stays a couple of key lookups.
+
+/// Which key of the object a read or write is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// The key named in the command (argv[1]), or the key a waiter queues on.
+    Main,
+    /// An auxiliary key (fencing token, rwlock hold timeouts, the semaphore's timeout set),
+    /// already named by Redisson's rules (`core::names`).
+    Aux(Vec<u8>),
+}
+
+/// The type of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Empty,
+    Hash,
+    String,
+    ZSet,
+    Other,
+}
+
+/// A hash field or string read as an integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Int {
+    Absent,
+    /// Present, but not an integer.
+    NotInt,
+    Is(i64),
+}
+
+impl Int {
+    pub fn from_bytes(bytes: Option<&[u8]>) -> Int {
+        match bytes {
+            None => Int::Absent,
+            Some(b) => super::args::parse_i64(b).map_or(Int::NotInt, Int::Is),
+        }
+    }
+}
+
+pub trait Store {
+    /// The server's clock in ms.
+    fn now(&self) -> i64;
+    /// The main key's name (auxiliary keys and channels are named from it).
+    fn key_name(&self) -> &[u8];
+    fn kind(&self, key: &Target) -> Kind;
+    /// A hash field as an integer (`Absent` also for a missing key).
+    fn hget_int(&self, key: &Target, field: &[u8]) -> Int;
+    fn hget(&self, key: &Target, field: &[u8]) -> Option<Vec<u8>>;
+    /// Every field and value of a hash: O(fields), for objects whose state is the whole hash.
+    fn hgetall(&self, key: &Target) -> Vec<(Vec<u8>, Vec<u8>)>;
+    /// Some field of a hash and its value, without reading the others (Redisson's lock hash has
+    /// one field: its owner).
+    fn hfirst(&self, key: &Target) -> Option<(Vec<u8>, Vec<u8>)>;
+    /// A string key as an integer.
+    fn get_int(&self, key: &Target) -> Int;
+    /// Absolute expiry time in ms; `None` without one or for a missing key.
+    fn expire_at(&self, key: &Target) -> Option<i64>;
+}

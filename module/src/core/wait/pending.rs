@@ -1,0 +1,50 @@
+//! What a queued request must tell the shared waiting mechanism. Each object that waits (lock,
+//! read-write lock, semaphore, latch) implements [`Pending`] for its request; the mechanism
+//! never looks inside.
+
+use crate::core::decision::{Decision, Reply};
+use crate::core::error::CmdError;
+use crate::core::stats::ObjectKind;
+use crate::core::store::Store;
+use std::fmt::Debug;
+
+/// Whether the waiter at the head of a queue can be granted now.
+#[derive(Debug)]
+pub enum Serve<'a> {
+    /// Grant it: perform the decision and send its reply to the waiter.
+    Grant(Decision<'a>),
+    /// Not yet. Waiters behind it wait too (strict FIFO).
+    Wait,
+    /// It can never be granted (the key now holds something else): end its wait with this
+    /// error and serve the next one.
+    Fail(CmdError),
+}
+
+pub trait Pending: Debug {
+    fn kind(&self) -> ObjectKind;
+
+    /// Writes that bring the object up to date before its queue is served: holds or permits
+    /// whose own lease ended (the read-write lock's expired readers, the semaphore's expired
+    /// permits). Most objects have none.
+    fn tidy(&self, _store: &dyn Store) -> Result<Decision<'static>, CmdError> {
+        Ok(Decision::default())
+    }
+
+    /// Can this waiter be granted now, given the object's keys?
+    fn serve(&self, store: &dyn Store) -> Serve<'_>;
+
+    /// When the object's state changes by itself (the earliest lease end): the queue is looked
+    /// at again then. `None`: only an event (release, DEL, ...) can change it.
+    fn wake_at(&self, store: &dyn Store) -> Option<i64>;
+
+    /// Undo a grant whose reply never reached the waiter (it disconnected, or its session
+    /// expired), given the reply it was to receive. `None`: nothing to undo (someone else
+    /// changed the object since).
+    fn undo(&self, granted: &Reply, store: &dyn Store) -> Option<Decision<'_>>;
+
+    /// The owner whose request this is (objects without owners have none).
+    fn owner(&self) -> Option<&[u8]>;
+
+    /// How introspection (`*.INFO`'s queue) shows this waiter.
+    fn show(&self) -> Reply;
+}

@@ -1,0 +1,379 @@
+//! FIFO queues of waiters, one per (database, key), shared by every object type.
+//!
+//! Generic over the waiter handle `H` (how the skin reaches the waiter: a blocked client, a
+//! session request; a number in the tests) and the request `R` (what the waiter asked for; the
+//! skin stores each object's [`super::Pending`]). An index from handle to key lets a timeout or a
+//! disconnect remove its waiter without scanning every queue.
+
+use super::timers::TimerKey;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::rc::Rc;
+
+/// A queue's identity: database number and key bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyId {
+    pub db: i32,
+    pub key: Rc<[u8]>,
+}
+
+impl KeyId {
+    pub fn new(db: i32, key: &[u8]) -> KeyId {
+        KeyId {
+            db,
+            key: key.into(),
+        }
+    }
+}
+
+/// One queued request.
+#[derive(Debug)]
+pub struct Waiter<H, R> {
+    pub handle: H,
+    /// Unique per queued request: a deadline acts only on the wait it was made for, even if
+    /// the handle is reused by a later wait.
+    pub serial: u64,
+    pub req: R,
+    /// The job that ends this wait at its deadline (none for a wait without limit).
+    pub deadline: Option<TimerKey>,
+}
+
+/// The waiters of one key, plus the job that looks at the key again at its next lease end.
+#[derive(Debug)]
+pub struct KeyQueue<H, R> {
+    waiters: VecDeque<Waiter<H, R>>,
+    pub check: Option<TimerKey>,
+    /// The key was seen to expire since the last grant (for the `grants_after_expiry` counter).
+    pub expired: bool,
+}
+
+impl<H, R> KeyQueue<H, R> {
+    pub fn is_empty(&self) -> bool {
+        self.waiters.is_empty()
+    }
+
+    pub fn front(&self) -> Option<&Waiter<H, R>> {
+        self.waiters.front()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Waiter<H, R>> {
+        self.waiters.iter()
+    }
+}
+
+#[derive(Debug)]
+pub struct Queues<H, R> {
+    keys: HashMap<KeyId, KeyQueue<H, R>>,
+    index: HashMap<H, KeyId>,
+}
+
+impl<H, R> Default for Queues<H, R> {
+    fn default() -> Self {
+        Queues {
+            keys: HashMap::new(),
+            index: HashMap::new(),
+        }
+    }
+}
+
+impl<H: Copy + Eq + Hash, R> Queues<H, R> {
+    /// Queue `waiter` at the tail of `id`'s queue.
+    pub fn push(&mut self, id: &KeyId, waiter: Waiter<H, R>) {
+        // Reuse the queue's own Rc for the index so the key bytes are stored once per key.
+        let id = match self.keys.get_key_value(id) {
+            Some((k, _)) => k.clone(),
+            None => {
+                self.keys.insert(
+                    id.clone(),
+                    KeyQueue {
+                        waiters: VecDeque::new(),
+                        check: None,
+                        expired: false,
+                    },
+                );
+                id.clone()
+            }
+        };
+        self.index.insert(waiter.handle, id.clone());
+        self.keys
+            .get_mut(&id)
+            .expect("inserted above")
+            .waiters
+            .push_back(waiter);
+    }
+
+    pub fn is_queued(&self, id: &KeyId) -> bool {
+        self.keys.get(id).is_some_and(|q| !q.waiters.is_empty())
+    }
+
+    pub fn get(&self, id: &KeyId) -> Option<&KeyQueue<H, R>> {
+        self.keys.get(id)
+    }
+
+    pub fn get_mut(&mut self, id: &KeyId) -> Option<&mut KeyQueue<H, R>> {
+        self.keys.get_mut(id)
+    }
+
+    /// The next waiter of `id`, removed from the queue.
+    pub fn pop_front(&mut self, id: &KeyId) -> Option<Waiter<H, R>> {
+        let waiter = self.keys.get_mut(id)?.waiters.pop_front()?;
+        self.index.remove(&waiter.handle);
+        Some(waiter)
+    }
+
+    /// Remove a waiter wherever it is queued (timeout, disconnect, cancel). `None` when it is
+    /// not queued any more, e.g. because it was just granted.
+    pub fn remove(&mut self, handle: H) -> Option<(KeyId, Waiter<H, R>)> {
+        let id = self.index.remove(&handle)?;
+        let queue = self.keys.get_mut(&id)?;
+        let pos = queue.waiters.iter().position(|w| w.handle == handle)?;
+        let waiter = queue.waiters.remove(pos)?;
+        Some((id, waiter))
+    }
+
+    /// The key a waiter is queued on, and the waiter.
+    pub fn find(&self, handle: H) -> Option<(&KeyId, &Waiter<H, R>)> {
+        let (id, queue) = self.keys.get_key_value(self.index.get(&handle)?)?;
+        let w = queue.waiters.iter().find(|w| w.handle == handle)?;
+        Some((id, w))
+    }
+
+    pub fn find_mut(&mut self, handle: H) -> Option<&mut Waiter<H, R>> {
+        let id = self.index.get(&handle)?;
+        self.keys
+            .get_mut(id)?
+            .waiters
+            .iter_mut()
+            .find(|w| w.handle == handle)
+    }
+
+    /// Drop `id`'s entry if nobody waits; returns its re-check job so the caller can cancel it.
+    pub fn forget_if_idle(&mut self, id: &KeyId) -> Option<TimerKey> {
+        if self.keys.get(id)?.waiters.is_empty() {
+            self.keys.remove(id).and_then(|q| q.check)
+        } else {
+            None
+        }
+    }
+
+    /// Take every waiter of `id`.
+    pub fn drain(&mut self, id: &KeyId) -> Vec<Waiter<H, R>> {
+        let Some(queue) = self.keys.get_mut(id) else {
+            return Vec::new();
+        };
+        let waiters: Vec<_> = queue.waiters.drain(..).collect();
+        for w in &waiters {
+            self.index.remove(&w.handle);
+        }
+        waiters
+    }
+
+    pub fn len(&self, id: &KeyId) -> usize {
+        self.keys.get(id).map_or(0, |q| q.waiters.len())
+    }
+
+    /// Keys with waiters in database `db`, or in every database when `db` is `None`.
+    pub fn ids(&self, db: Option<i32>) -> Vec<KeyId> {
+        self.keys
+            .keys()
+            .filter(|id| db.is_none_or(|d| id.db == d))
+            .cloned()
+            .collect()
+    }
+
+    /// Waiters queued across all keys.
+    pub fn total(&self) -> usize {
+        self.index.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Q = Queues<u32, &'static str>;
+
+    fn w(handle: u32, owner: &'static str) -> Waiter<u32, &'static str> {
+        Waiter {
+            handle,
+            serial: handle as u64,
+            req: owner,
+            deadline: None,
+        }
+    }
+
+    fn reqs(q: &Q, id: &KeyId) -> Vec<&'static str> {
+        q.get(id)
+            .map_or_else(Vec::new, |k| k.iter().map(|w| w.req).collect())
+    }
+
+    #[test]
+    fn fifo_per_key() {
+        let mut q = Q::default();
+        let a = KeyId::new(0, b"a");
+        let b = KeyId::new(0, b"b");
+        q.push(&a, w(1, "x"));
+        q.push(&b, w(2, "y"));
+        q.push(&a, w(3, "z"));
+        assert_eq!(reqs(&q, &a), vec!["x", "z"]);
+        assert_eq!(q.total(), 3);
+        assert_eq!(q.pop_front(&a).unwrap().handle, 1);
+        assert_eq!(q.pop_front(&a).unwrap().handle, 3);
+        assert!(q.pop_front(&a).is_none());
+        assert!(!q.is_queued(&a));
+        assert!(q.is_queued(&b));
+        assert_eq!(q.total(), 1);
+    }
+
+    #[test]
+    fn databases_are_separate() {
+        let mut q = Q::default();
+        q.push(&KeyId::new(0, b"k"), w(1, "x"));
+        assert!(!q.is_queued(&KeyId::new(1, b"k")));
+        assert_eq!(q.ids(Some(0)).len(), 1);
+        assert!(q.ids(Some(1)).is_empty());
+        assert_eq!(q.ids(None).len(), 1);
+    }
+
+    #[test]
+    fn remove_from_the_middle_and_twice() {
+        let mut q = Q::default();
+        let a = KeyId::new(0, b"a");
+        for h in 1..=3 {
+            q.push(&a, w(h, "o"));
+        }
+        let (id, gone) = q.remove(2).unwrap();
+        assert_eq!((id, gone.handle), (a.clone(), 2));
+        assert!(q.remove(2).is_none(), "a waiter is removed once");
+        assert!(q.find(2).is_none());
+        assert_eq!(q.find(3).map(|(_, w)| w.serial), Some(3));
+        assert_eq!(q.pop_front(&a).unwrap().handle, 1);
+        assert!(
+            q.remove(1).is_none(),
+            "a granted waiter is no longer queued"
+        );
+        assert_eq!(q.len(&a), 1);
+    }
+
+    #[test]
+    fn idle_entries_are_forgotten_with_their_check() {
+        let mut q = Q::default();
+        let mut timers = super::super::Timers::default();
+        let a = KeyId::new(0, b"a");
+        q.push(&a, w(1, "o"));
+        let t = timers.schedule(10, ());
+        q.get_mut(&a).unwrap().check = Some(t);
+        assert_eq!(q.forget_if_idle(&a), None, "still has a waiter");
+        q.pop_front(&a);
+        assert_eq!(q.forget_if_idle(&a), Some(t));
+        assert!(q.get(&a).is_none());
+    }
+
+    #[test]
+    fn drain_empties_index() {
+        let mut q = Q::default();
+        let a = KeyId::new(0, b"a");
+        q.push(&a, w(1, "o"));
+        q.push(&a, w(2, "p"));
+        assert_eq!(q.drain(&a).len(), 2);
+        assert_eq!(q.total(), 0);
+        assert!(q.remove(1).is_none());
+    }
+}
+
+/// Property tests: `Queues` against a plain model (a list of per-key FIFO lists) under random
+/// push / pop / remove / drain / forget sequences over a few keys in two databases.
+#[cfg(test)]
+mod prop_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Push {
+            key: usize,
+        },
+        Pop {
+            key: usize,
+        },
+        /// Remove the waiter with this handle (it may be queued, granted or never existed).
+        Remove {
+            handle: u32,
+        },
+        Drain {
+            key: usize,
+        },
+        Forget {
+            key: usize,
+        },
+    }
+
+    const KEYS: [(i32, &[u8]); 4] = [(0, b"a"), (0, b"b"), (1, b"a"), (0, b"")];
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            5 => (0..KEYS.len()).prop_map(|key| Op::Push { key }),
+            2 => (0..KEYS.len()).prop_map(|key| Op::Pop { key }),
+            3 => (0u32..40).prop_map(|handle| Op::Remove { handle }),
+            1 => (0..KEYS.len()).prop_map(|key| Op::Drain { key }),
+            1 => (0..KEYS.len()).prop_map(|key| Op::Forget { key }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn queues_match_a_model(ops in prop::collection::vec(op(), 1..200)) {
+            let ids: Vec<KeyId> = KEYS.iter().map(|(db, k)| KeyId::new(*db, k)).collect();
+            let mut q: Queues<u32, u32> = Queues::default();
+            let mut model: Vec<VecDeque<u32>> = vec![VecDeque::new(); KEYS.len()];
+            let mut next = 0u32;
+            for op in ops {
+                match op {
+                    Op::Push { key } => {
+                        q.push(&ids[key], Waiter { handle: next, serial: next as u64, req: next, deadline: None });
+                        model[key].push_back(next);
+                        next += 1;
+                    }
+                    Op::Pop { key } => {
+                        prop_assert_eq!(q.pop_front(&ids[key]).map(|w| w.handle), model[key].pop_front());
+                    }
+                    Op::Remove { handle } => {
+                        let want = model.iter().position(|m| m.contains(&handle));
+                        let got = q.remove(handle);
+                        match want {
+                            Some(key) => {
+                                let (id, w) = got.expect("queued waiter found");
+                                prop_assert_eq!(&id, &ids[key]);
+                                prop_assert_eq!(w.handle, handle);
+                                model[key].retain(|h| *h != handle);
+                            }
+                            None => prop_assert!(got.is_none()),
+                        }
+                    }
+                    Op::Drain { key } => {
+                        let got: Vec<u32> = q.drain(&ids[key]).iter().map(|w| w.handle).collect();
+                        let want: Vec<u32> = model[key].drain(..).collect();
+                        prop_assert_eq!(got, want);
+                    }
+                    Op::Forget { key } => {
+                        q.forget_if_idle(&ids[key]);
+                    }
+                }
+                let total: usize = model.iter().map(|m| m.len()).sum();
+                prop_assert_eq!(q.total(), total);
+                for (key, id) in ids.iter().enumerate() {
+                    prop_assert_eq!(q.len(id), model[key].len());
+                    prop_assert_eq!(q.is_queued(id), !model[key].is_empty());
+                    let got: Vec<u32> = q.get(id).map_or_else(Vec::new, |k| k.iter().map(|w| w.req).collect());
+                    let want: Vec<u32> = model[key].iter().copied().collect();
+                    prop_assert_eq!(got, want);
+                }
+                let mut with_waiters: Vec<KeyId> = q.ids(None).into_iter().filter(|id| q.is_queued(id)).collect();
+                with_waiters.sort_by(|a, b| (a.db, &a.key[..]).cmp(&(b.db, &b.key[..])));
+                let mut want: Vec<KeyId> = ids.iter().enumerate().filter(|(i, _)| !model[*i].is_empty()).map(|(_, id)| id.clone()).collect();
+                want.sort_by(|a, b| (a.db, &a.key[..]).cmp(&(b.db, &b.key[..])));
+                prop_assert_eq!(with_waiters, want);
+            }
+        }
+    }
+}

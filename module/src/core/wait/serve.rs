@@ -1,0 +1,110 @@
+//! Serving a queue: after anything that may have freed an object (a release, an expiry, a
+//! DEL, a waiter leaving), grant the waiters at the head of its queue, in order, for as long as
+//! they can be granted. One waiter (a lock), several (consecutive readers, permits while they
+//! last) or all of them (an open latch) may pass in one step; the first that cannot stops the
+//! rest (strict FIFO).
+//!
+//! The loop is pure: it reads and writes through [`Io`], which the module implements over
+//! Redis and the tests over the in-memory model.
+
+use super::pending::{Pending, Serve};
+use super::queue::{KeyId, Queues, Waiter};
+use crate::core::decision::{Decision, Reply};
+use crate::core::error::CmdError;
+use crate::core::store::Store;
+use std::hash::Hash;
+
+/// How soon a queue is tried again when a grant had to wait for a write pause to end.
+pub const PAUSED_RETRY_MS: i64 = 10;
+
+/// A queued request: each object's own type behind the shared interface.
+pub type Req = Box<dyn Pending>;
+
+/// Reads and writes of one object's keys.
+pub trait Io {
+    fn store(&self) -> &dyn Store;
+    /// Perform a decision's writes, all or (on error) none; the value its `Incr` produced.
+    fn apply(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError>;
+}
+
+/// What happened to a waiter that left the queue while it was served.
+#[derive(Debug)]
+pub enum Outcome<H> {
+    Granted {
+        waiter: Waiter<H, Req>,
+        reply: Reply,
+        /// The first grant since the key was seen to expire.
+        after_expiry: bool,
+    },
+    Failed {
+        waiter: Waiter<H, Req>,
+        error: CmdError,
+    },
+}
+
+#[derive(Debug)]
+pub struct Served<H> {
+    pub outcomes: Vec<Outcome<H>>,
+    /// When the queue must be looked at again (the earliest lease end of what its head waits
+    /// for), if anyone still waits.
+    pub wake_at: Option<i64>,
+}
+
+/// A reply with [`Reply::Token`] replaced by the value the decision's `Incr` produced.
+pub fn resolve(reply: Reply, token: Option<i64>) -> Reply {
+    match (reply, token) {
+        (Reply::Token, Some(t)) => Reply::Int(t),
+        (reply, _) => reply,
+    }
+}
+
+fn head<'q, H: Copy + Eq + Hash>(queues: &'q Queues<H, Req>, id: &KeyId) -> Option<&'q Req> {
+    queues.get(id)?.front().map(|w| &w.req)
+}
+
+pub fn serve<H: Copy + Eq + Hash>(
+    queues: &mut Queues<H, Req>,
+    id: &KeyId,
+    io: &mut dyn Io,
+) -> Served<H> {
+    let mut outcomes = Vec::new();
+    if let Some(req) = head(queues, id) {
+        // Bring the object up to date first (leases of single holds that ended). An error here
+        // (the key is not the object any more) shows again in `serve` below, per waiter.
+        if let Ok(tidy) = req.tidy(io.store()) {
+            if !tidy.writes.is_empty() {
+                let _ = io.apply(&tidy);
+            }
+        }
+    }
+    let mut paused = false;
+    while let Some(req) = head(queues, id) {
+        let (result, reply) = match req.serve(io.store()) {
+            Serve::Wait => break,
+            Serve::Fail(error) => (Err(error), None),
+            Serve::Grant(decision) => (io.apply(&decision), decision.reply),
+        };
+        if result == Err(CmdError::Paused) {
+            // Nothing was written; the head keeps its place and the queue is tried again soon.
+            paused = true;
+            break;
+        }
+        let waiter = queues.pop_front(id).expect("the head was just read");
+        outcomes.push(match result {
+            Ok(token) => Outcome::Granted {
+                waiter,
+                reply: resolve(reply.unwrap_or(Reply::Nil), token),
+                after_expiry: queues
+                    .get_mut(id)
+                    .is_some_and(|q| std::mem::take(&mut q.expired)),
+            },
+            Err(error) => Outcome::Failed { waiter, error },
+        });
+    }
+    let wake_at = if paused {
+        Some(io.store().now() + PAUSED_RETRY_MS)
+    } else {
+        head(queues, id).and_then(|req| req.wake_at(io.store()))
+    };
+    Served { outcomes, wake_at }
+}

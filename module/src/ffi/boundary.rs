@@ -1,0 +1,196 @@
+//! The boundary every call from Redis crosses. Panics are caught here (an unwinding panic
+//! through `extern "C"` would abort redis-server), a flag records that rlock itself is running
+//! (so keyspace events raised by its own writes are not handled twice), and the module's plain
+//! Rust handlers, installed once at load, are called from the trampolines.
+
+use super::{Ctx, RStr, RedisModuleCtx, RedisModuleString};
+use crate::core::stats;
+use redis_module::raw;
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+thread_local! {
+    static INSIDE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether rlock code is on the stack (events raised by its own key writes arrive then).
+pub fn inside() -> bool {
+    INSIDE.with(Cell::get)
+}
+
+/// Run `f` with panics caught and the `inside` flag set. `None` when it panicked (the panic
+/// hook has logged it).
+pub fn guarded<R>(f: impl FnOnce() -> R) -> Option<R> {
+    let was = INSIDE.with(|i| i.replace(true));
+    let result = catch_unwind(AssertUnwindSafe(f)).ok();
+    INSIDE.with(|i| i.set(was));
+    if result.is_none() {
+        stats::ERRORS.incr();
+    }
+    result
+}
+
+/// Log panics to the Redis log instead of stderr, which a daemonized server discards.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        Ctx(std::ptr::null_mut()).log_warning(&format!("rlock: panic caught: {info}"));
+    }));
+}
+
+/// Server events the module listens to, in safe form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// FLUSHDB (`Some(db)`) or FLUSHALL (`None`) finished.
+    Flushed(Option<i32>),
+    Swapped(i32, i32),
+    /// A client connection is being freed (its blocked-client disconnect callback follows).
+    ClientClosing(u64),
+    /// A child process was forked (a replica's full sync, an AOF rewrite, BGSAVE).
+    Forked,
+    ReplicasChanged,
+    RoleChanged,
+    /// `CONFIG SET` changed these parameters.
+    ConfigChanged(Vec<Vec<u8>>),
+}
+
+/// `INFO rlock`'s writer, valid during the info callback.
+pub struct InfoWriter(*mut raw::RedisModuleInfoCtx);
+
+impl InfoWriter {
+    pub fn int(&mut self, field: &str, value: i64) {
+        let field = std::ffi::CString::new(field).unwrap_or_default();
+        // SAFETY: valid info ctx for the duration of the callback.
+        unsafe { api!(RedisModule_InfoAddFieldLongLong)(self.0, field.as_ptr(), value) };
+    }
+}
+
+/// The module's handlers of everything Redis calls back for (commands aside: see `command`).
+pub struct Handlers {
+    /// A keyspace event: class, event name, key, and whether rlock's own code raised it (its
+    /// writes, or a key it opened expiring on the spot).
+    pub keyspace: fn(Ctx, c_int, &[u8], RStr, bool),
+    pub server_event: fn(Ctx, ServerEvent),
+    /// The module's one timer fired.
+    pub timer: fn(Ctx),
+    /// A parked client is being answered (reply callback), with what it was woken with.
+    pub woken: fn(Ctx, Option<&super::Wake>),
+    /// `CLIENT UNBLOCK` of a parked client; must reply.
+    pub unblocked: fn(Ctx, super::BlockedClient),
+    /// The wake-up data of a parked client is freed (its reply was sent, or it was gone).
+    pub freed: fn(super::Wake),
+    /// A parked client's connection closed.
+    pub disconnected: fn(Ctx, super::BlockedClient),
+    /// Write the `INFO rlock` section's fields.
+    pub info: fn(Ctx, &mut InfoWriter),
+}
+
+static HANDLERS: OnceLock<Handlers> = OnceLock::new();
+
+pub(super) fn handlers() -> &'static Handlers {
+    HANDLERS.get().expect("rlock handlers installed at load")
+}
+
+/// Install the handlers and subscribe to the keyspace event `classes` and the server events
+/// above. Called once, from the module's load function.
+pub fn install(ctx: Ctx, h: Handlers, classes: c_int) {
+    // A module reloaded into the same process finds its statics kept: the handlers are the same
+    // functions, so keeping the first set is right.
+    let _ = HANDLERS.set(h);
+    // SAFETY: load runs on the main thread with a valid ctx; the callbacks are the extern "C"
+    // trampolines below, which catch panics.
+    unsafe {
+        api!(RedisModule_RegisterInfoFunc)(ctx.0, Some(on_info));
+        api!(RedisModule_SubscribeToKeyspaceEvents)(ctx.0, classes, Some(on_keyspace));
+        for id in [
+            raw::REDISMODULE_EVENT_FLUSHDB,
+            raw::REDISMODULE_EVENT_SWAPDB,
+            raw::REDISMODULE_EVENT_CLIENT_CHANGE,
+            raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+            raw::REDISMODULE_EVENT_FORK_CHILD,
+            raw::REDISMODULE_EVENT_CONFIG,
+        ] {
+            let event = raw::RedisModuleEvent { id, dataver: 1 };
+            api!(RedisModule_SubscribeToServerEvent)(ctx.0, event, Some(on_server_event));
+        }
+    }
+}
+
+unsafe extern "C" fn on_keyspace(
+    ctx: *mut RedisModuleCtx,
+    class: c_int,
+    event: *const c_char,
+    key: *mut RedisModuleString,
+) -> c_int {
+    // SAFETY: Redis passes a NUL-terminated event name valid for this call.
+    let event = if event.is_null() {
+        &[][..]
+    } else {
+        unsafe { CStr::from_ptr(event) }.to_bytes()
+    };
+    // Decide `inside` before `guarded` sets it: an event raised by rlock's own writes arrives
+    // while rlock is on the stack.
+    let ours = inside();
+    guarded(|| (handlers().keyspace)(Ctx(ctx), class, event, RStr(key), ours));
+    raw::REDISMODULE_OK as c_int
+}
+
+unsafe extern "C" fn on_server_event(
+    ctx: *mut RedisModuleCtx,
+    event: raw::RedisModuleEvent,
+    sub: u64,
+    data: *mut c_void,
+) {
+    // SAFETY (each arm): Redis documents the data type of each event; it is valid for this call.
+    let e = unsafe {
+        match event.id {
+            raw::REDISMODULE_EVENT_FLUSHDB if sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
+                let db = (*data.cast::<raw::RedisModuleFlushInfo>()).dbnum;
+                ServerEvent::Flushed((db >= 0).then_some(db))
+            }
+            raw::REDISMODULE_EVENT_SWAPDB => {
+                let info = &*data.cast::<raw::RedisModuleSwapDbInfo>();
+                ServerEvent::Swapped(info.dbnum_first, info.dbnum_second)
+            }
+            raw::REDISMODULE_EVENT_CLIENT_CHANGE
+                if sub == raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED
+                    && !data.is_null() =>
+            {
+                ServerEvent::ClientClosing((*data.cast::<raw::RedisModuleClientInfo>()).id)
+            }
+            raw::REDISMODULE_EVENT_FORK_CHILD
+                if sub == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN =>
+            {
+                ServerEvent::Forked
+            }
+            raw::REDISMODULE_EVENT_REPLICA_CHANGE => ServerEvent::ReplicasChanged,
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => ServerEvent::RoleChanged,
+            raw::REDISMODULE_EVENT_CONFIG if !data.is_null() => {
+                let change = &*data.cast::<raw::RedisModuleConfigChangeV1>();
+                let names = (0..change.num_changes as usize)
+                    .map(|i| {
+                        let p = *change.config_names.add(i);
+                        if p.is_null() {
+                            Vec::new()
+                        } else {
+                            CStr::from_ptr(p).to_bytes().to_vec()
+                        }
+                    })
+                    .collect();
+                ServerEvent::ConfigChanged(names)
+            }
+            _ => return,
+        }
+    };
+    guarded(|| (handlers().server_event)(Ctx(ctx), e));
+}
+
+unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    guarded(|| {
+        // SAFETY: valid info ctx for this callback; NULL names the section after the module.
+        unsafe { api!(RedisModule_InfoAddSection)(ctx, std::ptr::null()) };
+        (handlers().info)(Ctx(std::ptr::null_mut()), &mut InfoWriter(ctx));
+    });
+}

@@ -1,0 +1,280 @@
+//! [`Ctx`]: a command, callback or timer context, and what the module asks of the server through
+//! it: the clock, the selected database, replication, publishing, keyspace notifications, and
+//! the few commands run through `RM_Call` (off the hot path, or where only Redis itself can do
+//! it correctly).
+
+use super::{OwnedStr, RStr, RedisModuleCtx};
+use redis_module::raw;
+use std::ffi::{c_char, c_int, CStr};
+
+/// A context, valid for the duration of the call that received it.
+#[derive(Clone, Copy)]
+pub struct Ctx(pub(crate) *mut RedisModuleCtx);
+
+impl Ctx {
+    pub fn now_ms(self) -> i64 {
+        // SAFETY: plain clock read.
+        unsafe { api!(RedisModule_Milliseconds)() }
+    }
+
+    pub fn flags(self) -> u32 {
+        // SAFETY: valid ctx.
+        unsafe { api!(RedisModule_GetContextFlags)(self.0) as u32 }
+    }
+
+    /// Inside MULTI, Lua or RM_Call a command must not block (it degrades to one attempt).
+    pub fn may_block(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING == 0
+    }
+
+    pub fn is_cluster(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+    }
+
+    pub fn is_replica(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_SLAVE != 0
+    }
+
+    pub fn db(self) -> i32 {
+        // SAFETY: valid ctx with a client.
+        unsafe { api!(RedisModule_GetSelectedDb)(self.0) }
+    }
+
+    pub fn select_db(self, db: i32) -> bool {
+        // SAFETY: valid ctx with a client; fails cleanly for a db that does not exist.
+        unsafe { api!(RedisModule_SelectDb)(self.0, db) == raw::REDISMODULE_OK as c_int }
+    }
+
+    /// The id of the context's client (0 when it has none).
+    pub fn client_id(self) -> u64 {
+        // SAFETY: valid ctx; returns 0 without a client.
+        unsafe { api!(RedisModule_GetClientId)(self.0) }
+    }
+
+    /// Send a native command to replicas and the AOF (`replicas_only`: not the AOF, as Redis
+    /// does for PUBLISH). Arguments go as binary-safe buffers. Whether anyone can receive it is
+    /// the caller's policy (`propagation`).
+    pub fn replicate(self, cmd: &CStr, args: &[&[u8]], replicas_only: bool) {
+        let f = self.0;
+        let cmd = cmd.as_ptr();
+        let api = api!(RedisModule_Replicate);
+        // SAFETY: RM_Replicate's 'b' format takes (char*, size_t) pairs, one per 'b'; 'A' means
+        // "no AOF". The buffers outlive the call (Redis copies them).
+        unsafe {
+            let a = |i: usize| args[i].as_ptr().cast::<c_char>();
+            let n = |i: usize| args[i].len();
+            let fmt = |all: &'static CStr, no_aof: &'static CStr| {
+                if replicas_only {
+                    no_aof.as_ptr()
+                } else {
+                    all.as_ptr()
+                }
+            };
+            match args.len() {
+                1 => api(f, cmd, fmt(c"b", c"bA"), a(0), n(0)),
+                2 => api(f, cmd, fmt(c"bb", c"bbA"), a(0), n(0), a(1), n(1)),
+                3 => api(
+                    f,
+                    cmd,
+                    fmt(c"bbb", c"bbbA"),
+                    a(0),
+                    n(0),
+                    a(1),
+                    n(1),
+                    a(2),
+                    n(2),
+                ),
+                4 => api(
+                    f,
+                    cmd,
+                    fmt(c"bbbb", c"bbbbA"),
+                    a(0),
+                    n(0),
+                    a(1),
+                    n(1),
+                    a(2),
+                    n(2),
+                    a(3),
+                    n(3),
+                ),
+                _ => unreachable!("replicate called with an unsupported argument count"),
+            };
+        }
+    }
+
+    /// PUBLISH, or SPUBLISH semantics (the channel's shard) when `shard`.
+    pub fn publish(self, channel: &[u8], message: &[u8], shard: bool) {
+        let channel = OwnedStr::new(channel);
+        let message = OwnedStr::new(message);
+        // SAFETY: valid ctx and strings; both APIs exist in 7.0.
+        unsafe {
+            if shard {
+                api!(RedisModule_PublishMessageShard)(self.0, channel.get().0, message.get().0);
+            } else {
+                api!(RedisModule_PublishMessage)(self.0, channel.get().0, message.get().0);
+            }
+        }
+    }
+
+    /// The classes of keyspace events the server's `notify-keyspace-events` enables.
+    pub fn notify_flags(self) -> c_int {
+        // SAFETY: plain read of the server's notification flags.
+        unsafe { api!(RedisModule_GetNotifyKeyspaceEvents)() }
+    }
+
+    /// Raise a keyspace event for a write made through the low-level key API (which raises
+    /// none), so keyspace listeners see what a native command would show.
+    pub fn notify(self, class: c_int, event: &CStr, key: RStr) {
+        // SAFETY: valid ctx and key string.
+        unsafe { api!(RedisModule_NotifyKeyspaceEvent)(self.0, class, event.as_ptr(), key.0) };
+    }
+
+    /// An integer field of `INFO <section>`.
+    pub fn info_int(self, section: &CStr, field: &CStr) -> Option<i64> {
+        // SAFETY: valid ctx; the info data is freed once.
+        unsafe {
+            let info = api!(RedisModule_GetServerInfo)(self.0, section.as_ptr());
+            if info.is_null() {
+                return None;
+            }
+            let mut err: c_int = 0;
+            let n = api!(RedisModule_ServerInfoGetFieldSigned)(info, field.as_ptr(), &mut err);
+            api!(RedisModule_FreeServerInfo)(self.0, info);
+            (err == 0).then_some(n)
+        }
+    }
+
+    /// `CONFIG GET name`'s value.
+    pub fn config_get(self, name: &CStr) -> Option<Vec<u8>> {
+        let name = OwnedStr::new(name.to_bytes());
+        // CONFIG GET replies [name, value].
+        self.call_strings(c"CONFIG", Some(c"GET"), name.get())?
+            .pop()
+    }
+
+    /// INCR `key` through Redis itself (keeps a TTL, creates at 0, rejects non-integers) without
+    /// propagating; the caller replicates. `Err(true)` for a wrong type, `Err(false)` for a
+    /// non-integer value.
+    pub fn incr(self, key: &[u8]) -> Result<i64, bool> {
+        let key = OwnedStr::new(key);
+        // SAFETY: fmt "s" takes one RedisModuleString; the reply is freed below.
+        unsafe {
+            let reply =
+                api!(RedisModule_Call)(self.0, c"INCR".as_ptr(), c"s".as_ptr(), key.get().0);
+            if reply.is_null() {
+                return Err(false);
+            }
+            let ty = api!(RedisModule_CallReplyType)(reply);
+            let result = if ty == raw::REDISMODULE_REPLY_INTEGER as c_int {
+                Ok(api!(RedisModule_CallReplyInteger)(reply))
+            } else {
+                let mut len = 0usize;
+                let p = api!(RedisModule_CallReplyStringPtr)(reply, &mut len);
+                let text = if p.is_null() {
+                    &[][..]
+                } else {
+                    std::slice::from_raw_parts(p.cast::<u8>(), len)
+                };
+                Err(text.starts_with(b"WRONGTYPE"))
+            };
+            api!(RedisModule_FreeCallReply)(reply);
+            result
+        }
+    }
+
+    /// Run a command (`cmd [sub] arg`) through Redis and collect its string reply (or the
+    /// strings of an array reply). `None` for nil or an error reply. Off the hot path only.
+    fn call_strings(self, cmd: &CStr, sub: Option<&CStr>, arg: RStr) -> Option<Vec<Vec<u8>>> {
+        // SAFETY: fmt "s" takes one RedisModuleString, "cs" a C string then one; every reply
+        // element is read while the reply is alive, and the reply is freed once.
+        unsafe {
+            let call = api!(RedisModule_Call);
+            let reply = match sub {
+                Some(sub) => call(self.0, cmd.as_ptr(), c"cs".as_ptr(), sub.as_ptr(), arg.0),
+                None => call(self.0, cmd.as_ptr(), c"s".as_ptr(), arg.0),
+            };
+            if reply.is_null() {
+                return None;
+            }
+            let read = |r: *mut raw::RedisModuleCallReply| {
+                let mut len = 0usize;
+                let p = api!(RedisModule_CallReplyStringPtr)(r, &mut len);
+                if p.is_null() {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(p.cast::<u8>(), len).to_vec()
+                }
+            };
+            let out = match api!(RedisModule_CallReplyType)(reply) as isize {
+                raw::REDISMODULE_REPLY_STRING => Some(vec![read(reply)]),
+                raw::REDISMODULE_REPLY_ARRAY => {
+                    let n = api!(RedisModule_CallReplyLength)(reply);
+                    Some(
+                        (0..n)
+                            .map(|i| read(api!(RedisModule_CallReplyArrayElement)(reply, i)))
+                            .collect(),
+                    )
+                }
+                _ => None,
+            };
+            api!(RedisModule_FreeCallReply)(reply);
+            out
+        }
+    }
+
+    /// Whether `key` is physically stored, even if logically expired. On Redis 7.0 a key whose
+    /// time has passed reads as absent but is not deleted while clients are paused for writes
+    /// (CLIENT PAUSE WRITE, FAILOVER); creating it then would trip Redis' own assertion. Only
+    /// DEBUG OBJECT looks at the dictionary without expiring (RM_Call does not apply
+    /// `enable-debug-command`, which guards client connections).
+    pub fn key_stored(self, key: &[u8]) -> bool {
+        let key = OwnedStr::new(key);
+        // SAFETY: fmt "cs": a C string then a RedisModuleString; the reply is freed once.
+        unsafe {
+            let reply = api!(RedisModule_Call)(
+                self.0,
+                c"DEBUG".as_ptr(),
+                c"cs".as_ptr(),
+                c"OBJECT".as_ptr(),
+                key.get().0,
+            );
+            if reply.is_null() {
+                return false;
+            }
+            let stored =
+                api!(RedisModule_CallReplyType)(reply) as isize != raw::REDISMODULE_REPLY_ERROR;
+            api!(RedisModule_FreeCallReply)(reply);
+            stored
+        }
+    }
+
+    /// Whether this node serves `key`'s slot (always true outside a cluster). In cluster mode
+    /// RM_Call refuses a key whose slot is elsewhere or migrating without the key, which is
+    /// exactly "an object for this key must not be created here".
+    pub fn serves_key(self, key: &[u8]) -> bool {
+        if !self.is_cluster() {
+            return true;
+        }
+        let key = OwnedStr::new(key);
+        // SAFETY: fmt "s" takes one RedisModuleString; the reply is freed once.
+        unsafe {
+            let reply =
+                api!(RedisModule_Call)(self.0, c"EXISTS".as_ptr(), c"s".as_ptr(), key.get().0);
+            if reply.is_null() {
+                return false;
+            }
+            api!(RedisModule_FreeCallReply)(reply);
+            true
+        }
+    }
+
+    pub fn log(self, level: &CStr, msg: &str) {
+        let text = std::ffi::CString::new(msg.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: "%s" with a NUL-terminated string; a NULL ctx logs as the module.
+        unsafe { api!(RedisModule_Log)(self.0, level.as_ptr(), c"%s".as_ptr(), text.as_ptr()) };
+    }
+
+    pub fn log_warning(self, msg: &str) {
+        self.log(c"warning", msg);
+    }
+}

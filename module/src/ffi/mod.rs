@@ -1,0 +1,111 @@
+//! The one layer that calls Redis' module API. Each wrapper is small and says why its `unsafe`
+//! is sound; everything above this folder is safe Rust. Callbacks from Redis enter through the
+//! trampolines in [`boundary`], which catch panics and call the plain Rust handlers the module
+//! installs at load ([`boundary::install`]), so this layer imports nothing of the module's own.
+//!
+//! Raw calls instead of the redis-module crate's wrappers where the crate would copy (argv
+//! strings), use C-string hash fields (owners may contain NUL), or lacks the API on Redis 7.0
+//! (blocking with callbacks, absolute expiry, publish, replicate with flags, key specs).
+
+use redis_module::raw;
+use std::ptr;
+
+/// Fetch an API function pointer. Redis fills them in `RedisModule_Init`; every function used
+/// through this macro exists since Redis 7.0, so a missing one is a load-time bug, reported as a
+/// panic that the trampolines catch. APIs of later servers are probed with [`has`] instead.
+macro_rules! api {
+    ($name:ident) => {{
+        // SAFETY: Redis writes these pointers once, in RedisModule_Init, before any call here.
+        #[allow(unused_unsafe)]
+        let f = unsafe { redis_module::raw::$name };
+        f.expect(concat!("Redis lacks ", stringify!($name)))
+    }};
+}
+
+/// Whether the server provides an optional API (one newer than Redis 7.0).
+macro_rules! has {
+    ($name:ident) => {{
+        // SAFETY: as in `api!`: written once at load.
+        #[allow(unused_unsafe)]
+        let f = unsafe { redis_module::raw::$name };
+        f.is_some()
+    }};
+}
+
+pub mod block;
+pub mod boundary;
+pub mod command;
+pub mod ctx;
+pub mod key;
+pub mod reply;
+
+pub use block::{BlockedClient, Wake};
+pub use boundary::{Handlers, ServerEvent};
+pub use command::Answer;
+pub use ctx::Ctx;
+pub use key::Key;
+
+pub use raw::{RedisModuleCtx, RedisModuleString};
+
+/// A Redis string we do not own (argv, or one owned by an [`OwnedStr`]).
+#[derive(Clone, Copy)]
+pub struct RStr(pub(crate) *mut RedisModuleString);
+
+impl RStr {
+    pub fn bytes<'a>(self) -> &'a [u8] {
+        let mut len = 0usize;
+        // SAFETY: the string is alive for the current call; Redis returns its buffer and length.
+        unsafe {
+            let p = api!(RedisModule_StringPtrLen)(self.0, &mut len);
+            if p.is_null() {
+                &[]
+            } else {
+                std::slice::from_raw_parts(p.cast::<u8>(), len)
+            }
+        }
+    }
+}
+
+/// A Redis string created by the module, freed on drop.
+pub struct OwnedStr(RStr);
+
+impl OwnedStr {
+    pub fn new(bytes: &[u8]) -> OwnedStr {
+        // SAFETY: a NULL ctx creates a string not tied to any context's auto-memory.
+        let s = unsafe {
+            api!(RedisModule_CreateString)(ptr::null_mut(), bytes.as_ptr().cast(), bytes.len())
+        };
+        OwnedStr(RStr(s))
+    }
+
+    pub fn from_i64(n: i64) -> OwnedStr {
+        // SAFETY: as above.
+        OwnedStr(RStr(unsafe {
+            api!(RedisModule_CreateStringFromLongLong)(ptr::null_mut(), n)
+        }))
+    }
+
+    pub fn get(&self) -> RStr {
+        self.0
+    }
+}
+
+impl Drop for OwnedStr {
+    fn drop(&mut self) {
+        // SAFETY: created with a NULL ctx above and freed exactly once here.
+        unsafe { api!(RedisModule_FreeString)(ptr::null_mut(), self.0 .0) }
+    }
+}
+
+/// The argument vector of a command call.
+pub struct Args<'a>(pub(crate) &'a [*mut RedisModuleString]);
+
+impl Args<'_> {
+    pub fn get(&self, i: usize) -> RStr {
+        RStr(self.0[i])
+    }
+
+    pub fn bytes(&self) -> Vec<&[u8]> {
+        self.0.iter().map(|&s| RStr(s).bytes()).collect()
+    }
+}

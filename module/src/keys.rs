@@ -1,0 +1,162 @@
+//! [`RedisKeys`]: one object's keys as the rules see them ([`Store`]), read through the
+//! low-level key API. The main key stays open (for writing) while a command or a serving step
+//! runs; auxiliary keys are opened per read.
+
+use crate::core::store::{Int, Kind, Store, Target};
+use crate::ffi::{Ctx, Key, OwnedStr, RStr};
+
+pub struct RedisKeys {
+    pub(crate) ctx: Ctx,
+    pub(crate) name: RStr,
+    pub(crate) main: Key,
+    /// Argument strings (the owner) the rules pass back as hash fields: reused as they are
+    /// instead of copied into new Redis strings.
+    hints: Vec<RStr>,
+    /// Outside a client command (timers, events): a write that creates a key checks first that
+    /// no expired copy of it is still stored, which happens while writes are paused.
+    pub(crate) guard_pause: bool,
+    _owned: Option<OwnedStr>,
+}
+
+impl RedisKeys {
+    /// The key of a command (argv[1]); `hints`: other argv strings the rules may use as fields.
+    pub fn command(ctx: Ctx, name: RStr, hints: &[RStr]) -> RedisKeys {
+        RedisKeys {
+            ctx,
+            name,
+            main: Key::open(ctx, name, true),
+            hints: hints.to_vec(),
+            guard_pause: false,
+            _owned: None,
+        }
+    }
+
+    /// The key of a read-only command (introspection): opened for reading only.
+    pub fn read(ctx: Ctx, name: RStr) -> RedisKeys {
+        RedisKeys {
+            ctx,
+            name,
+            main: Key::open(ctx, name, false),
+            hints: Vec::new(),
+            guard_pause: false,
+            _owned: None,
+        }
+    }
+
+    /// A key named by bytes, looked at from a timer or an event (the ctx's db is selected).
+    pub fn background(ctx: Ctx, name: &[u8]) -> RedisKeys {
+        let owned = OwnedStr::new(name);
+        let name = owned.get();
+        RedisKeys {
+            ctx,
+            name,
+            main: Key::open(ctx, name, true),
+            hints: Vec::new(),
+            guard_pause: true,
+            _owned: Some(owned),
+        }
+    }
+
+    /// `bytes` as a Redis string: a hinted argv string when it is one, else a new string.
+    pub(crate) fn string(&self, bytes: &[u8]) -> Field {
+        match self.hints.iter().find(|h| {
+            std::ptr::eq(h.bytes().as_ptr(), bytes.as_ptr()) && h.bytes().len() == bytes.len()
+        }) {
+            Some(h) => Field::Borrowed(*h),
+            None => Field::Owned(OwnedStr::new(bytes)),
+        }
+    }
+
+    /// Read `key` through `f`, opening an auxiliary key for reading.
+    fn with<R>(&self, key: &Target, f: impl FnOnce(&Key) -> R) -> R {
+        match key {
+            Target::Main => f(&self.main),
+            Target::Aux(name) => f(&Key::open_bytes(self.ctx, name, false)),
+        }
+    }
+}
+
+/// A Redis string for a field: borrowed from argv, or made for the occasion.
+pub(crate) enum Field {
+    Borrowed(RStr),
+    Owned(OwnedStr),
+}
+
+impl Field {
+    pub(crate) fn get(&self) -> RStr {
+        match self {
+            Field::Borrowed(s) => *s,
+            Field::Owned(s) => s.get(),
+        }
+    }
+}
+
+impl Store for RedisKeys {
+    fn now(&self) -> i64 {
+        self.ctx.now_ms()
+    }
+
+    fn key_name(&self) -> &[u8] {
+        self.name.bytes()
+    }
+
+    fn kind(&self, key: &Target) -> Kind {
+        self.with(key, Key::kind)
+    }
+
+    fn hget_int(&self, key: &Target, field: &[u8]) -> Int {
+        let field = self.string(field);
+        self.with(key, |k| {
+            if k.kind() == Kind::Hash {
+                k.hash_get_int(field.get())
+            } else {
+                Int::Absent
+            }
+        })
+    }
+
+    fn hget(&self, key: &Target, field: &[u8]) -> Option<Vec<u8>> {
+        let field = self.string(field);
+        self.with(key, |k| {
+            if k.kind() == Kind::Hash {
+                k.hash_get(field.get())
+            } else {
+                None
+            }
+        })
+    }
+
+    fn hgetall(&self, key: &Target) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.with(key, |k| {
+            if k.kind() == Kind::Hash {
+                k.hash_scan(usize::MAX)
+            } else {
+                Vec::new()
+            }
+        })
+    }
+
+    fn hfirst(&self, key: &Target) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.with(key, |k| {
+            if k.kind() == Kind::Hash {
+                k.hash_scan(1).pop()
+            } else {
+                None
+            }
+        })
+    }
+
+    fn get_int(&self, key: &Target) -> Int {
+        self.with(key, |k| {
+            if k.kind() == Kind::String {
+                Int::from_bytes(k.string_get().as_deref())
+            } else {
+                Int::Absent
+            }
+        })
+    }
+
+    fn expire_at(&self, key: &Target) -> Option<i64> {
+        self.with(key, Key::abs_expire)
+    }
+}
