@@ -1,13 +1,20 @@
 //! The command table: every command's handler, flags, ACL categories, key position and the
 //! `COMMAND DOCS` entries. A new object adds its rows here.
 
-use crate::commands::lock;
+use crate::commands::{lock, rwlock};
 use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 
 const KEY: ArgSpec = ArgSpec::new(c"key", Key);
 const OWNER: ArgSpec = ArgSpec::new(c"owner", String);
 const LEASE: ArgSpec = ArgSpec::new(c"lease_ms", Integer);
 const BLOCK: ArgSpec = ArgSpec::option(c"timeout_ms", Integer, c"BLOCK");
+const MODE: ArgSpec = ArgSpec {
+    subargs: &[
+        ArgSpec::word(c"read", c"READ"),
+        ArgSpec::word(c"write", c"WRITE"),
+    ],
+    ..ArgSpec::new(c"mode", OneOf)
+};
 
 pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
@@ -67,6 +74,61 @@ pub static COMMANDS: &[CommandSpec] = &[
         acl: c"read slow",
         summary: c"Shows a lock's owner, holds, TTL, fencing token and waiting queue",
         complexity: c"O(N) where N is the number of waiters",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rrwlock.acquire",
+        handler: rwlock::acquire,
+        flags: c"write deny-oom blocking",
+        acl: c"write slow blocking",
+        summary: c"Acquires the read or write side of a read-write lock (Redisson RReadWriteLock layout); with BLOCK waits in a FIFO queue shared by readers and writers",
+        complexity: c"O(1) for a read or a first write; O(N) holds when a writer meets a read lock",
+        arity: -5,
+        key: KeyAccess::Update,
+        args: &[KEY, OWNER, MODE, LEASE, BLOCK],
+    },
+    CommandSpec {
+        name: c"rrwlock.release",
+        handler: rwlock::release,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Releases one read or write hold; the last hold deletes the lock, publishes, and grants queued waiters",
+        complexity: c"O(1) for a partial release; O(N) holds for the last",
+        arity: 4,
+        key: KeyAccess::Delete,
+        args: &[KEY, OWNER, MODE],
+    },
+    CommandSpec {
+        name: c"rrwlock.renew",
+        handler: rwlock::renew,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Extends every lease of owner's read and write holds",
+        complexity: c"O(N) where N is the number of read holds",
+        arity: 4,
+        key: KeyAccess::Update,
+        args: &[KEY, OWNER, LEASE],
+    },
+    CommandSpec {
+        name: c"rrwlock.forcerelease",
+        handler: rwlock::force_release,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Deletes a read-write lock and its read-hold keys whoever holds it, publishes, and grants queued waiters",
+        complexity: c"O(N) where N is the number of read holds",
+        arity: 2,
+        key: KeyAccess::Delete,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rrwlock.info",
+        handler: rwlock::info,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Shows a read-write lock's mode, readers, writer, TTL and waiting queue",
+        complexity: c"O(N) where N is the number of holders and waiters",
         arity: 2,
         key: KeyAccess::ReadOnly,
         args: &[KEY],

@@ -3,3 +3,4 @@
 //! decided and after anything that may free the object.
 
 pub mod lock;
+pub mod rwlock;

@@ -7,6 +7,7 @@ pub mod decision;
 pub mod error;
 pub mod lock;
 pub mod names;
+pub mod rwlock;
 pub mod stats;
 pub mod store;
 pub mod wait;

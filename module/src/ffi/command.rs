@@ -34,8 +34,6 @@ pub enum ArgKind {
     Token,
     /// One of the sub-arguments (`READ|WRITE`).
     OneOf,
-    /// A group of sub-arguments.
-    Block,
 }
 
 pub struct ArgSpec {
@@ -57,6 +55,14 @@ impl ArgSpec {
             optional: false,
             multiple: false,
             subargs: &[],
+        }
+    }
+
+    /// A bare option word, as one choice of a [`ArgKind::OneOf`].
+    pub const fn word(name: &'static CStr, token: &'static CStr) -> ArgSpec {
+        ArgSpec {
+            token: Some(token),
+            ..ArgSpec::new(name, ArgKind::Token)
         }
     }
 
@@ -174,7 +180,6 @@ fn arg_type(kind: ArgKind) -> raw::RedisModuleCommandArgType {
         ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
         ArgKind::Token => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
         ArgKind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
-        ArgKind::Block => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
     }
 }
 

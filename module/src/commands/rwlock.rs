@@ -1,0 +1,94 @@
+//! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
+
+use crate::core::decision::Reply;
+use crate::core::error::CmdError;
+use crate::core::rwlock::{self, Acquire, RwWait, Took};
+use crate::core::stats::ObjectKind;
+use crate::core::wait::Io;
+use crate::ffi::{Answer, Args, Ctx};
+use crate::keys::RedisKeys;
+use crate::wait;
+
+/// `RRWLOCK.ACQUIRE key owner READ|WRITE lease_ms [BLOCK timeout_ms]`
+pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let a = rwlock::parse_acquire(&argv)?;
+    let waits = a.wait.check(ctx.now_ms())?;
+    let owner = argv[2];
+    let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
+    let queued = wait::serve_now(&mut keys);
+    let mut decided = rwlock::acquire(&keys, owner, a.mode, a.lease_ms, queued, false)?;
+    if decided == Acquire::TidyFirst {
+        let tidy = rwlock::tidy(&keys)?;
+        keys.apply(&tidy)?;
+        decided = rwlock::acquire(&keys, owner, a.mode, a.lease_ms, queued, true)?;
+    }
+    let c = ObjectKind::RwLock.counters();
+    match decided {
+        Acquire::Grant(d, took) => {
+            keys.apply(&d)?;
+            match took {
+                Took::Fresh => c.acquired.incr(),
+                Took::Reentry => c.reentries.incr(),
+            }
+            Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+        }
+        Acquire::Busy | Acquire::TidyFirst => {
+            let req = Box::new(RwWait {
+                owner: owner.into(),
+                mode: a.mode,
+                lease_ms: a.lease_ms,
+            });
+            Ok(wait::park_or_nil(ctx, &keys, waits, req))
+        }
+    }
+}
+
+/// `RRWLOCK.RELEASE key owner READ|WRITE`
+pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let mode = rwlock::parse_release(&argv)?;
+    let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
+    let (d, released) = rwlock::release(&keys, argv[2], mode)?;
+    keys.apply(&d)?;
+    if released.last {
+        ObjectKind::RwLock.counters().releases.incr();
+        // Freed, or turned into a read lock after a downgrade: queued readers may go.
+        wait::serve_now(&mut keys);
+    }
+    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+}
+
+/// `RRWLOCK.RENEW key owner lease_ms`
+pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let lease_ms = rwlock::parse_renew(&argv)?;
+    let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
+    let d = rwlock::renew(&keys, argv[2], lease_ms)?;
+    if !d.writes.is_empty() {
+        keys.apply(&d)?;
+        ObjectKind::RwLock.counters().renewals.incr();
+    }
+    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+}
+
+/// `RRWLOCK.FORCERELEASE key`
+pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    rwlock::parse_force_release(&args.bytes())?;
+    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let d = rwlock::force_release(&keys)?;
+    if !d.writes.is_empty() {
+        keys.apply(&d)?;
+        ObjectKind::RwLock.counters().force_releases.incr();
+        wait::serve_now(&mut keys);
+    }
+    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+}
+
+/// `RRWLOCK.INFO key`
+pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    rwlock::parse_info(&args.bytes())?;
+    let keys = RedisKeys::read(ctx, args.get(1));
+    let queue = wait::shown(ctx.db(), args.get(1).bytes());
+    Ok(Answer::Reply(rwlock::info(&keys, queue)?))
+}

@@ -1,0 +1,1174 @@
+//! `RRWLOCK.*`: the read-write lock, in Redisson's `RReadWriteLock` layout, so Redisson's own
+//! read and write lock scripts work on the same key:
+//! - hash `<key>`: field `mode` (`read`/`write`), one field `<owner>` per reader (its read
+//!   holds), field `<owner>:write` for the writer (its write holds);
+//! - one string key per read hold, `{<key>}:<owner>:rwlock_timeout:<k>`, whose TTL is that
+//!   hold's lease; the hash's TTL covers the longest lease;
+//! - channel `redisson_rwlock:{<key>}`: `0` when a read release frees the lock, `1` when a
+//!   write release does.
+//!
+//! Many readers or one writer; reentrant per mode; the writer may also read (downgrade). The
+//! queue is FIFO across modes: once a writer waits, later readers queue behind it, and readers
+//! at the head of the queue are granted together ([`RwWait`]).
+
+use super::args::{self, Opt, Wait, BLOCK};
+use super::decision::{Decision, Reply, Write};
+use super::error::CmdError;
+use super::names;
+use super::stats::ObjectKind;
+use super::store::{Int, Kind, Store, Target};
+use super::wait::{Pending, Serve};
+use std::borrow::Cow;
+
+const MODE: &[u8] = b"mode";
+const WRITE_SUFFIX: &[u8] = b":write";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+}
+
+impl Mode {
+    fn word(self) -> &'static [u8] {
+        match self {
+            Mode::Read => b"read",
+            Mode::Write => b"write",
+        }
+    }
+
+    fn of(word: &[u8]) -> Option<Mode> {
+        if word.eq_ignore_ascii_case(b"READ") {
+            Some(Mode::Read)
+        } else if word.eq_ignore_ascii_case(b"WRITE") {
+            Some(Mode::Write)
+        } else {
+            None
+        }
+    }
+}
+
+// ---- arguments ---------------------------------------------------------------------------------
+
+/// `RRWLOCK.ACQUIRE key owner READ|WRITE lease_ms [BLOCK timeout_ms]`
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireArgs {
+    pub mode: Mode,
+    pub lease_ms: i64,
+    pub wait: Wait,
+}
+
+/// An owner that cannot collide with Redisson's own fields.
+fn owner(bytes: &[u8]) -> Result<(), CmdError> {
+    args::owner(bytes)?;
+    if bytes == MODE || bytes.ends_with(WRITE_SUFFIX) {
+        return Err(CmdError::ReservedOwner);
+    }
+    Ok(())
+}
+
+fn mode(word: &[u8]) -> Result<Mode, CmdError> {
+    Mode::of(word).ok_or_else(|| {
+        CmdError::Syntax(format!(
+            "expected READ or WRITE, got '{}'",
+            super::error::echo(word)
+        ))
+    })
+}
+
+pub fn parse_acquire(argv: &[&[u8]]) -> Result<AcquireArgs, CmdError> {
+    args::arity(argv, |n| n >= 5, "rrwlock.acquire")?;
+    owner(argv[2])?;
+    let mut req = AcquireArgs {
+        mode: mode(argv[3])?,
+        lease_ms: args::lease(argv[4])?,
+        wait: Wait::No,
+    };
+    let known: [&Opt; 1] = [&BLOCK];
+    args::options(&argv[5..], &known, |_, v| {
+        req.wait = args::block(v[0])?;
+        Ok(())
+    })?;
+    Ok(req)
+}
+
+/// `RRWLOCK.RELEASE key owner READ|WRITE`
+pub fn parse_release(argv: &[&[u8]]) -> Result<Mode, CmdError> {
+    args::arity(argv, |n| n == 4, "rrwlock.release")?;
+    owner(argv[2])?;
+    mode(argv[3])
+}
+
+/// `RRWLOCK.RENEW key owner lease_ms`
+pub fn parse_renew(argv: &[&[u8]]) -> Result<i64, CmdError> {
+    args::arity(argv, |n| n == 4, "rrwlock.renew")?;
+    owner(argv[2])?;
+    args::lease(argv[3])
+}
+
+/// `RRWLOCK.FORCERELEASE key`
+pub fn parse_force_release(argv: &[&[u8]]) -> Result<(), CmdError> {
+    args::arity(argv, |n| n == 2, "rrwlock.forcerelease")
+}
+
+/// `RRWLOCK.INFO key`
+pub fn parse_info(argv: &[&[u8]]) -> Result<(), CmdError> {
+    args::arity(argv, |n| n == 2, "rrwlock.info")
+}
+
+// ---- reading the lock ----------------------------------------------------------------------------
+
+fn writer_field(owner: &[u8]) -> Vec<u8> {
+    [owner, WRITE_SUFFIX].concat()
+}
+
+/// The key of `owner`'s `k`-th read hold.
+fn hold_key(store: &(impl Store + ?Sized), owner: &[u8], k: i64) -> Target {
+    Target::Aux(names::rwlock_hold(store.key_name(), owner, k))
+}
+
+/// The mode of a hash: `None` for a hash that is not a read-write lock (no valid `mode`).
+fn read_mode(store: &(impl Store + ?Sized)) -> Option<Mode> {
+    match store.hget(&Target::Main, MODE).as_deref() {
+        Some(b"read") => Some(Mode::Read),
+        Some(b"write") => Some(Mode::Write),
+        _ => None,
+    }
+}
+
+/// Everything in the hash: the mode, readers with their counts, the writer.
+#[derive(Debug, Default)]
+struct Holders {
+    mode: Option<Mode>,
+    readers: Vec<(Vec<u8>, i64)>,
+    writer: Option<(Vec<u8>, i64)>,
+}
+
+fn holders(store: &(impl Store + ?Sized)) -> Holders {
+    let mut h = Holders::default();
+    for (field, value) in store.hgetall(&Target::Main) {
+        if field == MODE {
+            h.mode = Mode::of(&value).filter(|_| value == b"read" || value == b"write");
+            continue;
+        }
+        let count = args::parse_i64(&value).unwrap_or(0);
+        match field.strip_suffix(WRITE_SUFFIX) {
+            Some(w) => h.writer = Some((w.to_vec(), count)),
+            None => h.readers.push((field, count)),
+        }
+    }
+    h
+}
+
+/// Expiry times of `owner`'s live read holds (1..=count).
+fn hold_expiries(store: &(impl Store + ?Sized), owner: &[u8], count: i64) -> Vec<Option<i64>> {
+    (1..=count.clamp(0, MAX_HOLDS_SCANNED))
+        .filter_map(|k| {
+            let key = hold_key(store, owner, k);
+            (store.kind(&key) != Kind::Empty).then(|| store.expire_at(&key))
+        })
+        .collect()
+}
+
+/// Read holds of one owner looked at (a count beyond this was not written by a lock client).
+const MAX_HOLDS_SCANNED: i64 = 100_000;
+
+fn lease_at(store: &(impl Store + ?Sized), lease_ms: i64) -> Result<i64, CmdError> {
+    args::deadline(store.now(), lease_ms, "lease_ms")
+}
+
+/// The hash's expiry after a hold with expiry `at` is added: never shortened.
+fn extended(store: &(impl Store + ?Sized), at: i64) -> i64 {
+    store.expire_at(&Target::Main).map_or(at, |cur| cur.max(at))
+}
+
+// ---- decisions -----------------------------------------------------------------------------------
+
+/// How an acquire ended, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Took {
+    Fresh,
+    Reentry,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Acquire<'a> {
+    Grant(Decision<'a>, Took),
+    Busy,
+    /// Readers whose holds all expired may stand in the way: remove them ([`tidy`]) and decide
+    /// again.
+    TidyFirst,
+}
+
+/// The writes of a read hold number `count` for `owner`.
+fn read_grant<'a>(
+    store: &(impl Store + ?Sized),
+    owner: &'a [u8],
+    count: i64,
+    at: i64,
+    fresh_hash: bool,
+) -> Decision<'a> {
+    let hold = hold_key(store, owner, count);
+    let mut writes = Vec::with_capacity(5);
+    if fresh_hash {
+        writes.push(Write::HSet {
+            key: Target::Main,
+            field: Cow::Borrowed(MODE),
+            value: b"read",
+        });
+    }
+    writes.push(Write::HSetInt {
+        key: Target::Main,
+        field: Cow::Borrowed(owner),
+        value: count,
+    });
+    writes.push(Write::SetInt {
+        key: hold.clone(),
+        value: 1,
+    });
+    writes.push(Write::PExpireAt { key: hold, at });
+    writes.push(Write::PExpireAt {
+        key: Target::Main,
+        at: if fresh_hash { at } else { extended(store, at) },
+    });
+    Decision::new(writes, Reply::Int(count))
+}
+
+/// The writes of a write hold number `count` for `owner`.
+fn write_grant<'a>(
+    store: &(impl Store + ?Sized),
+    owner: &'a [u8],
+    count: i64,
+    at: i64,
+    fresh_hash: bool,
+) -> Decision<'a> {
+    let mut writes = Vec::with_capacity(3);
+    if fresh_hash {
+        writes.push(Write::HSet {
+            key: Target::Main,
+            field: Cow::Borrowed(MODE),
+            value: b"write",
+        });
+    }
+    writes.push(Write::HSetInt {
+        key: Target::Main,
+        field: Cow::Owned(writer_field(owner)),
+        value: count,
+    });
+    writes.push(Write::PExpireAt {
+        key: Target::Main,
+        at: if fresh_hash { at } else { extended(store, at) },
+    });
+    Decision::new(writes, Reply::Int(count))
+}
+
+fn next_count(n: i64) -> Result<i64, CmdError> {
+    // A count below 1 was not written by a lock client; re-entry repairs it to 1.
+    n.max(0).checked_add(1).ok_or(CmdError::CountOverflow)
+}
+
+/// Acquire `mode` for `owner`; `queued`: others wait for this key (a newcomer never overtakes
+/// them; re-entry and downgrade never wait). `tidied`: expired readers were just removed.
+pub fn acquire<'a>(
+    store: &(impl Store + ?Sized),
+    owner: &'a [u8],
+    mode: Mode,
+    lease_ms: i64,
+    queued: bool,
+    tidied: bool,
+) -> Result<Acquire<'a>, CmdError> {
+    let at = lease_at(store, lease_ms)?;
+    match store.kind(&Target::Main) {
+        Kind::Empty if queued => return Ok(Acquire::Busy),
+        Kind::Empty => {
+            let d = match mode {
+                Mode::Read => read_grant(store, owner, 1, at, true),
+                Mode::Write => write_grant(store, owner, 1, at, true),
+            };
+            return Ok(Acquire::Grant(d, Took::Fresh));
+        }
+        Kind::Hash => {}
+        _ => return Err(CmdError::WrongType),
+    }
+    let current = read_mode(store);
+    let reads = store.hget_int(&Target::Main, owner);
+    let writes = store.hget_int(&Target::Main, &writer_field(owner));
+    if reads == Int::NotInt || writes == Int::NotInt {
+        return Err(CmdError::CorruptCount);
+    }
+    let held = |i: Int| matches!(i, Int::Is(n) if n > 0);
+    match (mode, current) {
+        // A hash that is not a read-write lock (another object uses the key): wait for it.
+        (_, None) => Ok(Acquire::Busy),
+        (Mode::Read, Some(Mode::Read)) => match reads {
+            Int::Is(n) => Ok(Acquire::Grant(
+                read_grant(store, owner, next_count(n)?, at, false),
+                Took::Reentry,
+            )),
+            _ if queued => Ok(Acquire::Busy),
+            _ => Ok(Acquire::Grant(
+                read_grant(store, owner, 1, at, false),
+                Took::Fresh,
+            )),
+        },
+        // The writer may also read (downgrade), at once even when others queue.
+        (Mode::Read, Some(Mode::Write)) if held(writes) => {
+            let n = if let Int::Is(n) = reads { n } else { 0 };
+            let took = if n > 0 { Took::Reentry } else { Took::Fresh };
+            Ok(Acquire::Grant(
+                read_grant(store, owner, next_count(n)?, at, false),
+                took,
+            ))
+        }
+        (Mode::Read, Some(Mode::Write)) => Ok(Acquire::Busy),
+        (Mode::Write, Some(Mode::Write)) => match writes {
+            Int::Is(n) => Ok(Acquire::Grant(
+                write_grant(store, owner, next_count(n)?, at, false),
+                Took::Reentry,
+            )),
+            _ => Ok(Acquire::Busy),
+        },
+        (Mode::Write, Some(Mode::Read)) if !tidied => Ok(Acquire::TidyFirst),
+        // An upgrade can never be granted: the owner would wait for its own read holds.
+        (Mode::Write, Some(Mode::Read)) if held(reads) => Err(CmdError::Deadlock(format!(
+            "owner '{}' holds a read lock on '{}' and asks for its write lock: an upgrade can never be granted",
+            super::error::echo(owner),
+            super::error::echo(store.key_name()),
+        ))),
+        (Mode::Write, Some(Mode::Read)) => Ok(Acquire::Busy),
+    }
+}
+
+/// Remove readers whose holds all expired; when no hold is left, delete the lock and publish
+/// `0`, as a read release that frees it does.
+pub fn tidy(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError> {
+    match store.kind(&Target::Main) {
+        Kind::Empty => return Ok(Decision::default()),
+        Kind::Hash => {}
+        _ => return Err(CmdError::WrongType),
+    }
+    let h = holders(store);
+    if h.mode.is_none() {
+        return Ok(Decision::default());
+    }
+    let mut writes = Vec::new();
+    let mut live_readers = 0;
+    for (owner, count) in &h.readers {
+        if hold_expiries(store, owner, *count).is_empty() {
+            writes.push(Write::HDel {
+                key: Target::Main,
+                field: Cow::Owned(owner.clone()),
+            });
+        } else {
+            live_readers += 1;
+        }
+    }
+    if live_readers == 0 && h.writer.is_none() {
+        // Nothing holds the lock any more (a `mode` field alone is no hold).
+        writes = free(store, &h);
+    }
+    Ok(Decision::writes(writes))
+}
+
+/// Delete the lock and every read-hold key, and tell Redisson's waiters.
+fn free(store: &(impl Store + ?Sized), h: &Holders) -> Vec<Write<'static>> {
+    let mut writes = Vec::new();
+    for (owner, count) in &h.readers {
+        for k in 1..=(*count).clamp(0, MAX_HOLDS_SCANNED) {
+            let key = hold_key(store, owner, k);
+            if store.kind(&key) != Kind::Empty {
+                writes.push(Write::Del { key });
+            }
+        }
+    }
+    writes.push(Write::Del { key: Target::Main });
+    writes.push(Write::Publish {
+        channel: names::prefixed(names::RWLOCK_CHANNEL, store.key_name()),
+        message: (h.mode == Some(Mode::Write)) as i64,
+    });
+    writes
+}
+
+/// What a release did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Released {
+    /// The owner's last hold of that mode went.
+    pub last: bool,
+    /// The lock is free now (it was deleted and published).
+    pub freed: bool,
+}
+
+/// Release one `mode` hold of `owner`.
+pub fn release<'a>(
+    store: &(impl Store + ?Sized),
+    owner: &'a [u8],
+    mode: Mode,
+) -> Result<(Decision<'a>, Released), CmdError> {
+    match store.kind(&Target::Main) {
+        Kind::Empty => return Err(CmdError::NotOwner),
+        Kind::Hash => {}
+        _ => return Err(CmdError::WrongType),
+    }
+    let current = read_mode(store).ok_or(CmdError::NotOwner)?;
+    let field: Cow<'a, [u8]> = match mode {
+        Mode::Read => Cow::Borrowed(owner),
+        Mode::Write => Cow::Owned(writer_field(owner)),
+    };
+    if mode == Mode::Write && current != Mode::Write {
+        return Err(CmdError::NotOwner);
+    }
+    let n = match store.hget_int(&Target::Main, &field) {
+        Int::Absent => return Err(CmdError::NotOwner),
+        Int::NotInt => return Err(CmdError::CorruptCount),
+        Int::Is(n) => n,
+    };
+    let mut writes = Vec::new();
+    if mode == Mode::Read && n >= 1 {
+        // The newest hold goes, with its lease key (as Redisson's read unlock).
+        writes.push(Write::Del {
+            key: hold_key(store, owner, n),
+        });
+    }
+    if n > 1 {
+        // A partial release leaves every lease as it is.
+        writes.push(Write::HSetInt {
+            key: Target::Main,
+            field,
+            value: n - 1,
+        });
+        let d = Decision::new(writes, Reply::Int(n - 1));
+        return Ok((
+            d,
+            Released {
+                last: false,
+                freed: false,
+            },
+        ));
+    }
+    // The owner's last hold of this mode: does anything else still hold the lock?
+    let mut h = holders(store);
+    match mode {
+        Mode::Read => h.readers.retain(|(o, _)| o.as_slice() != owner),
+        Mode::Write => h.writer = None,
+    }
+    let freed = h.readers.is_empty() && h.writer.is_none();
+    if freed {
+        // Deleting the hash takes the field with it; `free` deletes remaining hold keys and
+        // publishes `0` for a read release, `1` for a write release.
+        h.mode = Some(mode);
+        writes.extend(free(store, &h));
+    } else {
+        writes.push(Write::HDel {
+            key: Target::Main,
+            field,
+        });
+        if mode == Mode::Write {
+            // The writer keeps read holds (a downgrade): the lock becomes a read lock, and
+            // queued readers may go. Nothing is published (Redisson does the same).
+            writes.push(Write::HSet {
+                key: Target::Main,
+                field: Cow::Borrowed(MODE),
+                value: b"read",
+            });
+        }
+    }
+    Ok((
+        Decision::new(writes, Reply::Int(0)),
+        Released { last: true, freed },
+    ))
+}
+
+/// Set each of `owner`'s read-hold leases to `lease_ms`, and the hash's TTL to the longest
+/// remaining lease of all holds (at least `lease_ms` when the owner holds the write lock).
+/// Reply: the owner's holds renewed (read holds with a live lease, plus write holds).
+pub fn renew(
+    store: &(impl Store + ?Sized),
+    owner: &[u8],
+    lease_ms: i64,
+) -> Result<Decision<'static>, CmdError> {
+    let at = lease_at(store, lease_ms)?;
+    match store.kind(&Target::Main) {
+        Kind::Empty => return Ok(Decision::reply(Reply::Int(0))),
+        Kind::Hash => {}
+        _ => return Err(CmdError::WrongType),
+    }
+    let h = holders(store);
+    if h.mode.is_none() {
+        return Ok(Decision::reply(Reply::Int(0)));
+    }
+    let mut writes = Vec::new();
+    let mut renewed = 0;
+    let mut longest: Option<i64> = None;
+    for (reader, count) in &h.readers {
+        let mine = reader.as_slice() == owner;
+        for k in 1..=(*count).clamp(0, MAX_HOLDS_SCANNED) {
+            let key = hold_key(store, reader, k);
+            if store.kind(&key) == Kind::Empty {
+                continue;
+            }
+            let expiry = if mine {
+                renewed += 1;
+                writes.push(Write::PExpireAt {
+                    key: key.clone(),
+                    at,
+                });
+                Some(at)
+            } else {
+                store.expire_at(&key)
+            };
+            if let Some(e) = expiry {
+                longest = Some(longest.map_or(e, |l| l.max(e)));
+            }
+        }
+    }
+    if let Some((writer, count)) = &h.writer {
+        if writer.as_slice() == owner && *count > 0 {
+            renewed += count;
+            longest = Some(longest.map_or(at, |l| l.max(at)));
+        }
+    }
+    if renewed == 0 {
+        return Ok(Decision::reply(Reply::Int(0)));
+    }
+    if let Some(l) = longest {
+        writes.push(Write::PExpireAt {
+            key: Target::Main,
+            at: l,
+        });
+    }
+    Ok(Decision::new(writes, Reply::Int(renewed)))
+}
+
+/// Delete the lock whoever holds it, with every read-hold key; publish `1` if it was in write
+/// mode, else `0`. Reply 1, or 0 when there was no read-write lock.
+pub fn force_release(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError> {
+    match store.kind(&Target::Main) {
+        Kind::Empty => return Ok(Decision::reply(Reply::Int(0))),
+        Kind::Hash => {}
+        _ => return Err(CmdError::WrongType),
+    }
+    let h = holders(store);
+    if h.mode.is_none() {
+        // Never delete data that is not a read-write lock.
+        return Ok(Decision::reply(Reply::Int(0)));
+    }
+    Ok(Decision::new(free(store, &h), Reply::Int(1)))
+}
+
+/// `RRWLOCK.INFO`: mode, readers (owner, holds, ...), writer (owner, holds), ttl_ms, waiters,
+/// queue (each `[owner, mode]`).
+pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, CmdError> {
+    let kind = store.kind(&Target::Main);
+    if !matches!(kind, Kind::Empty | Kind::Hash) {
+        return Err(CmdError::WrongType);
+    }
+    let h = holders(store);
+    let readers = h
+        .readers
+        .iter()
+        .flat_map(|(o, n)| [Reply::Bulk(o.clone()), Reply::Int(*n)])
+        .collect();
+    let writer = match &h.writer {
+        Some((o, n)) => Reply::Array(vec![Reply::Bulk(o.clone()), Reply::Int(*n)]),
+        None => Reply::Nil,
+    };
+    Ok(Reply::Map(vec![
+        (
+            "mode",
+            Reply::bulk_or_nil(h.mode.map(|m| m.word().to_vec())),
+        ),
+        ("readers", Reply::Array(readers)),
+        ("writer", writer),
+        (
+            "ttl_ms",
+            Reply::Int(super::lock::ttl_ms(
+                store,
+                &Target::Main,
+                kind == Kind::Hash,
+            )),
+        ),
+        ("waiters", Reply::Int(queue.len() as i64)),
+        ("queue", Reply::Array(queue)),
+    ]))
+}
+
+// ---- waiting -------------------------------------------------------------------------------------
+
+/// A queued `RRWLOCK.ACQUIRE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RwWait {
+    pub owner: Box<[u8]>,
+    pub mode: Mode,
+    pub lease_ms: i64,
+}
+
+impl Pending for RwWait {
+    fn kind(&self) -> ObjectKind {
+        ObjectKind::RwLock
+    }
+
+    fn tidy(&self, store: &dyn Store) -> Result<Decision<'static>, CmdError> {
+        tidy(store)
+    }
+
+    fn serve(&self, store: &dyn Store) -> Serve<'_> {
+        // At the head of the queue nobody is overtaken: decide as if no one else waited.
+        match acquire(store, &self.owner, self.mode, self.lease_ms, false, true) {
+            Ok(Acquire::Grant(d, _)) => Serve::Grant(d),
+            Ok(Acquire::Busy | Acquire::TidyFirst) => Serve::Wait,
+            // An upgrade (its read holds were taken after it queued) waits for them: the
+            // owner may release them; the deadline ends the wait otherwise.
+            Err(CmdError::Deadlock(_)) => Serve::Wait,
+            Err(e) => Serve::Fail(e),
+        }
+    }
+
+    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
+        // The earliest lease end of any hold: a reader's hold key, or the hash itself.
+        let mut earliest = store.expire_at(&Target::Main);
+        for (owner, count) in holders(store).readers {
+            for e in hold_expiries(store, &owner, count).into_iter().flatten() {
+                earliest = Some(earliest.map_or(e, |x| x.min(e)));
+            }
+        }
+        earliest
+    }
+
+    fn undo(&self, _granted: &Reply, store: &dyn Store) -> Option<Decision<'_>> {
+        let field = match self.mode {
+            Mode::Read => self.owner.to_vec(),
+            Mode::Write => writer_field(&self.owner),
+        };
+        // Only the untouched grant (one hold) is undone.
+        if store.hget_int(&Target::Main, &field) != Int::Is(1) {
+            return None;
+        }
+        release(store, &self.owner, self.mode).ok().map(|(d, _)| d)
+    }
+
+    fn owner(&self) -> Option<&[u8]> {
+        Some(&self.owner)
+    }
+
+    fn show(&self) -> Reply {
+        Reply::Array(vec![
+            Reply::Bulk(self.owner.to_vec()),
+            Reply::Bulk(self.mode.word().to_vec()),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::mem::Mem;
+    use crate::core::wait::{serve, KeyId, Outcome, Queues, Req, Waiter};
+
+    fn argv<'a>(v: &[&'a str]) -> Vec<&'a [u8]> {
+        v.iter().map(|s| s.as_bytes()).collect()
+    }
+
+    fn take(m: &mut Mem, owner: &[u8], mode: Mode, lease: i64) -> Reply {
+        match acquire(m, owner, mode, lease, false, false).unwrap() {
+            Acquire::Grant(d, _) => m.apply_ok(&d),
+            Acquire::TidyFirst => {
+                let t = tidy(m).unwrap();
+                m.apply_ok(&t);
+                match acquire(m, owner, mode, lease, false, true).unwrap() {
+                    Acquire::Grant(d, _) => m.apply_ok(&d),
+                    _ => Reply::Nil,
+                }
+            }
+            Acquire::Busy => Reply::Nil,
+        }
+    }
+
+    fn give(m: &mut Mem, owner: &[u8], mode: Mode) -> Result<Reply, CmdError> {
+        let (d, _) = release(m, owner, mode)?;
+        Ok(m.apply_ok(&d))
+    }
+
+    #[test]
+    fn arguments() {
+        assert_eq!(
+            parse_acquire(&argv(&["rrwlock.acquire", "k", "o", "read", "100"])),
+            Ok(AcquireArgs {
+                mode: Mode::Read,
+                lease_ms: 100,
+                wait: Wait::No
+            })
+        );
+        assert_eq!(
+            parse_acquire(&argv(&[
+                "rrwlock.acquire",
+                "k",
+                "o",
+                "WRITE",
+                "5",
+                "block",
+                "0"
+            ])),
+            Ok(AcquireArgs {
+                mode: Mode::Write,
+                lease_ms: 5,
+                wait: Wait::Block(0)
+            })
+        );
+        assert_eq!(
+            parse_acquire(&argv(&["rrwlock.acquire", "k", "o", "rw", "5"])),
+            Err(CmdError::Syntax("expected READ or WRITE, got 'rw'".into()))
+        );
+        assert_eq!(
+            parse_acquire(&argv(&["rrwlock.acquire", "k", "a:write", "read", "5"])),
+            Err(CmdError::ReservedOwner)
+        );
+        assert_eq!(
+            parse_release(&argv(&["rrwlock.release", "k", "mode", "read"])),
+            Err(CmdError::ReservedOwner)
+        );
+        assert_eq!(
+            parse_acquire(&argv(&["rrwlock.acquire", "k", "o", "read"])),
+            Err(CmdError::Arity("rrwlock.acquire"))
+        );
+        assert_eq!(
+            parse_renew(&argv(&["rrwlock.renew", "k", "o", "0"])),
+            Err(CmdError::LeaseTooSmall)
+        );
+    }
+
+    #[test]
+    fn readers_share_writers_exclude() {
+        let mut m = Mem::new(b"rw");
+        assert_eq!(take(&mut m, b"a", Mode::Read, 100), Reply::Int(1));
+        assert_eq!(take(&mut m, b"b", Mode::Read, 300), Reply::Int(1));
+        assert_eq!(take(&mut m, b"a", Mode::Read, 50), Reply::Int(2));
+        assert_eq!(m.hget(&Target::Main, b"mode"), Some(b"read".to_vec()));
+        assert_eq!(m.ttl(b"{rw}:a:rwlock_timeout:1"), Some(100));
+        assert_eq!(m.ttl(b"{rw}:a:rwlock_timeout:2"), Some(50));
+        assert_eq!(m.ttl(b"{rw}:b:rwlock_timeout:1"), Some(300));
+        assert_eq!(m.ttl(b"rw"), Some(300), "the hash covers the longest lease");
+        assert_eq!(take(&mut m, b"c", Mode::Write, 100), Reply::Nil);
+        // An upgrade can never succeed.
+        assert!(matches!(
+            acquire(&m, b"a", Mode::Write, 100, false, true),
+            Err(CmdError::Deadlock(_))
+        ));
+        assert_eq!(give(&mut m, b"a", Mode::Read), Ok(Reply::Int(1)));
+        assert!(
+            !m.exists(b"{rw}:a:rwlock_timeout:2"),
+            "the newest hold's key goes"
+        );
+        assert_eq!(give(&mut m, b"a", Mode::Read), Ok(Reply::Int(0)));
+        assert_eq!(give(&mut m, b"a", Mode::Read), Err(CmdError::NotOwner));
+        assert!(m.published.is_empty(), "b still reads");
+        assert_eq!(give(&mut m, b"b", Mode::Read), Ok(Reply::Int(0)));
+        assert!(!m.exists(b"rw"));
+        assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
+        assert_eq!(take(&mut m, b"c", Mode::Write, 100), Reply::Int(1));
+        assert_eq!(take(&mut m, b"c", Mode::Write, 400), Reply::Int(2));
+        assert_eq!(m.ttl(b"rw"), Some(400));
+        assert_eq!(take(&mut m, b"c", Mode::Write, 10), Reply::Int(3));
+        assert_eq!(m.ttl(b"rw"), Some(400), "never shortened");
+        assert_eq!(take(&mut m, b"d", Mode::Read, 100), Reply::Nil);
+        assert_eq!(give(&mut m, b"c", Mode::Read), Err(CmdError::NotOwner));
+        for left in [2, 1, 0] {
+            assert_eq!(give(&mut m, b"c", Mode::Write), Ok(Reply::Int(left)));
+        }
+        assert_eq!(
+            m.published.last(),
+            Some(&(b"redisson_rwlock:{rw}".to_vec(), 1))
+        );
+        assert!(!m.exists(b"rw"));
+    }
+
+    #[test]
+    fn downgrade_keeps_the_read_hold_and_publishes_nothing() {
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"w", Mode::Write, 100);
+        let Acquire::Grant(d, _) = acquire(&m, b"w", Mode::Read, 100, true, false).unwrap() else {
+            panic!("a downgrade never waits")
+        };
+        assert_eq!(m.apply_ok(&d), Reply::Int(1));
+        assert_eq!(give(&mut m, b"w", Mode::Write), Ok(Reply::Int(0)));
+        assert_eq!(m.hget(&Target::Main, b"mode"), Some(b"read".to_vec()));
+        assert!(m.published.is_empty());
+        assert_eq!(take(&mut m, b"r", Mode::Read, 100), Reply::Int(1));
+        assert_eq!(give(&mut m, b"w", Mode::Read), Ok(Reply::Int(0)));
+        assert_eq!(give(&mut m, b"r", Mode::Read), Ok(Reply::Int(0)));
+        assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
+    }
+
+    #[test]
+    fn expired_readers_are_tidied_away() {
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"a", Mode::Read, 100);
+        take(&mut m, b"b", Mode::Read, 1_000);
+        m.now += 150;
+        m.expire();
+        let t = tidy(&m).unwrap();
+        assert_eq!(
+            t.writes,
+            vec![Write::HDel {
+                key: Target::Main,
+                field: Cow::Owned(b"a".to_vec())
+            }]
+        );
+        m.apply_ok(&t);
+        assert_eq!(
+            take(&mut m, b"w", Mode::Write, 100),
+            Reply::Nil,
+            "b still reads"
+        );
+        m.now += 1_000;
+        // The hash expires with b's lease; a writer gets it.
+        assert_eq!(take(&mut m, b"w", Mode::Write, 100), Reply::Int(1));
+        // With the hash kept alive by a renewing reader, a crashed reader is tidied out.
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"dead", Mode::Read, 100);
+        m.now += 150;
+        m.expire();
+        assert!(m.exists(b"rw") || !m.exists(b"rw"));
+        m.hset(b"rw", b"mode", b"read");
+        m.hset(b"rw", b"dead", b"1");
+        assert_eq!(take(&mut m, b"w", Mode::Write, 100), Reply::Int(1));
+        assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
+    }
+
+    #[test]
+    fn renew_sets_hold_leases_and_the_longest() {
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"a", Mode::Read, 100);
+        take(&mut m, b"a", Mode::Read, 100);
+        take(&mut m, b"b", Mode::Read, 500);
+        m.now += 50;
+        let d = renew(&m, b"a", 1_000).unwrap();
+        assert_eq!(m.apply_ok(&d), Reply::Int(2));
+        assert_eq!(m.ttl(b"{rw}:a:rwlock_timeout:1"), Some(1_000));
+        assert_eq!(m.ttl(b"{rw}:a:rwlock_timeout:2"), Some(1_000));
+        assert_eq!(m.ttl(b"rw"), Some(1_000));
+        let d = renew(&m, b"zz", 1_000).unwrap();
+        assert_eq!(m.apply_ok(&d), Reply::Int(0));
+        let d = renew(&m, b"b", 10).unwrap();
+        m.apply_ok(&d);
+        assert_eq!(m.ttl(b"rw"), Some(1_000), "a's holds are longer");
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"w", Mode::Write, 100);
+        let d = renew(&m, b"w", 5_000).unwrap();
+        assert_eq!(m.apply_ok(&d), Reply::Int(1));
+        assert_eq!(m.ttl(b"rw"), Some(5_000));
+    }
+
+    #[test]
+    fn force_release_and_info() {
+        let mut m = Mem::new(b"rw");
+        assert_eq!(m.apply_ok(&force_release(&m).unwrap()), Reply::Int(0));
+        take(&mut m, b"a", Mode::Read, 100);
+        take(&mut m, b"b", Mode::Read, 100);
+        let shown = info(&m, vec![]).unwrap();
+        let Reply::Map(fields) = shown else { panic!() };
+        assert_eq!(fields[0], ("mode", Reply::Bulk(b"read".to_vec())));
+        assert_eq!(
+            fields[1],
+            (
+                "readers",
+                Reply::Array(vec![
+                    Reply::Bulk(b"a".to_vec()),
+                    Reply::Int(1),
+                    Reply::Bulk(b"b".to_vec()),
+                    Reply::Int(1)
+                ])
+            )
+        );
+        assert_eq!(fields[2], ("writer", Reply::Nil));
+        assert_eq!(m.apply_ok(&force_release(&m).unwrap()), Reply::Int(1));
+        assert!(!m.exists(b"rw"));
+        assert!(!m.exists(b"{rw}:a:rwlock_timeout:1"));
+        assert!(!m.exists(b"{rw}:b:rwlock_timeout:1"));
+        assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
+        // A plain lock's hash is not a read-write lock: left alone, and waited for.
+        m.hset(b"rw", b"owner", b"1");
+        assert_eq!(m.apply_ok(&force_release(&m).unwrap()), Reply::Int(0));
+        assert_eq!(take(&mut m, b"a", Mode::Read, 100), Reply::Nil);
+        m.set_str(b"rw", b"x");
+        assert_eq!(
+            acquire(&m, b"a", Mode::Read, 1, false, false),
+            Err(CmdError::WrongType)
+        );
+        assert_eq!(info(&m, vec![]), Err(CmdError::WrongType));
+    }
+
+    #[test]
+    fn fifo_across_modes_with_readers_granted_together() {
+        let mut m = Mem::new(b"rw");
+        let id = KeyId::new(0, b"rw");
+        let mut q: Queues<u32, Req> = Queues::default();
+        take(&mut m, b"w0", Mode::Write, 100);
+        let arrivals = [
+            (b"r1", Mode::Read),
+            (b"r2", Mode::Read),
+            (b"w3", Mode::Write),
+            (b"r4", Mode::Read),
+        ];
+        for (i, (o, mode)) in arrivals.iter().enumerate() {
+            let req: Req = Box::new(RwWait {
+                owner: o.as_slice().into(),
+                mode: *mode,
+                lease_ms: 100,
+            });
+            q.push(
+                &id,
+                Waiter {
+                    handle: i as u32,
+                    serial: i as u64,
+                    req,
+                    deadline: None,
+                },
+            );
+        }
+        let granted = |s: crate::core::wait::Served<u32>| -> Vec<u32> {
+            s.outcomes
+                .into_iter()
+                .map(|o| match o {
+                    Outcome::Granted { waiter, .. } => waiter.handle,
+                    Outcome::Failed { error, .. } => panic!("{error}"),
+                })
+                .collect()
+        };
+        assert!(granted(serve(&mut q, &id, &mut m)).is_empty());
+        give(&mut m, b"w0", Mode::Write).unwrap();
+        assert_eq!(
+            granted(serve(&mut q, &id, &mut m)),
+            vec![0, 1],
+            "readers together"
+        );
+        // A newcomer reader queues behind the waiting writer.
+        assert_eq!(
+            acquire(&m, b"r9", Mode::Read, 100, true, false),
+            Ok(Acquire::Busy)
+        );
+        give(&mut m, b"r1", Mode::Read).unwrap();
+        assert!(granted(serve(&mut q, &id, &mut m)).is_empty());
+        give(&mut m, b"r2", Mode::Read).unwrap();
+        assert_eq!(granted(serve(&mut q, &id, &mut m)), vec![2]);
+        give(&mut m, b"w3", Mode::Write).unwrap();
+        assert_eq!(granted(serve(&mut q, &id, &mut m)), vec![3]);
+        assert_eq!(q.total(), 0);
+    }
+
+    #[test]
+    fn undo_gives_back_an_untouched_grant() {
+        let mut m = Mem::new(b"rw");
+        let w = RwWait {
+            owner: b"a".as_slice().into(),
+            mode: Mode::Read,
+            lease_ms: 100,
+        };
+        let Serve::Grant(d) = w.serve(&m) else {
+            panic!()
+        };
+        m.apply_ok(&d);
+        let undo = w.undo(&Reply::Int(1), &m).unwrap();
+        m.apply_ok(&undo);
+        assert!(!m.exists(b"rw"));
+        assert!(!m.exists(b"{rw}:a:rwlock_timeout:1"));
+    }
+}
+
+/// Property tests: random sequences of acquires (waiting or not), releases, renewals, time
+/// passing and waiters leaving, over a few owners, through these rules and the shared serving
+/// loop. Checked after every step: never a writer together with another owner's hold, grants
+/// from the queue in arrival order, the queue model matches; and at the end, once every holder
+/// lets go, every waiter is granted.
+#[cfg(test)]
+mod prop_tests {
+    use super::*;
+    use crate::core::mem::Mem;
+    use crate::core::wait::{serve, KeyId, Outcome, Queues, Req, Waiter};
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Acquire { o: u8, write: bool, block: bool },
+        Release { o: u8, write: bool },
+        Renew { o: u8 },
+        Tick { ms: i64 },
+        Leave { i: usize },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            5 => (0u8..4, any::<bool>(), any::<bool>())
+                .prop_map(|(o, write, block)| Op::Acquire { o, write, block }),
+            4 => (0u8..4, any::<bool>()).prop_map(|(o, write)| Op::Release { o, write }),
+            1 => (0u8..4).prop_map(|o| Op::Renew { o }),
+            2 => (1i64..120).prop_map(|ms| Op::Tick { ms }),
+            1 => (0usize..8).prop_map(|i| Op::Leave { i }),
+        ]
+    }
+
+    const LEASE: i64 = 100;
+
+    fn who(o: u8) -> Vec<u8> {
+        vec![b'a' + o]
+    }
+
+    struct Sim {
+        mem: Mem,
+        q: Queues<u32, Req>,
+        model: VecDeque<(u32, u8, Mode)>,
+        next: u32,
+        granted: Vec<u32>,
+    }
+
+    fn id() -> KeyId {
+        KeyId::new(0, b"rw")
+    }
+
+    impl Sim {
+        fn serve(&mut self) {
+            let served = serve(&mut self.q, &id(), &mut self.mem);
+            for o in served.outcomes {
+                match o {
+                    Outcome::Granted { waiter, .. } => {
+                        let (h, _, _) = self.model.pop_front().expect("model has it");
+                        assert_eq!(h, waiter.handle, "FIFO");
+                        self.granted.push(h);
+                    }
+                    Outcome::Failed { error, .. } => panic!("unexpected failure: {error}"),
+                }
+            }
+            self.q.forget_if_idle(&id());
+        }
+
+        fn acquire(&mut self, o: u8, mode: Mode, block: bool) {
+            self.serve();
+            let queued = self.q.is_queued(&id());
+            let owner = who(o);
+            let mut r = acquire(&self.mem, &owner, mode, LEASE, queued, false);
+            if r == Ok(Acquire::TidyFirst) {
+                let t = tidy(&self.mem).unwrap();
+                self.mem.apply_ok(&t);
+                r = acquire(&self.mem, &owner, mode, LEASE, queued, true);
+            }
+            match r {
+                Ok(Acquire::Grant(d, _)) => {
+                    self.mem.apply_ok(&d);
+                }
+                Ok(Acquire::Busy) if block => {
+                    let h = self.next;
+                    self.next += 1;
+                    let req: Req = Box::new(RwWait {
+                        owner: owner.into(),
+                        mode,
+                        lease_ms: LEASE,
+                    });
+                    self.q.push(
+                        &id(),
+                        Waiter {
+                            handle: h,
+                            serial: h as u64,
+                            req,
+                            deadline: None,
+                        },
+                    );
+                    self.model.push_back((h, o, mode));
+                }
+                Ok(_) | Err(CmdError::Deadlock(_)) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+
+        fn step(&mut self, op: &Op) {
+            match *op {
+                Op::Acquire { o, write, block } => {
+                    let mode = if write { Mode::Write } else { Mode::Read };
+                    self.acquire(o, mode, block);
+                }
+                Op::Release { o, write } => {
+                    let mode = if write { Mode::Write } else { Mode::Read };
+                    if let Ok((d, _)) = release(&self.mem, &who(o), mode) {
+                        self.mem.apply_ok(&d);
+                    }
+                    self.serve();
+                }
+                Op::Renew { o } => {
+                    let d = renew(&self.mem, &who(o), LEASE).unwrap();
+                    self.mem.apply_ok(&d);
+                }
+                Op::Tick { ms } => {
+                    self.mem.now += ms;
+                    self.mem.expire();
+                    self.serve();
+                }
+                Op::Leave { i } => {
+                    if !self.model.is_empty() {
+                        let (h, _, _) = self.model.remove(i % self.model.len()).unwrap();
+                        self.q.remove(h).expect("queued");
+                        self.serve();
+                    }
+                }
+            }
+        }
+
+        /// Owners holding anything, with whether it is a write hold (expired read holds are
+        /// not holds, even before their field is tidied away).
+        fn holders(&self) -> Vec<(Vec<u8>, bool)> {
+            let h = holders(&self.mem);
+            let mut out: Vec<(Vec<u8>, bool)> = h
+                .readers
+                .iter()
+                .filter(|(o, c)| !hold_expiries(&self.mem, o, *c).is_empty())
+                .map(|(o, _)| (o.clone(), false))
+                .collect();
+            if let Some((w, _)) = h.writer {
+                out.push((w, true));
+            }
+            out
+        }
+
+        fn check(&self) {
+            let hs = self.holders();
+            if let Some((w, _)) = hs.iter().find(|(_, write)| *write) {
+                assert!(
+                    hs.iter().all(|(o, _)| o == w),
+                    "a writer with another owner's hold: {hs:?}"
+                );
+            }
+            let queued: Vec<u32> = self
+                .q
+                .get(&id())
+                .map_or_else(Vec::new, |k| k.iter().map(|w| w.handle).collect());
+            assert_eq!(queued, self.model.iter().map(|m| m.0).collect::<Vec<_>>());
+            assert!(
+                self.granted.windows(2).all(|w| w[0] < w[1]),
+                "grants in arrival order"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn rwlock_and_queue_state_machine(ops in prop::collection::vec(op(), 1..100)) {
+            let mut sim = Sim {
+                mem: Mem::new(b"rw"),
+                q: Queues::default(),
+                model: VecDeque::new(),
+                next: 0,
+                granted: Vec::new(),
+            };
+            for op in &ops {
+                sim.step(op);
+                sim.check();
+            }
+            // Liveness: let every lease run out, repeatedly; every waiter is granted.
+            for _ in 0..(sim.model.len() + 2) {
+                sim.mem.now += LEASE + 1;
+                sim.mem.expire();
+                sim.serve();
+                sim.check();
+            }
+            prop_assert!(sim.model.is_empty(), "waiters left: {:?}", sim.model);
+        }
+    }
+}
