@@ -4,7 +4,7 @@
 use crate::core::stats::{self, ObjectKind};
 use crate::ffi::boundary::InfoWriter;
 use crate::ffi::Ctx;
-use crate::wait;
+use crate::{sessions, timers, wait};
 
 pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     let by_kind = wait::waiters_by_kind();
@@ -22,5 +22,15 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
             );
         }
     }
+    let (open, queued, pending, holds) = sessions::totals();
+    out.int("sessions", open as i64);
+    out.int("session_requests", queued as i64);
+    out.int("session_outcomes_pending", pending as i64);
+    out.int("session_holds_watched", holds as i64);
+    out.int("sessions_opened", sessions::OPENED.get() as i64);
+    out.int("sessions_expired", sessions::EXPIRED.get() as i64);
+    out.int("sessions_closed", sessions::CLOSED.get() as i64);
+    out.int("holds_lost", sessions::LOST.get() as i64);
+    out.int("timer_jobs", timers::pending() as i64);
     out.int("errors", stats::ERRORS.get() as i64);
 }

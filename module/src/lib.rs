@@ -14,6 +14,8 @@ mod apply;
 #[cfg(not(test))]
 mod commands;
 #[cfg(not(test))]
+mod config;
+#[cfg(not(test))]
 mod events;
 #[cfg(not(test))]
 mod ffi;
@@ -26,38 +28,57 @@ mod propagation;
 #[cfg(not(test))]
 mod registry;
 #[cfg(not(test))]
+mod sessions;
+#[cfg(not(test))]
+mod timers;
+#[cfg(not(test))]
 mod wait;
 
 #[cfg(not(test))]
 mod module {
-    use crate::ffi::{boundary, command, Ctx, Handlers};
-    use crate::{events, info, propagation, registry, wait};
+    use crate::ffi::{boundary, command, BlockedClient, Ctx, Handlers};
+    use crate::{config, events, info, propagation, registry, sessions, timers, wait};
     use redis_module::{Context, RedisString, Status};
 
     fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         let c = Ctx(ctx.ctx);
         boundary::install_panic_hook();
         crate::core::stats::reset();
-        if let Err(e) = command::register(c, registry::COMMANDS) {
+        if let Err(e) = command::register(c, registry::COMMANDS).and_then(|_| config::register(c)) {
             c.log_warning(&format!("rlock: {e}"));
             return Status::Err;
         }
+        sessions::init();
         boundary::install(
             c,
             Handlers {
                 keyspace: events::on_keyspace,
                 server_event: events::on_server_event,
-                timer: wait::on_timer,
+                timer: timers::on_timer,
                 woken: wait::on_woken,
-                unblocked: wait::on_unblocked,
+                unblocked,
                 freed: wait::on_freed,
-                disconnected: wait::on_disconnected,
+                disconnected,
                 info: info::write,
             },
             events::CLASSES,
         );
         propagation::init(c);
         Status::Ok
+    }
+
+    /// `CLIENT UNBLOCK` of a parked client: a waiter in a queue, or a session's listener.
+    fn unblocked(ctx: Ctx, bc: BlockedClient) {
+        if !wait::on_unblocked(ctx, bc) && !sessions::on_unblocked(ctx, bc) {
+            ctx.reply(&crate::core::decision::Reply::Nil);
+        }
+    }
+
+    /// A parked client's connection closed.
+    fn disconnected(ctx: Ctx, bc: BlockedClient) {
+        if !wait::on_disconnected(ctx, bc) {
+            sessions::on_disconnected(ctx, bc);
+        }
     }
 
     redis_module::redis_module! {

@@ -3,11 +3,31 @@
 
 use crate::commands::{lock, rwlock};
 use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
+use crate::sessions;
 
 const KEY: ArgSpec = ArgSpec::new(c"key", Key);
 const OWNER: ArgSpec = ArgSpec::new(c"owner", String);
 const LEASE: ArgSpec = ArgSpec::new(c"lease_ms", Integer);
 const BLOCK: ArgSpec = ArgSpec::option(c"timeout_ms", Integer, c"BLOCK");
+/// `SESSION name [QUEUE request timeout_ms]`, taken by every acquire that can wait.
+const SESSION: ArgSpec = ArgSpec {
+    subargs: &[
+        ArgSpec::new(c"session", String),
+        ArgSpec {
+            subargs: &[
+                ArgSpec::new(c"request", Integer),
+                ArgSpec::new(c"timeout_ms", Integer),
+            ],
+            token: Some(c"QUEUE"),
+            optional: true,
+            ..ArgSpec::new(c"queue", Block)
+        },
+    ],
+    token: Some(c"SESSION"),
+    optional: true,
+    ..ArgSpec::new(c"session", Block)
+};
+const NAME: ArgSpec = ArgSpec::new(c"session", String);
 const MODE: ArgSpec = ArgSpec {
     subargs: &[
         ArgSpec::word(c"read", c"READ"),
@@ -31,6 +51,7 @@ pub static COMMANDS: &[CommandSpec] = &[
             OWNER,
             LEASE,
             BLOCK,
+            SESSION,
             ArgSpec::option(c"fence", Token, c"FENCE"),
         ],
     },
@@ -87,7 +108,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         complexity: c"O(1) for a read or a first write; O(N) holds when a writer meets a read lock",
         arity: -5,
         key: KeyAccess::Update,
-        args: &[KEY, OWNER, MODE, LEASE, BLOCK],
+        args: &[KEY, OWNER, MODE, LEASE, BLOCK, SESSION],
     },
     CommandSpec {
         name: c"rrwlock.release",
@@ -132,5 +153,87 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: 2,
         key: KeyAccess::ReadOnly,
         args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rsession.open",
+        handler: sessions::open,
+        flags: c"write deny-oom fast",
+        acl: c"write fast",
+        summary: c"Creates or resumes a session (many waits over one connection); the calling connection becomes its listener",
+        complexity: c"O(1)",
+        arity: 3,
+        key: KeyAccess::None,
+        args: &[NAME, ArgSpec::new(c"grace_ms", Integer)],
+    },
+    CommandSpec {
+        name: c"rsession.read",
+        handler: sessions::read,
+        flags: c"write blocking",
+        acl: c"write slow blocking",
+        summary: c"Acknowledges a session's outcomes up to cursor and returns those after it; with BLOCK waits for one",
+        complexity: c"O(N) where N is the number of outcomes returned or acknowledged",
+        arity: -3,
+        key: KeyAccess::None,
+        args: &[
+            NAME,
+            ArgSpec::new(c"cursor", Integer),
+            ArgSpec::option(c"count", Integer, c"COUNT"),
+            BLOCK,
+        ],
+    },
+    CommandSpec {
+        name: c"rsession.ack",
+        handler: sessions::ack,
+        flags: c"write fast",
+        acl: c"write fast",
+        summary: c"Acknowledges a session's outcomes up to cursor",
+        complexity: c"O(N) where N is the number of outcomes acknowledged",
+        arity: 3,
+        key: KeyAccess::None,
+        args: &[NAME, ArgSpec::new(c"cursor", Integer)],
+    },
+    CommandSpec {
+        name: c"rsession.cancel",
+        handler: sessions::cancel,
+        flags: c"write fast",
+        acl: c"write fast",
+        summary: c"Withdraws a request queued in a session",
+        complexity: c"O(N) where N is the number of waiters on the request's key",
+        arity: 3,
+        key: KeyAccess::None,
+        args: &[NAME, ArgSpec::new(c"request", Integer)],
+    },
+    CommandSpec {
+        name: c"rsession.close",
+        handler: sessions::close,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Ends a session now: its queued requests leave, unacknowledged grants are undone",
+        complexity: c"O(N) where N is the number of the session's requests and outcomes",
+        arity: 2,
+        key: KeyAccess::None,
+        args: &[NAME],
+    },
+    CommandSpec {
+        name: c"rsession.info",
+        handler: sessions::info,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Shows a session's listener, liveness, queued requests and outcomes",
+        complexity: c"O(N) where N is the number of holds watched",
+        arity: 2,
+        key: KeyAccess::None,
+        args: &[NAME],
+    },
+    CommandSpec {
+        name: c"rsession.list",
+        handler: sessions::list,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Lists the sessions of this server",
+        complexity: c"O(N) where N is the number of sessions",
+        arity: 1,
+        key: KeyAccess::None,
+        args: &[],
     },
 ];

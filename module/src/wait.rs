@@ -1,7 +1,11 @@
-//! The shared waiting mechanism, Redis side: parking a request, serving a key's queue whenever
+//! The shared waiting mechanism, Redis side: queueing a request, serving a key's queue whenever
 //! something may have freed it, delivering each outcome to its waiter, deadlines, and undoing a
 //! grant whose waiter vanished. Every object waits through here; none has code of its own for
 //! queues, deadlines or hand-off.
+//!
+//! A waiter is reached through its [`Handle`]: a client parked with `BLOCK` gets its reply
+//! through Redis' blocked-client machinery; a request queued through a session gets it through
+//! the session's outcome list (`sessions`, which installs itself as the [`SessionSink`]).
 //!
 //! Invariants:
 //! - a waiter is in exactly one queue until it is granted, fails, times out or leaves, and its
@@ -18,29 +22,42 @@ use crate::core::args::Wait;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{self, ObjectKind};
-use crate::core::store::Store;
-use crate::core::wait::{self, KeyId, Outcome, Queues, Req, TimerKey, Timers, Waiter};
+use crate::core::store::{Kind, Store, Target};
+use crate::core::wait::{self, Io, KeyId, Outcome, Queues, Req, Waiter};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
+use crate::timers;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// How a waiter is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Handle {
     /// A client parked with `BLOCK`.
     Blocked(BlockedClient),
+    /// A request queued through a session: the session's number and the client's request id.
+    Session { session: u32, request: u64 },
 }
 
-/// A timed job.
-enum Job {
-    /// A wait's deadline (the serial tells this wait from a later one on the same handle).
-    Deadline(Handle, u64),
-    /// Look at a key with waiters again (its lease end, or an event that may have freed it).
-    Check(KeyId),
-    /// Undo a grant whose waiter disconnected before its reply was sent.
-    Revoke(KeyId, Req, Reply),
+/// How a waiter's wait ended.
+pub enum Ended {
+    /// Granted: the reply a blocked waiter receives, and what is needed to undo the grant.
+    Granted { id: KeyId, req: Req, reply: Reply },
+    /// Its deadline passed.
+    TimedOut,
+    /// It can never be granted (the key changed type, its slot moved away).
+    Failed(CmdError),
+}
+
+/// Where outcomes of session requests go (installed by `sessions` at load).
+pub type SessionSink = fn(Ctx, u32, u64, Ended);
+
+static SESSION_SINK: OnceLock<SessionSink> = OnceLock::new();
+
+pub fn set_session_sink(sink: SessionSink) {
+    let _ = SESSION_SINK.set(sink);
 }
 
 /// A grant on its way to a parked client (its reply is sent from `beforeSleep`).
@@ -53,9 +70,6 @@ struct InFlight {
 #[derive(Default)]
 struct State {
     queues: Queues<Handle, Req>,
-    timers: Timers<Job>,
-    /// The Redis timer armed for the earliest job: (its id, when it fires).
-    armed: Option<(u64, i64)>,
     in_flight: HashMap<usize, InFlight>,
     serial: u64,
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
@@ -85,31 +99,42 @@ pub fn shown(db: i32, key: &[u8]) -> Vec<Reply> {
     })
 }
 
-// ---- timers ------------------------------------------------------------------------------------
+/// Queued waiters per object kind.
+pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
+    state(|s| {
+        let mut counts: HashMap<ObjectKind, usize> = HashMap::new();
+        for id in s.queues.ids(None) {
+            if let Some(q) = s.queues.get(&id) {
+                for w in q.iter() {
+                    *counts.entry(w.req.kind()).or_default() += 1;
+                }
+            }
+        }
+        ObjectKind::ALL
+            .iter()
+            .map(|k| (*k, counts.get(k).copied().unwrap_or(0)))
+            .collect()
+    })
+}
+
+/// Whether a waiter with this handle is queued.
+pub fn is_waiting(handle: Handle) -> bool {
+    state(|s| s.queues.find(handle).is_some())
+}
+
+/// Requests queued through session `session`, by handle.
+pub fn session_requests(session: u32) -> Vec<Handle> {
+    state(|s| {
+        s.queues
+            .handles()
+            .filter(|h| matches!(h, Handle::Session { session: x, .. } if *x == session))
+            .collect()
+    })
+}
+
+// ---- bookkeeping ---------------------------------------------------------------------------------
 
 impl State {
-    /// Keep the Redis timer armed no later than the earliest job.
-    fn arm(&mut self, ctx: Ctx) {
-        let Some(next) = self.timers.next_at() else {
-            return;
-        };
-        if let Some((id, at)) = self.armed {
-            if at <= next {
-                return; // fires in time; it re-arms for whatever is left
-            }
-            ctx.stop_timer(id);
-        }
-        let now = ctx.now_ms();
-        let delay = next.saturating_sub(now).clamp(0, block::MAX_TIMER_DELAY_MS);
-        self.armed = Some((ctx.create_timer(delay), now + delay));
-    }
-
-    fn schedule(&mut self, ctx: Ctx, at: i64, job: Job) -> TimerKey {
-        let key = self.timers.schedule(at, job);
-        self.arm(ctx);
-        key
-    }
-
     /// Make sure `id`'s queue is looked at again no later than `at`.
     fn watch(&mut self, ctx: Ctx, id: &KeyId, at: i64) {
         let Some(current) = self.queues.get(id).map(|q| q.check) else {
@@ -119,9 +144,17 @@ impl State {
             if t.at_ms <= at {
                 return;
             }
-            self.timers.cancel(t);
+            timers::cancel(t);
         }
-        let t = self.schedule(ctx, at, Job::Check(id.clone()));
+        let check = id.clone();
+        let t = timers::schedule(ctx, at, move |ctx| {
+            state(|s| {
+                if let Some(q) = s.queues.get_mut(&check) {
+                    q.check = None;
+                }
+            });
+            serve_background(ctx, &check);
+        });
         if let Some(q) = self.queues.get_mut(id) {
             q.check = Some(t);
         }
@@ -130,39 +163,63 @@ impl State {
     /// Drop the bookkeeping of a key nobody waits for.
     fn forget_if_idle(&mut self, id: &KeyId) {
         if let Some(t) = self.queues.forget_if_idle(id) {
-            self.timers.cancel(t);
-        }
-    }
-
-    fn retire(&mut self, waiter: &Waiter<Handle, Req>) {
-        if let Some(t) = waiter.deadline {
-            self.timers.cancel(t);
+            timers::cancel(t);
         }
     }
 }
 
-/// The module's timer fired: run every job that is due, then re-arm for the next.
-pub fn on_timer(ctx: Ctx) {
-    state(|s| s.armed = None);
-    loop {
-        let now = ctx.now_ms();
-        let Some((_, job)) = state(|s| s.timers.pop_due(now)) else {
-            break;
-        };
-        match job {
-            Job::Deadline(handle, serial) => deadline(ctx, handle, serial),
-            Job::Check(id) => {
-                state(|s| {
-                    if let Some(q) = s.queues.get_mut(&id) {
-                        q.check = None;
-                    }
-                });
-                serve_background(ctx, &id);
-            }
-            Job::Revoke(id, req, reply) => revoke(ctx, &id, &req, &reply),
+fn retire(waiter: &Waiter<Handle, Req>) {
+    if let Some(t) = waiter.deadline {
+        timers::cancel(t);
+    }
+}
+
+// ---- queueing ------------------------------------------------------------------------------------
+
+/// Park the calling client behind `keys`' queue with request `req` (`BLOCK`), or reply nil at
+/// once when the request may not wait (no BLOCK; or inside MULTI, Lua or RM_Call, where a wait
+/// degrades to one attempt, as BLPOP's). Session waits (`QUEUE`) go through `sessions`.
+pub fn park_or_nil(ctx: Ctx, keys: &RedisKeys, wait: Wait, req: Req) -> Answer {
+    match wait {
+        Wait::Block(ms) if ctx.may_block() => {
+            let bc = ctx.block();
+            enqueue(ctx, keys, Handle::Blocked(bc), ms, req);
+            Answer::Parked
+        }
+        _ => {
+            req.kind().counters().busy.incr();
+            Answer::Reply(Reply::Nil)
         }
     }
-    state(|s| s.arm(ctx));
+}
+
+/// Queue `req` behind `keys`' queue, reached through `handle`, for at most `timeout_ms`
+/// (0: no limit; checked by the caller not to overflow).
+pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req: Req) {
+    let id = KeyId::new(ctx.db(), keys.key_name());
+    let wake_at = req.wake_at(keys);
+    req.kind().counters().waits_started.incr();
+    state(|s| {
+        s.serial += 1;
+        let serial = s.serial;
+        let deadline = (timeout_ms > 0).then(|| {
+            timers::schedule(ctx, ctx.now_ms() + timeout_ms, move |ctx| {
+                deadline(ctx, handle, serial)
+            })
+        });
+        s.queues.push(
+            &id,
+            Waiter {
+                handle,
+                serial,
+                req,
+                deadline,
+            },
+        );
+        if let Some(at) = wake_at {
+            s.watch(ctx, &id, at.saturating_add(1));
+        }
+    });
 }
 
 fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
@@ -178,53 +235,35 @@ fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
         }
     });
     if let Some((id, waiter)) = removed {
-        waiter.req.kind().counters().waits_timed_out.incr();
-        deliver(waiter.handle, Reply::Nil);
+        let kind = waiter.req.kind();
+        kind.counters().waits_timed_out.incr();
+        deliver(ctx, waiter.handle, Ended::TimedOut);
         after_leaving(ctx, &id);
     }
 }
 
-// ---- parking and serving -------------------------------------------------------------------------
+/// Take a waiter out of its queue (cancel, timeout, disconnect, session expiry); false when it
+/// is not queued any more (already granted).
+pub fn withdraw(ctx: Ctx, handle: Handle) -> Option<ObjectKind> {
+    let (id, waiter) = state(|s| s.queues.remove(handle))?;
+    retire(&waiter);
+    after_leaving(ctx, &id);
+    Some(waiter.req.kind())
+}
 
-/// Park the calling client behind `keys`' queue with request `req`, or reply nil at once when
-/// the request may not wait (no BLOCK; or inside MULTI, Lua or RM_Call, where a wait degrades to
-/// one attempt, as BLPOP's).
-pub fn park_or_nil(ctx: Ctx, keys: &RedisKeys, waits: Wait, req: Req) -> Answer {
-    let kind = req.kind();
-    let block_ms = match waits {
-        Wait::Block(ms) => Some(ms),
-        Wait::No => None,
-    };
-    let Some(ms) = block_ms.filter(|_| ctx.may_block()) else {
-        kind.counters().busy.incr();
-        return Answer::Reply(Reply::Nil);
-    };
-    let id = KeyId::new(ctx.db(), keys.key_name());
-    let wake_at = req.wake_at(keys);
-    let bc = ctx.block();
-    let handle = Handle::Blocked(bc);
+/// A waiter left `id`'s queue without being granted: whoever is now at its head may be
+/// grantable (a reader behind a writer that timed out).
+fn after_leaving(ctx: Ctx, id: &KeyId) {
     state(|s| {
-        s.serial += 1;
-        let serial = s.serial;
-        // `ms` was checked to fit: now + ms does not overflow.
-        let deadline =
-            (ms > 0).then(|| s.schedule(ctx, ctx.now_ms() + ms, Job::Deadline(handle, serial)));
-        s.queues.push(
-            &id,
-            Waiter {
-                handle,
-                serial,
-                req,
-                deadline,
-            },
-        );
-        if let Some(at) = wake_at {
-            s.watch(ctx, &id, at.saturating_add(1));
+        if s.queues.is_queued(id) {
+            s.watch(ctx, id, ctx.now_ms());
+        } else {
+            s.forget_if_idle(id);
         }
     });
-    kind.counters().waits_started.incr();
-    Answer::Parked
 }
+
+// ---- serving -------------------------------------------------------------------------------------
 
 /// Serve the queue of the command's key, if it has one: before deciding a newcomer (who must
 /// not overtake anyone) and after a write that may have freed the object. Returns whether
@@ -247,17 +286,16 @@ fn serve_background(ctx: Ctx, id: &KeyId) {
         state(|s| s.forget_if_idle(id));
         return;
     }
-    // A replica never writes; its waiters were disconnected when it was demoted.
+    // A replica never writes; its blocked waiters were disconnected when it was demoted, and
+    // `sessions` fails its queued requests.
     if ctx.is_replica() || !ctx.select_db(id.db) {
         return;
     }
     let mut keys = RedisKeys::background(ctx, &id.key);
     // In a cluster, MIGRATE deletes the key on this node: the object lives on elsewhere now,
     // so its waiters must retry there instead of being granted a copy here.
-    if keys.kind(&crate::core::store::Target::Main) == crate::core::store::Kind::Empty
-        && !ctx.serves_key(&id.key)
-    {
-        fail_all(id, CmdError::SlotMoved);
+    if keys.kind(&Target::Main) == Kind::Empty && !ctx.serves_key(&id.key) {
+        fail_all(ctx, id, CmdError::SlotMoved);
         return;
     }
     serve(&mut keys, id);
@@ -280,24 +318,18 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
                 if after_expiry {
                     c.grants_after_expiry.incr();
                 }
-                state(|s| s.retire(&waiter));
-                let Handle::Blocked(bc) = waiter.handle;
-                state(|s| {
-                    s.in_flight.insert(
-                        bc.id(),
-                        InFlight {
-                            id: id.clone(),
-                            req: waiter.req,
-                            reply: reply.clone(),
-                        },
-                    )
-                });
-                deliver(waiter.handle, reply);
+                retire(&waiter);
+                let ended = Ended::Granted {
+                    id: id.clone(),
+                    req: waiter.req,
+                    reply,
+                };
+                deliver(ctx, waiter.handle, ended);
             }
             Outcome::Failed { waiter, error } => {
-                state(|s| s.retire(&waiter));
+                retire(&waiter);
                 stats::ERRORS.incr();
-                deliver(waiter.handle, Reply::Error(error));
+                deliver(ctx, waiter.handle, Ended::Failed(error));
             }
         }
     }
@@ -310,41 +342,45 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
 }
 
 /// End every wait on `id` with `err`.
-fn fail_all(id: &KeyId, err: CmdError) {
+fn fail_all(ctx: Ctx, id: &KeyId, err: CmdError) {
     let drained = state(|s| {
         let ws = s.queues.drain(id);
-        for w in &ws {
-            s.retire(w);
-        }
         s.forget_if_idle(id);
         ws
     });
     for w in drained {
+        retire(&w);
         stats::ERRORS.incr();
-        deliver(w.handle, Reply::Error(err.clone()));
+        deliver(ctx, w.handle, Ended::Failed(err.clone()));
     }
 }
 
-/// A waiter left `id`'s queue without being granted: whoever is now at its head may be
-/// grantable (a reader behind a writer that timed out).
-fn after_leaving(ctx: Ctx, id: &KeyId) {
-    state(|s| {
-        if s.queues.is_queued(id) {
-            s.watch(ctx, id, ctx.now_ms());
-        } else {
-            s.forget_if_idle(id);
-        }
+/// End every session request (a demotion to replica: they must queue again on the new
+/// master). Blocked clients are disconnected by Redis itself.
+pub fn fail_session_requests(ctx: Ctx, err: CmdError) {
+    let handles = state(|s| {
+        s.queues
+            .handles()
+            .filter(|h| matches!(h, Handle::Session { .. }))
+            .collect::<Vec<_>>()
     });
+    for h in handles {
+        if let Some((id, w)) = state(|s| s.queues.remove(h)) {
+            retire(&w);
+            deliver(ctx, h, Ended::Failed(err.clone()));
+            state(|s| s.forget_if_idle(&id));
+        }
+    }
 }
 
-/// Undo a grant whose waiter is gone, then serve the queue.
-fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
+/// Undo a grant whose waiter is gone (a blocked client that disconnected before its reply, a
+/// session that expired before acknowledging it), then serve the queue.
+pub fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
     if ctx.is_replica() || !ctx.select_db(id.db) {
         return;
     }
     let mut keys = RedisKeys::background(ctx, &id.key);
     if let Some(undo) = req.undo(reply, &keys) {
-        use crate::core::wait::Io;
         if keys.apply(&undo).is_ok() {
             req.kind().counters().grants_revoked.incr();
         }
@@ -355,16 +391,33 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
 
 // ---- delivery ------------------------------------------------------------------------------------
 
-/// Wake a waiter with its reply.
-fn deliver(handle: Handle, reply: Reply) {
-    let Handle::Blocked(bc) = handle;
-    block::unblock(
-        bc,
-        Some(Wake {
-            handle: bc.id(),
-            reply,
-        }),
-    );
+/// Tell a waiter how its wait ended.
+fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
+    match handle {
+        Handle::Blocked(bc) => {
+            let reply = match ended {
+                Ended::Granted { id, req, reply } => {
+                    let wake = reply.clone();
+                    state(|s| s.in_flight.insert(bc.id(), InFlight { id, req, reply }));
+                    wake
+                }
+                Ended::TimedOut => Reply::Nil,
+                Ended::Failed(e) => Reply::Error(e),
+            };
+            block::unblock(
+                bc,
+                Some(Wake {
+                    handle: bc.id(),
+                    reply,
+                }),
+            );
+        }
+        Handle::Session { session, request } => {
+            if let Some(sink) = SESSION_SINK.get() {
+                sink(ctx, session, request, ended);
+            }
+        }
+    }
 }
 
 /// A parked client is answered (from `beforeSleep`) with what it was woken with.
@@ -382,43 +435,40 @@ pub fn on_freed(wake: Wake) {
     state(|s| s.in_flight.remove(&wake.handle));
 }
 
-/// Take a parked client out of its queue and release its handle. False when it is not queued
-/// any more (already granted).
-fn withdraw(ctx: Ctx, bc: BlockedClient, timed_out: bool) -> bool {
-    let Some((id, waiter)) = state(|s| {
-        let r = s.queues.remove(Handle::Blocked(bc));
-        if let Some((_, w)) = &r {
-            s.retire(w);
-        }
-        r
-    }) else {
+/// Take a parked client out of its queue and release its handle.
+fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, timed_out: bool) -> bool {
+    let Some(kind) = withdraw(ctx, Handle::Blocked(bc)) else {
         return false;
     };
-    let c = waiter.req.kind().counters();
+    let c = kind.counters();
     if timed_out {
         c.waits_timed_out.incr();
     } else {
         c.waiters_disconnected.incr();
     }
     block::unblock(bc, None);
-    after_leaving(ctx, &id);
     true
 }
 
-/// `CLIENT UNBLOCK`: leave the queue and reply nil, as BLPOP does.
-pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) {
-    withdraw(ctx, bc, true);
+/// `CLIENT UNBLOCK`: leave the queue and reply nil, as BLPOP does. Returns false when the
+/// client was not one of this file's waiters.
+pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
+    if !withdraw_blocked(ctx, bc, true) {
+        return false;
+    }
     ctx.reply(&Reply::Nil);
+    true
 }
 
 /// The waiting connection closed: leave the queue at once; if the object was already granted
-/// to it but the reply could not be delivered, give it back.
-pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) {
-    if withdraw(ctx, bc, false) {
-        return;
+/// to it but the reply could not be delivered, give it back. Returns false when the client was
+/// not one of this file's waiters.
+pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
+    if withdraw_blocked(ctx, bc, false) {
+        return true;
     }
     let Some(grant) = state(|s| s.in_flight.remove(&bc.id())) else {
-        return;
+        return false;
     };
     let closing = state(|s| s.closing);
     if ctx.client_id() != closing && !ctx.is_replica() {
@@ -426,17 +476,14 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) {
         // sent. Redis drops the module's reply in that case, so give the client its grant here
         // (this context's client is the waiting client).
         ctx.reply(&grant.reply);
-        return;
+        return true;
     }
     // The client is gone: undo its grant. Writing from this callback is not safe (we are
     // inside the client's teardown); a job on the next timer turn does it.
-    state(|s| {
-        s.schedule(
-            ctx,
-            ctx.now_ms(),
-            Job::Revoke(grant.id, grant.req, grant.reply),
-        )
+    timers::schedule(ctx, ctx.now_ms(), move |ctx| {
+        revoke(ctx, &grant.id, &grant.req, &grant.reply)
     });
+    true
 }
 
 // ---- events --------------------------------------------------------------------------------------
@@ -478,22 +525,4 @@ pub fn db_touched(ctx: Ctx, db: Option<i32>) {
 /// A connection is being freed (see `State::closing`).
 pub fn client_closing(id: u64) {
     state(|s| s.closing = id);
-}
-
-/// Counters of the waiting mechanism that `INFO rlock` shows besides each object's.
-pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
-    state(|s| {
-        let mut counts: HashMap<ObjectKind, usize> = HashMap::new();
-        for id in s.queues.ids(None) {
-            if let Some(q) = s.queues.get(&id) {
-                for w in q.iter() {
-                    *counts.entry(w.req.kind()).or_default() += 1;
-                }
-            }
-        }
-        ObjectKind::ALL
-            .iter()
-            .map(|k| (*k, counts.get(k).copied().unwrap_or(0)))
-            .collect()
-    })
 }

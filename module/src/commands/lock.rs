@@ -1,5 +1,6 @@
 //! `RLOCK.*`: the exclusive reentrant lock (Redisson's RLock layout).
 
+use super::{session_of, wait_or_nil};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::lock::{self, Acquire, LockWait, Took};
@@ -7,17 +8,27 @@ use crate::core::stats::ObjectKind;
 use crate::core::wait::{serve::resolve, Io};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::wait;
+use crate::{sessions, wait};
+use std::rc::Rc;
 
-/// `RLOCK.ACQUIRE key owner lease_ms [BLOCK timeout_ms] [FENCE]`
+/// `RLOCK.ACQUIRE key owner lease_ms [BLOCK timeout_ms] [SESSION s [QUEUE request timeout_ms]]
+/// [FENCE]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = lock::parse_acquire(&argv)?;
-    let waits = a.wait.check(ctx.now_ms())?;
+    a.wait.wait.check(ctx.now_ms())?;
+    let session = session_of(&a.wait)?;
     let owner = argv[2];
     let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
     let queued = wait::serve_now(&mut keys);
     let c = ObjectKind::Lock.counters();
+    let req = || {
+        Rc::new(LockWait {
+            owner: owner.into(),
+            lease_ms: a.lease_ms,
+            fence: a.fence,
+        })
+    };
     match lock::acquire(&keys, owner, a.lease_ms, a.fence, queued)? {
         Acquire::Grant(d, took) => {
             let token = keys.apply(&d)?;
@@ -25,16 +36,12 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 Took::Fresh => c.acquired.incr(),
                 Took::Reentry => c.reentries.incr(),
             }
+            if let Some(s) = session {
+                sessions::track(ctx, s, &keys, req());
+            }
             Ok(Answer::Reply(resolve(d.reply.unwrap_or(Reply::Nil), token)))
         }
-        Acquire::Busy => {
-            let req = Box::new(LockWait {
-                owner: owner.into(),
-                lease_ms: a.lease_ms,
-                fence: a.fence,
-            });
-            Ok(wait::park_or_nil(ctx, &keys, waits, req))
-        }
+        Acquire::Busy => wait_or_nil(ctx, &keys, &a.wait, session, req()),
     }
 }
 
@@ -47,6 +54,7 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     keys.apply(&d)?;
     if full {
         ObjectKind::Lock.counters().releases.incr();
+        sessions::released(ctx, &keys, argv[2]);
         wait::serve_now(&mut keys);
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
@@ -73,6 +81,7 @@ pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if !d.writes.is_empty() {
         keys.apply(&d)?;
         ObjectKind::Lock.counters().force_releases.incr();
+        sessions::after_write(ctx, &keys);
         wait::serve_now(&mut keys);
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))

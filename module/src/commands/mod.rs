@@ -1,6 +1,41 @@
 //! Command handlers, one file per object: argv → the object's rules → a decision that `apply`
 //! performs, with the shared waiting mechanism (`wait`) serving queues before a newcomer is
-//! decided and after anything that may free the object.
+//! decided and after anything that may free the object, and sessions (`sessions`) for waits
+//! that do not block a connection.
 
 pub mod lock;
 pub mod rwlock;
+
+use crate::core::args::{Wait, WaitArgs};
+use crate::core::error::CmdError;
+use crate::core::wait::Req;
+use crate::ffi::{Answer, Ctx};
+use crate::keys::RedisKeys;
+use crate::{sessions, wait};
+
+/// The session a request names, if any (before anything is written: an unknown session is an
+/// error, not a half-done acquire).
+pub fn session_of(w: &WaitArgs) -> Result<Option<u32>, CmdError> {
+    w.session.map(sessions::resolve).transpose()
+}
+
+/// A request that cannot be granted now: queue it through its session (`QUEUE`), park its
+/// client (`BLOCK`), or reply nil.
+pub fn wait_or_nil(
+    ctx: Ctx,
+    keys: &RedisKeys,
+    w: &WaitArgs,
+    session: Option<u32>,
+    req: Req,
+) -> Result<Answer, CmdError> {
+    match (w.wait, session) {
+        (
+            Wait::Queue {
+                request,
+                timeout_ms,
+            },
+            Some(s),
+        ) => sessions::queue(ctx, keys, s, request, timeout_ms, req),
+        _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req)),
+    }
+}

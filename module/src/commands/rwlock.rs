@@ -1,5 +1,6 @@
 //! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
 
+use super::{session_of, wait_or_nil};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::rwlock::{self, Acquire, RwWait, Took};
@@ -7,13 +8,16 @@ use crate::core::stats::ObjectKind;
 use crate::core::wait::Io;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::wait;
+use crate::{sessions, wait};
+use std::rc::Rc;
 
-/// `RRWLOCK.ACQUIRE key owner READ|WRITE lease_ms [BLOCK timeout_ms]`
+/// `RRWLOCK.ACQUIRE key owner READ|WRITE lease_ms [BLOCK timeout_ms] [SESSION s [QUEUE request
+/// timeout_ms]]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = rwlock::parse_acquire(&argv)?;
-    let waits = a.wait.check(ctx.now_ms())?;
+    a.wait.wait.check(ctx.now_ms())?;
+    let session = session_of(&a.wait)?;
     let owner = argv[2];
     let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
     let queued = wait::serve_now(&mut keys);
@@ -24,6 +28,13 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         decided = rwlock::acquire(&keys, owner, a.mode, a.lease_ms, queued, true)?;
     }
     let c = ObjectKind::RwLock.counters();
+    let req = || {
+        Rc::new(RwWait {
+            owner: owner.into(),
+            mode: a.mode,
+            lease_ms: a.lease_ms,
+        })
+    };
     match decided {
         Acquire::Grant(d, took) => {
             keys.apply(&d)?;
@@ -31,16 +42,12 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 Took::Fresh => c.acquired.incr(),
                 Took::Reentry => c.reentries.incr(),
             }
+            if let Some(s) = session {
+                sessions::track(ctx, s, &keys, req());
+            }
             Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
         }
-        Acquire::Busy | Acquire::TidyFirst => {
-            let req = Box::new(RwWait {
-                owner: owner.into(),
-                mode: a.mode,
-                lease_ms: a.lease_ms,
-            });
-            Ok(wait::park_or_nil(ctx, &keys, waits, req))
-        }
+        Acquire::Busy | Acquire::TidyFirst => wait_or_nil(ctx, &keys, &a.wait, session, req()),
     }
 }
 
@@ -53,6 +60,7 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     keys.apply(&d)?;
     if released.last {
         ObjectKind::RwLock.counters().releases.incr();
+        sessions::released(ctx, &keys, argv[2]);
         // Freed, or turned into a read lock after a downgrade: queued readers may go.
         wait::serve_now(&mut keys);
     }
@@ -80,6 +88,7 @@ pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if !d.writes.is_empty() {
         keys.apply(&d)?;
         ObjectKind::RwLock.counters().force_releases.incr();
+        sessions::after_write(ctx, &keys);
         wait::serve_now(&mut keys);
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))

@@ -77,13 +77,19 @@ pub enum Wait {
     No,
     /// `BLOCK timeout_ms`: park the caller; 0 waits forever.
     Block(i64),
+    /// `SESSION s QUEUE request timeout_ms`: queue without blocking the connection; the outcome
+    /// goes to the session's listener. 0 waits forever.
+    Queue { request: u64, timeout_ms: i64 },
 }
 
 impl Wait {
     /// The wait's length in ms, checked against `now` so that its deadline cannot overflow.
     pub fn check(self, now_ms: i64) -> Result<Wait, CmdError> {
-        if let Wait::Block(ms) = self {
-            deadline(now_ms, ms, "timeout")?;
+        match self {
+            Wait::Block(ms) | Wait::Queue { timeout_ms: ms, .. } => {
+                deadline(now_ms, ms, "timeout")?;
+            }
+            Wait::No => {}
         }
         Ok(self)
     }
@@ -106,11 +112,102 @@ pub const BLOCK: Opt = Opt {
 
 /// The timeout after `BLOCK`: integer ms, not negative.
 pub fn block(value: &[u8]) -> Result<Wait, CmdError> {
+    Ok(Wait::Block(timeout(value)?))
+}
+
+fn timeout(value: &[u8]) -> Result<i64, CmdError> {
     let ms = integer(value, "timeout")?;
     if ms < 0 {
         return Err(CmdError::NegativeTimeout);
     }
-    Ok(Wait::Block(ms))
+    Ok(ms)
+}
+
+/// `SESSION name`: the session a request belongs to (its holds are watched for loss; with
+/// `QUEUE`, it waits through the session).
+pub const SESSION: Opt = Opt {
+    name: "SESSION",
+    values: 1,
+    needs: "SESSION needs a session name",
+};
+
+/// `QUEUE request_id timeout_ms`: wait through the session instead of blocking.
+pub const QUEUE: Opt = Opt {
+    name: "QUEUE",
+    values: 2,
+    needs: "QUEUE needs a request id and a timeout in milliseconds",
+};
+
+/// The wait options every command that can wait takes, in this order: `BLOCK`, `SESSION`,
+/// `QUEUE`. An object's parser lists them first among its options and hands their values here.
+pub const WAIT_OPTS: [&Opt; 3] = [&BLOCK, &SESSION, &QUEUE];
+
+/// What the wait options of a command said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitArgs<'a> {
+    pub wait: Wait,
+    pub session: Option<&'a [u8]>,
+}
+
+impl<'a> WaitArgs<'a> {
+    pub fn new() -> WaitArgs<'a> {
+        WaitArgs {
+            wait: Wait::No,
+            session: None,
+        }
+    }
+
+    /// Take option `k` (an index into [`WAIT_OPTS`]) with its values.
+    pub fn take(&mut self, k: usize, v: &[&'a [u8]]) -> Result<(), CmdError> {
+        match k {
+            0 => {
+                if matches!(self.wait, Wait::Queue { .. }) {
+                    return Err(conflict());
+                }
+                self.wait = block(v[0])?;
+            }
+            1 => {
+                if v[0].is_empty() {
+                    return Err(CmdError::Syntax(
+                        "the session name must not be empty".into(),
+                    ));
+                }
+                self.session = Some(v[0]);
+            }
+            _ => {
+                if matches!(self.wait, Wait::Block(_)) {
+                    return Err(conflict());
+                }
+                let request = parse_i64(v[0])
+                    .filter(|n| *n >= 0)
+                    .ok_or(CmdError::NotInteger("request id"))?
+                    as u64;
+                self.wait = Wait::Queue {
+                    request,
+                    timeout_ms: timeout(v[1])?,
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Check the combination once every option is read: `QUEUE` needs `SESSION`.
+    pub fn finish(self) -> Result<WaitArgs<'a>, CmdError> {
+        if matches!(self.wait, Wait::Queue { .. }) && self.session.is_none() {
+            return Err(CmdError::Syntax("QUEUE needs SESSION".into()));
+        }
+        Ok(self)
+    }
+}
+
+impl Default for WaitArgs<'_> {
+    fn default() -> Self {
+        WaitArgs::new()
+    }
+}
+
+fn conflict() -> CmdError {
+    CmdError::Syntax("BLOCK and QUEUE exclude each other".into())
 }
 
 /// Walk the option words in `rest` (case-insensitive), calling `on(index into known, values)`
@@ -215,6 +312,42 @@ mod tests {
             Err(CmdError::Syntax("unknown option 'NX'".into()))
         );
         assert_eq!(block(b"-1"), Err(CmdError::NegativeTimeout));
+        let wait = |words: &[&'static str]| {
+            let v: Vec<&[u8]> = words.iter().map(|s| s.as_bytes()).collect();
+            let mut w = WaitArgs::new();
+            options(&v, &WAIT_OPTS, |k, vals| w.take(k, vals))?;
+            w.finish()
+        };
+        assert_eq!(
+            wait(&["session", "s1", "QUEUE", "7", "250"]),
+            Ok(WaitArgs {
+                wait: Wait::Queue {
+                    request: 7,
+                    timeout_ms: 250
+                },
+                session: Some(b"s1")
+            })
+        );
+        assert_eq!(
+            wait(&["QUEUE", "7", "250"]),
+            Err(CmdError::Syntax("QUEUE needs SESSION".into()))
+        );
+        assert_eq!(
+            wait(&["SESSION", "s", "QUEUE", "7", "1", "BLOCK", "5"]),
+            Err(CmdError::Syntax(
+                "BLOCK and QUEUE exclude each other".into()
+            ))
+        );
+        assert_eq!(
+            wait(&["SESSION", "s", "QUEUE", "-1", "1"]),
+            Err(CmdError::NotInteger("request id"))
+        );
+        assert_eq!(
+            wait(&["SESSION", "s", "QUEUE", "1"]),
+            Err(CmdError::Syntax(
+                "QUEUE needs a request id and a timeout in milliseconds".into()
+            ))
+        );
         assert_eq!(block(b"1.5"), Err(CmdError::NotInteger("timeout")));
     }
 }

@@ -42,6 +42,8 @@ pub enum Write<'a> {
 pub enum Reply {
     Int(i64),
     Nil,
+    /// A simple string (`+QUEUED`, `+OK`).
+    Status(&'static str),
     /// The value the decision's [`Write::Incr`] produced (a fencing token).
     Token,
     Bulk(Vec<u8>),

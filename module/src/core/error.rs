@@ -37,6 +37,15 @@ pub enum CmdError {
     NotOwner,
     /// A wait that can never be granted: it would close a cycle of owners waiting for each other.
     Deadlock(String),
+    /// The server became a replica while a session request waited: queue again on the new
+    /// master (the text starts like the error Redis gives a write on a replica).
+    Demoted,
+    /// A session bound (queued requests, unacknowledged outcomes) was reached.
+    Limit(String),
+    /// The session named does not exist (never opened, closed, or expired).
+    NoSession,
+    /// A request id already queued in the same session.
+    DuplicateRequest,
     /// Cluster: the key's slot is no longer served by this node (migrated away, or migrating
     /// with the key already moved). Cluster clients retry on TRYAGAIN and follow the redirect.
     SlotMoved,
@@ -91,6 +100,18 @@ impl fmt::Display for CmdError {
             CmdError::CountOverflow => write!(f, "ERR lock hold count would overflow"),
             CmdError::NotOwner => write!(f, "NOTOWNER lock is not held by this owner"),
             CmdError::Deadlock(detail) => write!(f, "DEADLOCK {detail}"),
+            CmdError::Limit(detail) => write!(f, "ERR {detail}"),
+            CmdError::Demoted => write!(
+                f,
+                "READONLY the server became a replica while the request waited; queue again on the new master"
+            ),
+            CmdError::NoSession => write!(
+                f,
+                "NOSESSION no such session (never opened, closed, or expired): open it with RSESSION.OPEN"
+            ),
+            CmdError::DuplicateRequest => {
+                write!(f, "ERR request id is already queued in this session")
+            }
             CmdError::SlotMoved => {
                 write!(
                     f,

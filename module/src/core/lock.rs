@@ -2,7 +2,7 @@
 //! field, the owner, counts the holds; the key's TTL is the lease). Parsing, decisions, and the
 //! lock's side of the waiting mechanism ([`LockWait`]).
 
-use super::args::{self, Opt, Wait, BLOCK};
+use super::args::{self, Opt, WaitArgs, WAIT_OPTS};
 use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
 use super::names;
@@ -13,11 +13,12 @@ use std::borrow::Cow;
 
 // ---- arguments ---------------------------------------------------------------------------------
 
-/// `RLOCK.ACQUIRE key owner lease_ms [BLOCK timeout_ms] [FENCE]`
+/// `RLOCK.ACQUIRE key owner lease_ms [BLOCK timeout_ms] [SESSION name [QUEUE request timeout_ms]]
+/// [FENCE]`
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AcquireArgs {
+pub struct AcquireArgs<'a> {
     pub lease_ms: i64,
-    pub wait: Wait,
+    pub wait: WaitArgs<'a>,
     pub fence: bool,
 }
 
@@ -27,21 +28,23 @@ const FENCE: Opt = Opt {
     needs: "",
 };
 
-pub fn parse_acquire(argv: &[&[u8]]) -> Result<AcquireArgs, CmdError> {
+pub fn parse_acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, CmdError> {
     args::arity(argv, |n| n >= 4, "rlock.acquire")?;
     args::owner(argv[2])?;
     let mut req = AcquireArgs {
         lease_ms: args::lease(argv[3])?,
-        wait: Wait::No,
+        wait: WaitArgs::new(),
         fence: false,
     };
-    args::options(&argv[4..], &[&BLOCK, &FENCE], |k, v| {
-        match k {
-            0 => req.wait = args::block(v[0])?,
-            _ => req.fence = true,
+    let [block, session, queue] = WAIT_OPTS;
+    args::options(&argv[4..], &[block, session, queue, &FENCE], |k, v| {
+        if k < WAIT_OPTS.len() {
+            return req.wait.take(k, v);
         }
+        req.fence = true;
         Ok(())
     })?;
+    req.wait = req.wait.finish()?;
     Ok(req)
 }
 
@@ -320,6 +323,13 @@ impl Pending for LockWait {
         Some(&self.owner)
     }
 
+    fn held_until(&self, store: &dyn Store) -> Option<Option<i64>> {
+        match store.hget_int(&Target::Main, &self.owner) {
+            Int::Is(n) if n >= 1 => Some(store.expire_at(&Target::Main)),
+            _ => None,
+        }
+    }
+
     fn show(&self) -> Reply {
         Reply::Bulk(self.owner.to_vec())
     }
@@ -328,10 +338,11 @@ impl Pending for LockWait {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::args::Wait;
     use crate::core::mem::Mem;
     use crate::core::wait::Io;
 
-    fn a(args: &[&str]) -> Result<AcquireArgs, CmdError> {
+    fn a(args: &[&'static str]) -> Result<AcquireArgs<'static>, CmdError> {
         let v: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
         parse_acquire(&v)
     }
@@ -342,7 +353,7 @@ mod tests {
             a(&["rlock.acquire", "k", "o", "100"]),
             Ok(AcquireArgs {
                 lease_ms: 100,
-                wait: Wait::No,
+                wait: WaitArgs::new(),
                 fence: false
             })
         );
@@ -350,7 +361,10 @@ mod tests {
             a(&["rlock.acquire", "k", "o", "100", "block", "0", "Fence"]),
             Ok(AcquireArgs {
                 lease_ms: 100,
-                wait: Wait::Block(0),
+                wait: WaitArgs {
+                    wait: Wait::Block(0),
+                    session: None
+                },
                 fence: true
             })
         );
@@ -662,7 +676,7 @@ mod prop_tests {
                             if block {
                                 let h = self.next;
                                 self.next += 1;
-                                let req: Req = Box::new(LockWait {
+                                let req: Req = std::rc::Rc::new(LockWait {
                                     owner: who.into(),
                                     lease_ms: LEASE,
                                     fence: false,

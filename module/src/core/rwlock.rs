@@ -11,7 +11,7 @@
 //! queue is FIFO across modes: once a writer waits, later readers queue behind it, and readers
 //! at the head of the queue are granted together ([`RwWait`]).
 
-use super::args::{self, Opt, Wait, BLOCK};
+use super::args::{self, WaitArgs, WAIT_OPTS};
 use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
 use super::names;
@@ -50,12 +50,13 @@ impl Mode {
 
 // ---- arguments ---------------------------------------------------------------------------------
 
-/// `RRWLOCK.ACQUIRE key owner READ|WRITE lease_ms [BLOCK timeout_ms]`
+/// `RRWLOCK.ACQUIRE key owner READ|WRITE lease_ms [BLOCK timeout_ms] [SESSION name [QUEUE
+/// request timeout_ms]]`
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AcquireArgs {
+pub struct AcquireArgs<'a> {
     pub mode: Mode,
     pub lease_ms: i64,
-    pub wait: Wait,
+    pub wait: WaitArgs<'a>,
 }
 
 /// An owner that cannot collide with Redisson's own fields.
@@ -76,20 +77,16 @@ fn mode(word: &[u8]) -> Result<Mode, CmdError> {
     })
 }
 
-pub fn parse_acquire(argv: &[&[u8]]) -> Result<AcquireArgs, CmdError> {
+pub fn parse_acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, CmdError> {
     args::arity(argv, |n| n >= 5, "rrwlock.acquire")?;
     owner(argv[2])?;
-    let mut req = AcquireArgs {
+    let mut wait = WaitArgs::new();
+    args::options(&argv[5..], &WAIT_OPTS, |k, v| wait.take(k, v))?;
+    Ok(AcquireArgs {
         mode: mode(argv[3])?,
         lease_ms: args::lease(argv[4])?,
-        wait: Wait::No,
-    };
-    let known: [&Opt; 1] = [&BLOCK];
-    args::options(&argv[5..], &known, |_, v| {
-        req.wait = args::block(v[0])?;
-        Ok(())
-    })?;
-    Ok(req)
+        wait: wait.finish()?,
+    })
 }
 
 /// `RRWLOCK.RELEASE key owner READ|WRITE`
@@ -650,6 +647,29 @@ impl Pending for RwWait {
         Some(&self.owner)
     }
 
+    fn held_until(&self, store: &dyn Store) -> Option<Option<i64>> {
+        if store.kind(&Target::Main) != Kind::Hash || read_mode(store).is_none() {
+            return None;
+        }
+        match self.mode {
+            Mode::Write => match store.hget_int(&Target::Main, &writer_field(&self.owner)) {
+                Int::Is(n) if n >= 1 => Some(store.expire_at(&Target::Main)),
+                _ => None,
+            },
+            Mode::Read => {
+                let Int::Is(n) = store.hget_int(&Target::Main, &self.owner) else {
+                    return None;
+                };
+                // Held while any of its read holds lives; it ends with the last of them.
+                let ends = hold_expiries(store, &self.owner, n);
+                if ends.is_empty() {
+                    return None;
+                }
+                Some(ends.iter().try_fold(i64::MIN, |m, e| e.map(|e| m.max(e))))
+            }
+        }
+    }
+
     fn show(&self) -> Reply {
         Reply::Array(vec![
             Reply::Bulk(self.owner.to_vec()),
@@ -695,7 +715,7 @@ mod tests {
             Ok(AcquireArgs {
                 mode: Mode::Read,
                 lease_ms: 100,
-                wait: Wait::No
+                wait: WaitArgs::new()
             })
         );
         assert_eq!(
@@ -711,7 +731,10 @@ mod tests {
             Ok(AcquireArgs {
                 mode: Mode::Write,
                 lease_ms: 5,
-                wait: Wait::Block(0)
+                wait: WaitArgs {
+                    wait: args::Wait::Block(0),
+                    session: None
+                }
             })
         );
         assert_eq!(
@@ -910,7 +933,7 @@ mod tests {
             (b"r4", Mode::Read),
         ];
         for (i, (o, mode)) in arrivals.iter().enumerate() {
-            let req: Req = Box::new(RwWait {
+            let req: Req = std::rc::Rc::new(RwWait {
                 owner: o.as_slice().into(),
                 mode: *mode,
                 lease_ms: 100,
@@ -1058,7 +1081,7 @@ mod prop_tests {
                 Ok(Acquire::Busy) if block => {
                     let h = self.next;
                     self.next += 1;
-                    let req: Req = Box::new(RwWait {
+                    let req: Req = std::rc::Rc::new(RwWait {
                         owner: owner.into(),
                         mode,
                         lease_ms: LEASE,

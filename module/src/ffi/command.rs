@@ -34,6 +34,8 @@ pub enum ArgKind {
     Token,
     /// One of the sub-arguments (`READ|WRITE`).
     OneOf,
+    /// A group of sub-arguments (`SESSION name [QUEUE ...]`).
+    Block,
 }
 
 pub struct ArgSpec {
@@ -82,6 +84,8 @@ pub enum KeyAccess {
     ReadOnly,
     Update,
     Delete,
+    /// The command names no key (session commands): any node serves it.
+    None,
 }
 
 pub struct CommandSpec {
@@ -129,6 +133,7 @@ pub fn register(ctx: Ctx, table: &'static [CommandSpec]) -> Result<AclSupport, S
     }
     for (i, spec) in table.iter().enumerate() {
         let name = spec.name.to_string_lossy();
+        let key = if spec.key == KeyAccess::None { 0 } else { 1 };
         // SAFETY: static C strings; the function is an extern "C" trampoline that catches
         // panics.
         let created = unsafe {
@@ -137,9 +142,9 @@ pub fn register(ctx: Ctx, table: &'static [CommandSpec]) -> Result<AclSupport, S
                 spec.name.as_ptr(),
                 Some(ENTRIES[i]),
                 spec.flags.as_ptr(),
-                1,
-                1,
-                1,
+                key,
+                key,
+                key,
             )
         };
         if created != raw::REDISMODULE_OK as c_int {
@@ -180,6 +185,7 @@ fn arg_type(kind: ArgKind) -> raw::RedisModuleCommandArgType {
         ArgKind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
         ArgKind::Token => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
         ArgKind::OneOf => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF,
+        ArgKind::Block => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK,
     }
 }
 
@@ -222,6 +228,7 @@ fn describe(cmd: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> c_int {
         KeyAccess::ReadOnly => raw::REDISMODULE_CMD_KEY_RO,
         KeyAccess::Update => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
         KeyAccess::Delete => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE,
+        KeyAccess::None => 0,
     };
     // SAFETY: plain C structs, zero meaning "unset"; every pointer stored in them (static
     // strings, `key_specs`, `arena`) outlives the RM_SetCommandInfo call, which copies them.
@@ -236,6 +243,9 @@ fn describe(cmd: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> c_int {
         key_spec.fk.range.keystep = 1;
         key_spec.fk.range.limit = 0;
         let mut key_specs = [key_spec, zeroed()];
+        if spec.key == KeyAccess::None {
+            key_specs = [zeroed(), zeroed()];
+        }
         let mut arena = Vec::new();
         let args = raw_args(spec.args, &mut arena);
 

@@ -35,6 +35,7 @@ macro_rules! has {
 pub mod block;
 pub mod boundary;
 pub mod command;
+pub mod config;
 pub mod ctx;
 pub mod key;
 pub mod reply;

@@ -17,6 +17,10 @@ impl Ctx {
                 Reply::Nil | Reply::Token => {
                     api!(RedisModule_ReplyWithNull)(self.0);
                 }
+                Reply::Status(text) => {
+                    let text = std::ffi::CString::new(*text).unwrap_or_default();
+                    api!(RedisModule_ReplyWithSimpleString)(self.0, text.as_ptr());
+                }
                 Reply::Bulk(b) => {
                     api!(RedisModule_ReplyWithStringBuffer)(self.0, b.as_ptr().cast(), b.len());
                 }

@@ -6,6 +6,7 @@
 pub mod pending;
 pub mod queue;
 pub mod serve;
+pub mod session;
 pub mod timers;
 
 pub use pending::{Pending, Serve};

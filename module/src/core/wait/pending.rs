@@ -45,6 +45,13 @@ pub trait Pending: Debug {
     /// The owner whose request this is (objects without owners have none).
     fn owner(&self) -> Option<&[u8]>;
 
+    /// Whether this request's owner holds what it asked for: `None` when not (any more),
+    /// else when that hold's lease ends (`None` without one). Objects without owners never
+    /// hold anything a session could lose.
+    fn held_until(&self, _store: &dyn Store) -> Option<Option<i64>> {
+        None
+    }
+
     /// How introspection (`*.INFO`'s queue) shows this waiter.
     fn show(&self) -> Reply;
 }

@@ -181,6 +181,11 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
             .collect()
     }
 
+    /// Every queued waiter's handle.
+    pub fn handles(&self) -> impl Iterator<Item = H> + '_ {
+        self.index.keys().copied()
+    }
+
     /// Waiters queued across all keys.
     pub fn total(&self) -> usize {
         self.index.len()

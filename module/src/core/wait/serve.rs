@@ -17,8 +17,9 @@ use std::hash::Hash;
 /// How soon a queue is tried again when a grant had to wait for a write pause to end.
 pub const PAUSED_RETRY_MS: i64 = 10;
 
-/// A queued request: each object's own type behind the shared interface.
-pub type Req = Box<dyn Pending>;
+/// A queued request: each object's own type behind the shared interface. Shared: a session
+/// keeps a granted request both to undo the grant and to watch the hold for loss.
+pub type Req = std::rc::Rc<dyn Pending>;
 
 /// Reads and writes of one object's keys.
 pub trait Io {

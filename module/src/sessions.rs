@@ -1,0 +1,726 @@
+//! Sessions, Redis side: many waits over one connection.
+//!
+//! - A request queued with `SESSION s QUEUE <request> <timeout_ms>` waits in the same FIFO as
+//!   blocked clients (`wait`); its outcome (granted, timeout, error) is appended to the
+//!   session's outcome list instead of unblocking a client (this file is `wait`'s session sink).
+//! - The listener reads outcomes with `RSESSION.READ s <cursor> [BLOCK ms]`; the cursor
+//!   acknowledges everything up to it. Unacknowledged outcomes stay, so a listener that
+//!   reconnects reads what it missed (at-least-once).
+//! - Liveness: a session lives while its listener waits in `RSESSION.READ`, and for its grace
+//!   period after the last read returned (or its connection closed). A frozen client stops
+//!   reading, so its session ends: queued requests leave their queues, grants it never
+//!   acknowledged are undone and handed on, its holds stop being watched.
+//! - Holds granted through a session, or taken by an acquire naming it, are watched: when one
+//!   ends by anything but its owner's release (FORCERELEASE, DEL, expiry, eviction, FLUSH, a
+//!   Redisson force unlock), a `lost` outcome is appended at once.
+
+use crate::config::{self, SESSION_MAX_BACKLOG, SESSION_MAX_GRACE_MS, SESSION_MAX_QUEUED};
+use crate::core::decision::Reply;
+use crate::core::error::CmdError;
+use crate::core::stats::Counter;
+use crate::core::wait::session::{self as rules, Kind, Outcomes};
+use crate::core::wait::{KeyId, Req, TimerKey};
+use crate::ffi::block::{self, BlockedClient, Wake};
+use crate::ffi::{Answer, Args, Ctx};
+use crate::keys::RedisKeys;
+use crate::timers;
+use crate::wait::{self, Ended, Handle};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// What undoing a grant needs, kept until the grant is acknowledged.
+type Grant = (KeyId, Req, Reply);
+
+struct Session {
+    name: Box<[u8]>,
+    grace_ms: i64,
+    /// The client id of the connection that last opened or read it.
+    listener: u64,
+    reader: Option<Reader>,
+    /// When the session ends unless its listener reads again (none while one waits in READ).
+    expiry: Option<TimerKey>,
+    /// Requests queued now.
+    queued: usize,
+    outcomes: Outcomes<Grant>,
+}
+
+/// A listener parked in `RSESSION.READ ... BLOCK`.
+struct Reader {
+    bc: BlockedClient,
+    cursor: u64,
+    count: usize,
+    timeout: Option<TimerKey>,
+}
+
+/// A hold watched for loss.
+struct Tracked {
+    session: u32,
+    req: Req,
+}
+
+#[derive(Default)]
+struct State {
+    sessions: HashMap<u32, Session>,
+    by_name: HashMap<Box<[u8]>, u32>,
+    next_id: u32,
+    /// Parked readers by blocked-client id.
+    readers: HashMap<usize, u32>,
+    tracked: HashMap<KeyId, Vec<Tracked>>,
+    /// The pending loss check of each watched key.
+    checks: HashMap<KeyId, TimerKey>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::default();
+}
+
+fn state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    STATE.with(|s| f(&mut s.borrow_mut()))
+}
+
+pub static OPENED: Counter = Counter::new();
+pub static EXPIRED: Counter = Counter::new();
+pub static CLOSED: Counter = Counter::new();
+pub static LOST: Counter = Counter::new();
+
+/// Install this file as the destination of session requests' outcomes.
+pub fn init() {
+    wait::set_session_sink(sink);
+}
+
+/// The session called `name`.
+pub fn resolve(name: &[u8]) -> Result<u32, CmdError> {
+    state(|s| s.by_name.get(name).copied()).ok_or(CmdError::NoSession)
+}
+
+// ---- queueing and outcomes -----------------------------------------------------------------------
+
+/// Queue `req` as request `request` of session `session`, with a deadline `timeout_ms` from
+/// now (0: none). Reply `QUEUED`.
+pub fn queue(
+    ctx: Ctx,
+    keys: &RedisKeys,
+    session: u32,
+    request: u64,
+    timeout_ms: i64,
+    req: Req,
+) -> Result<Answer, CmdError> {
+    let handle = Handle::Session { session, request };
+    state(|s| {
+        let sess = s.sessions.get(&session).ok_or(CmdError::NoSession)?;
+        rules::may_queue(
+            sess.queued,
+            sess.outcomes.len(),
+            config::get(&SESSION_MAX_QUEUED),
+            config::get(&SESSION_MAX_BACKLOG),
+        )
+    })?;
+    if wait::is_waiting(handle) {
+        return Err(CmdError::DuplicateRequest);
+    }
+    wait::enqueue(ctx, keys, handle, timeout_ms, req);
+    state(|s| {
+        if let Some(sess) = s.sessions.get_mut(&session) {
+            sess.queued += 1;
+        }
+    });
+    Ok(Answer::Reply(Reply::Status("QUEUED")))
+}
+
+/// `wait`'s sink: how a session request's wait ended.
+fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
+    let known = state(|s| match s.sessions.get_mut(&session) {
+        Some(sess) => {
+            sess.queued = sess.queued.saturating_sub(1);
+            true
+        }
+        None => false,
+    });
+    match ended {
+        Ended::Granted { id, req, reply } => {
+            if !known {
+                // The session ended meanwhile: nobody will receive this grant.
+                undo_later(ctx, (id, req, reply));
+                return;
+            }
+            if req.owner().is_some() {
+                watch(ctx, session, id.clone(), req.clone());
+            }
+            let key = Some(id.key.to_vec());
+            let value = reply.clone();
+            push(
+                ctx,
+                session,
+                Kind::Granted,
+                Some(request),
+                key,
+                value,
+                Some((id, req, reply)),
+            );
+        }
+        Ended::TimedOut => push(
+            ctx,
+            session,
+            Kind::Timeout,
+            Some(request),
+            None,
+            Reply::Nil,
+            None,
+        ),
+        Ended::Failed(e) => {
+            let text = Reply::Bulk(e.to_string().into_bytes());
+            push(ctx, session, Kind::Error, Some(request), None, text, None)
+        }
+    }
+}
+
+/// Append an outcome and hand it to a waiting listener.
+fn push(
+    ctx: Ctx,
+    session: u32,
+    kind: Kind,
+    request: Option<u64>,
+    key: Option<Vec<u8>>,
+    value: Reply,
+    grant: Option<Grant>,
+) {
+    state(|s| {
+        let Some(sess) = s.sessions.get_mut(&session) else {
+            return;
+        };
+        sess.outcomes.push(kind, request, key, value, grant);
+        if let Some(id) = wake_reader(ctx, sess) {
+            s.readers.remove(&id);
+        }
+    });
+}
+
+/// Answer the parked reader of `sess`, if it has one and there is something after its cursor.
+/// Returns the reader's blocked-client id.
+fn wake_reader(ctx: Ctx, sess: &mut Session) -> Option<usize> {
+    let cursor = sess.reader.as_ref()?.cursor;
+    if !sess.outcomes.has_after(cursor) {
+        return None;
+    }
+    let r = sess.reader.take()?;
+    let id = r.bc.id();
+    let reply = read_reply(sess, r.cursor, r.count);
+    answer_reader(ctx, sess, r, reply);
+    Some(id)
+}
+
+fn read_reply(sess: &Session, cursor: u64, count: usize) -> Reply {
+    Reply::Array(
+        sess.outcomes
+            .after(cursor, count)
+            .map(|e| e.show())
+            .collect(),
+    )
+}
+
+/// Send `reply` to a parked reader and start the grace period.
+fn answer_reader(ctx: Ctx, sess: &mut Session, r: Reader, reply: Reply) {
+    if let Some(t) = r.timeout {
+        timers::cancel(t);
+    }
+    block::unblock(
+        r.bc,
+        Some(Wake {
+            handle: r.bc.id(),
+            reply,
+        }),
+    );
+    schedule_expiry(ctx, sess);
+}
+
+/// Undo a grant nobody will receive, on the next timer turn (undoing writes keys, which must
+/// not happen in a client's context: it selects the key's database).
+fn undo_later(ctx: Ctx, (id, req, reply): Grant) {
+    timers::schedule(ctx, ctx.now_ms(), move |ctx| {
+        wait::revoke(ctx, &id, &req, &reply)
+    });
+}
+
+// ---- liveness --------------------------------------------------------------------------------------
+
+/// The session ends `grace_ms` from now unless its listener reads again.
+fn schedule_expiry(ctx: Ctx, sess: &mut Session) {
+    if let Some(t) = sess.expiry.take() {
+        timers::cancel(t);
+    }
+    let name = sess.name.clone();
+    sess.expiry = Some(timers::schedule(
+        ctx,
+        ctx.now_ms().saturating_add(sess.grace_ms),
+        move |ctx| {
+            if let Ok(id) = resolve(&name) {
+                if state(|s| s.sessions.get(&id).is_some_and(|x| x.reader.is_none())) {
+                    EXPIRED.incr();
+                    end(ctx, id);
+                }
+            }
+        },
+    ));
+}
+
+/// End session `id`: its queued requests leave their queues, grants it did not acknowledge
+/// are undone and handed on, its holds stop being watched, a parked reader is told.
+fn end(ctx: Ctx, id: u32) {
+    let Some(mut sess) = state(|s| {
+        let sess = s.sessions.remove(&id)?;
+        s.by_name.remove(&sess.name);
+        if let Some(r) = &sess.reader {
+            s.readers.remove(&r.bc.id());
+        }
+        for holds in s.tracked.values_mut() {
+            holds.retain(|t| t.session != id);
+        }
+        s.tracked.retain(|_, v| !v.is_empty());
+        Some(sess)
+    }) else {
+        return;
+    };
+    if let Some(t) = sess.expiry.take() {
+        timers::cancel(t);
+    }
+    if let Some(r) = sess.reader.take() {
+        if let Some(t) = r.timeout {
+            timers::cancel(t);
+        }
+        let reply = Reply::Error(CmdError::NoSession);
+        block::unblock(
+            r.bc,
+            Some(Wake {
+                handle: r.bc.id(),
+                reply,
+            }),
+        );
+    }
+    for h in wait::session_requests(id) {
+        wait::withdraw(ctx, h);
+    }
+    for e in sess.outcomes.drain() {
+        if let Some(g) = e.grant {
+            undo_later(ctx, g);
+        }
+    }
+}
+
+// ---- watching holds for loss -----------------------------------------------------------------------
+
+/// Watch the hold `req` stands for on `id` for session `session`; its key is looked at on the
+/// next turn, and then at each lease end.
+fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
+    state(|s| {
+        s.tracked
+            .entry(id.clone())
+            .or_default()
+            .push(Tracked { session, req })
+    });
+    check_at(ctx, &id, ctx.now_ms());
+}
+
+/// Watch what an acquire naming session `session` just took.
+pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req) {
+    let id = KeyId::new(ctx.db(), keys.name.bytes());
+    let until = req.held_until(keys);
+    if until.is_none() {
+        return;
+    }
+    state(|s| {
+        s.tracked
+            .entry(id.clone())
+            .or_default()
+            .push(Tracked { session, req })
+    });
+    if let Some(Some(at)) = until {
+        check_at(ctx, &id, at.saturating_add(1));
+    }
+}
+
+/// Look at `id`'s watched holds no later than `at`.
+fn check_at(ctx: Ctx, id: &KeyId, at: i64) {
+    let current = state(|s| s.checks.get(id).copied());
+    if let Some(t) = current {
+        if t.at_ms <= at {
+            return;
+        }
+        timers::cancel(t);
+    }
+    let key = id.clone();
+    let t = timers::schedule(ctx, at, move |ctx| {
+        state(|s| s.checks.remove(&key));
+        if ctx.is_replica() || !ctx.select_db(key.db) {
+            return;
+        }
+        let keys = RedisKeys::background(ctx, &key.key);
+        check(ctx, &key, &keys);
+    });
+    state(|s| s.checks.insert(id.clone(), t));
+}
+
+/// Compare `id`'s watched holds with what its keys hold now: each that ended is lost.
+fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
+    let Some(holds) = state(|s| s.tracked.remove(id)) else {
+        return;
+    };
+    let mut kept = Vec::new();
+    let mut next: Option<i64> = None;
+    for t in holds {
+        match t.req.held_until(keys) {
+            Some(until) => {
+                if let Some(at) = until {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+                kept.push(t);
+            }
+            None => {
+                LOST.incr();
+                let owner = t.req.owner().unwrap_or_default().to_vec();
+                push(
+                    ctx,
+                    t.session,
+                    Kind::Lost,
+                    None,
+                    Some(id.key.to_vec()),
+                    Reply::Bulk(owner),
+                    None,
+                );
+            }
+        }
+    }
+    if kept.is_empty() {
+        return;
+    }
+    state(|s| s.tracked.entry(id.clone()).or_default().extend(kept));
+    if let Some(at) = next {
+        check_at(ctx, id, at.saturating_add(1));
+    }
+}
+
+/// `owner` released a hold on the command's key: holds of `owner` that ended are not lost,
+/// they stop being watched.
+pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
+    if state(|s| s.tracked.is_empty()) {
+        return;
+    }
+    let id = KeyId::new(ctx.db(), keys.name.bytes());
+    state(|s| {
+        if let Some(holds) = s.tracked.get_mut(&id) {
+            holds.retain(|t| t.req.owner() != Some(owner) || t.req.held_until(keys).is_some());
+            if holds.is_empty() {
+                s.tracked.remove(&id);
+            }
+        }
+    });
+}
+
+/// A command may have ended holds on its key (a force release): look now.
+pub fn after_write(ctx: Ctx, keys: &RedisKeys) {
+    if state(|s| s.tracked.is_empty()) {
+        return;
+    }
+    let id = KeyId::new(ctx.db(), keys.name.bytes());
+    check(ctx, &id, keys);
+}
+
+/// A keyspace event on `key`: if a watched hold lives there, look at it on the next turn.
+pub fn key_touched(ctx: Ctx, db: i32, key: &[u8]) {
+    let id = KeyId::new(db, key);
+    let watched = STATE.with(|cell| {
+        cell.try_borrow()
+            .is_ok_and(|s| !s.tracked.is_empty() && s.tracked.contains_key(&id))
+    });
+    if watched {
+        check_at(ctx, &id, ctx.now_ms());
+    }
+}
+
+/// FLUSH*, SWAPDB: look at every watched hold of database `db` (or of all).
+pub fn db_touched(ctx: Ctx, db: Option<i32>) {
+    let ids: Vec<KeyId> = state(|s| {
+        s.tracked
+            .keys()
+            .filter(|id| db.is_none_or(|d| id.db == d))
+            .cloned()
+            .collect()
+    });
+    for id in ids {
+        check_at(ctx, &id, ctx.now_ms());
+    }
+}
+
+/// The server became a replica: queued session requests must queue again on the new master.
+pub fn demoted(ctx: Ctx) {
+    wait::fail_session_requests(ctx, CmdError::Demoted);
+}
+
+// ---- parked readers ---------------------------------------------------------------------------------
+
+/// `CLIENT UNBLOCK` of a parked reader: it returns with nothing, as XREAD BLOCK does.
+pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
+    let Some(id) = state(|s| s.readers.remove(&bc.id())) else {
+        return false;
+    };
+    state(|s| {
+        if let Some(sess) = s.sessions.get_mut(&id) {
+            if let Some(r) = sess.reader.take() {
+                if let Some(t) = r.timeout {
+                    timers::cancel(t);
+                }
+            }
+            schedule_expiry(ctx, sess);
+        }
+    });
+    block::unblock(bc, None);
+    ctx.reply(&Reply::Array(Vec::new()));
+    true
+}
+
+/// A parked reader's connection closed: the grace period starts.
+pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
+    let Some(id) = state(|s| s.readers.remove(&bc.id())) else {
+        return false;
+    };
+    state(|s| {
+        if let Some(sess) = s.sessions.get_mut(&id) {
+            if let Some(r) = sess.reader.take() {
+                if let Some(t) = r.timeout {
+                    timers::cancel(t);
+                }
+            }
+            schedule_expiry(ctx, sess);
+        }
+    });
+    block::unblock(bc, None);
+    true
+}
+
+// ---- commands ------------------------------------------------------------------------------------
+
+/// `RSESSION.OPEN session grace_ms`: create or resume a session; the calling connection is its
+/// listener. Reply: `resumed` (0: new, 1: it existed), `acked`, `last`, `pending`.
+pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let (name, grace_ms) = rules::parse_open(&argv)?;
+    let max = config::get(&SESSION_MAX_GRACE_MS);
+    if grace_ms > max {
+        return Err(CmdError::Limit(format!(
+            "grace_ms {grace_ms} is above rlock.session-max-grace-ms ({max})"
+        )));
+    }
+    let reply = state(|s| {
+        let resumed = s.by_name.contains_key(name);
+        let id = match s.by_name.get(name) {
+            Some(id) => *id,
+            None => {
+                s.next_id = s.next_id.wrapping_add(1);
+                let id = s.next_id;
+                s.by_name.insert(name.into(), id);
+                s.sessions.insert(
+                    id,
+                    Session {
+                        name: name.into(),
+                        grace_ms,
+                        listener: 0,
+                        reader: None,
+                        expiry: None,
+                        queued: 0,
+                        outcomes: Outcomes::default(),
+                    },
+                );
+                OPENED.incr();
+                id
+            }
+        };
+        let sess = s.sessions.get_mut(&id).expect("just found or made");
+        sess.grace_ms = grace_ms;
+        sess.listener = ctx.client_id();
+        if sess.reader.is_none() {
+            schedule_expiry(ctx, sess);
+        }
+        Reply::Map(vec![
+            ("resumed", Reply::Int(resumed as i64)),
+            ("acked", Reply::Int(sess.outcomes.acked() as i64)),
+            ("last", Reply::Int(sess.outcomes.last() as i64)),
+            ("pending", Reply::Int(sess.outcomes.len() as i64)),
+        ])
+    });
+    Ok(Answer::Reply(reply))
+}
+
+/// `RSESSION.READ session cursor [COUNT n] [BLOCK ms]`: acknowledge outcomes up to `cursor`,
+/// return those after it (waiting for one with BLOCK).
+pub fn read(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let r = rules::parse_read(&argv)?;
+    let id = resolve(r.session)?;
+    if let Some(ms) = r.block_ms {
+        crate::core::args::deadline(ctx.now_ms(), ms, "timeout")?;
+    }
+    // A new read takes over from a reader still parked for this session.
+    let replaced = state(|s| {
+        let sess = s.sessions.get_mut(&id)?;
+        let old = sess.reader.take()?;
+        s.readers.remove(&old.bc.id());
+        Some(old)
+    });
+    if let Some(old) = replaced {
+        if let Some(t) = old.timeout {
+            timers::cancel(t);
+        }
+        block::unblock(
+            old.bc,
+            Some(Wake {
+                handle: old.bc.id(),
+                reply: Reply::Array(Vec::new()),
+            }),
+        );
+    }
+    let may_block = ctx.may_block();
+    state(|s| {
+        let sess = s.sessions.get_mut(&id).ok_or(CmdError::NoSession)?;
+        sess.outcomes.ack(r.cursor);
+        sess.listener = ctx.client_id();
+        let ready = sess.outcomes.has_after(r.cursor);
+        let Some(ms) = r.block_ms.filter(|_| !ready && may_block) else {
+            schedule_expiry(ctx, sess);
+            return Ok(Answer::Reply(read_reply(sess, r.cursor, r.count)));
+        };
+        // Parked: the session lives while its listener waits.
+        if let Some(t) = sess.expiry.take() {
+            timers::cancel(t);
+        }
+        let bc = ctx.block();
+        let timeout = (ms > 0).then(|| {
+            timers::schedule(ctx, ctx.now_ms() + ms, move |ctx| {
+                read_timed_out(ctx, id, bc)
+            })
+        });
+        sess.reader = Some(Reader {
+            bc,
+            cursor: r.cursor,
+            count: r.count,
+            timeout,
+        });
+        s.readers.insert(bc.id(), id);
+        Ok(Answer::Parked)
+    })
+}
+
+/// A parked read's BLOCK time passed: it returns with nothing.
+fn read_timed_out(ctx: Ctx, id: u32, bc: BlockedClient) {
+    state(|s| {
+        let Some(sess) = s.sessions.get_mut(&id) else {
+            return;
+        };
+        if sess.reader.as_ref().is_none_or(|r| r.bc != bc) {
+            return;
+        }
+        let r = sess.reader.take().expect("checked above");
+        // The timer that called us is this reader's timeout: nothing to cancel.
+        let r = Reader { timeout: None, ..r };
+        answer_reader(ctx, sess, r, Reply::Array(Vec::new()));
+        s.readers.remove(&bc.id());
+    });
+}
+
+/// `RSESSION.ACK session cursor`: acknowledge outcomes up to `cursor`; reply how many.
+pub fn ack(_ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let (name, cursor) = rules::parse_ack(&argv)?;
+    let id = resolve(name)?;
+    let n = state(|s| {
+        s.sessions
+            .get_mut(&id)
+            .map_or(0, |sess| sess.outcomes.ack(cursor).1)
+    });
+    Ok(Answer::Reply(Reply::Int(n as i64)))
+}
+
+/// `RSESSION.CANCEL session request`: withdraw a queued request. 1 when it was still queued;
+/// 0 when not (its outcome, perhaps a grant, is or will be in the session's outcomes).
+pub fn cancel(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let (name, request) = rules::parse_cancel(&argv)?;
+    let session = resolve(name)?;
+    let withdrawn = wait::withdraw(ctx, Handle::Session { session, request }).is_some();
+    if withdrawn {
+        state(|s| {
+            if let Some(sess) = s.sessions.get_mut(&session) {
+                sess.queued = sess.queued.saturating_sub(1);
+            }
+        });
+    }
+    Ok(Answer::Reply(Reply::Int(withdrawn as i64)))
+}
+
+/// `RSESSION.CLOSE session`: end it now (as if it expired). 1, or 0 when it did not exist.
+pub fn close(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let name = rules::parse_named(&argv, "rsession.close")?;
+    let Ok(id) = resolve(name) else {
+        return Ok(Answer::Reply(Reply::Int(0)));
+    };
+    CLOSED.incr();
+    end(ctx, id);
+    Ok(Answer::Reply(Reply::Int(1)))
+}
+
+/// `RSESSION.INFO session`
+pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let name = rules::parse_named(&argv, "rsession.info")?;
+    let id = resolve(name)?;
+    let now = ctx.now_ms();
+    let reply = state(|s| {
+        let holds = s
+            .tracked
+            .values()
+            .flatten()
+            .filter(|t| t.session == id)
+            .count();
+        let Some(sess) = s.sessions.get(&id) else {
+            return Err(CmdError::NoSession);
+        };
+        Ok(Reply::Map(vec![
+            ("session", Reply::Bulk(sess.name.to_vec())),
+            ("listener", Reply::Int(sess.listener as i64)),
+            ("reading", Reply::Int(sess.reader.is_some() as i64)),
+            ("grace_ms", Reply::Int(sess.grace_ms)),
+            (
+                "expires_in_ms",
+                Reply::Int(sess.expiry.map_or(-1, |t| (t.at_ms - now).max(0))),
+            ),
+            ("queued", Reply::Int(sess.queued as i64)),
+            ("pending", Reply::Int(sess.outcomes.len() as i64)),
+            ("acked", Reply::Int(sess.outcomes.acked() as i64)),
+            ("last", Reply::Int(sess.outcomes.last() as i64)),
+            ("holds", Reply::Int(holds as i64)),
+        ]))
+    })?;
+    Ok(Answer::Reply(reply))
+}
+
+/// `RSESSION.LIST`: every session's name.
+pub fn list(_ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    rules::parse_list(&args.bytes())?;
+    let names = state(|s| {
+        s.sessions
+            .values()
+            .map(|x| Reply::Bulk(x.name.to_vec()))
+            .collect()
+    });
+    Ok(Answer::Reply(Reply::Array(names)))
+}
+
+/// Totals for `INFO rlock`: sessions, requests queued through them, outcomes not acknowledged,
+/// holds watched.
+pub fn totals() -> (usize, usize, usize, usize) {
+    state(|s| {
+        let queued = s.sessions.values().map(|x| x.queued).sum();
+        let pending = s.sessions.values().map(|x| x.outcomes.len()).sum();
+        let holds = s.tracked.values().map(Vec::len).sum();
+        (s.sessions.len(), queued, pending, holds)
+    })
+}

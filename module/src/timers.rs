@@ -1,0 +1,72 @@
+//! The module's one Redis timer. Every timed job (wait deadlines, re-checks of keys at their
+//! lease end, deferred undo, session expiry, listener read timeouts) is a closure in one
+//! ordered map (`core::wait::Timers`); a single Redis timer is kept armed at the earliest.
+//! Cancelling is a map removal; jobs run one at a time, outside any borrow of this state.
+
+use crate::core::wait::{TimerKey, Timers};
+use crate::ffi::block::MAX_TIMER_DELAY_MS;
+use crate::ffi::Ctx;
+use std::cell::RefCell;
+
+type Job = Box<dyn FnOnce(Ctx)>;
+
+#[derive(Default)]
+struct State {
+    jobs: Timers<Job>,
+    /// The Redis timer armed for the earliest job: (its id, when it fires).
+    armed: Option<(u64, i64)>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::default();
+}
+
+/// Run `job` at `at_ms` (server clock).
+pub fn schedule(ctx: Ctx, at_ms: i64, job: impl FnOnce(Ctx) + 'static) -> TimerKey {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let key = s.jobs.schedule(at_ms, Box::new(job));
+        arm(&mut s, ctx);
+        key
+    })
+}
+
+pub fn cancel(key: TimerKey) {
+    STATE.with(|s| drop(s.borrow_mut().jobs.cancel(key)));
+}
+
+/// Jobs scheduled (for INFO and tests of leaks).
+pub fn pending() -> usize {
+    STATE.with(|s| s.borrow().jobs.len())
+}
+
+/// Keep the Redis timer armed no later than the earliest job.
+fn arm(s: &mut State, ctx: Ctx) {
+    let Some(next) = s.jobs.next_at() else {
+        return;
+    };
+    if let Some((id, at)) = s.armed {
+        if at <= next {
+            return; // fires in time; it re-arms for whatever is left
+        }
+        ctx.stop_timer(id);
+    }
+    let now = ctx.now_ms();
+    // The delay is capped (a lease of 2^62 ms): a timer that fires early finds nothing due
+    // and re-arms.
+    let delay = next.saturating_sub(now).clamp(0, MAX_TIMER_DELAY_MS);
+    s.armed = Some((ctx.create_timer(delay), now + delay));
+}
+
+/// The Redis timer fired: run every job that is due, then re-arm for the next.
+pub fn on_timer(ctx: Ctx) {
+    STATE.with(|s| s.borrow_mut().armed = None);
+    loop {
+        let now = ctx.now_ms();
+        let Some((_, job)) = STATE.with(|s| s.borrow_mut().jobs.pop_due(now)) else {
+            break;
+        };
+        job(ctx);
+    }
+    STATE.with(|s| arm(&mut s.borrow_mut(), ctx));
+}
