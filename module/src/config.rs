@@ -1,7 +1,7 @@
 //! The module's configuration parameters (`CONFIG SET rlock.<name>`), with their defaults.
 
 use crate::ffi::{config, Ctx};
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 
 /// The longest grace period a session may ask for: how long its queued requests and
 /// unacknowledged grants outlive its listener.
@@ -10,6 +10,13 @@ pub static SESSION_MAX_GRACE_MS: AtomicI64 = AtomicI64::new(60_000);
 pub static SESSION_MAX_QUEUED: AtomicI64 = AtomicI64::new(100_000);
 /// Outcomes one session may have waiting for acknowledgement before it may queue more.
 pub static SESSION_MAX_BACKLOG: AtomicI64 = AtomicI64::new(100_000);
+
+/// Refuse a wait that would close a cycle of owners waiting for one another.
+pub static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
+
+pub fn deadlock_detection() -> bool {
+    DEADLOCK_DETECTION.load(Relaxed)
+}
 
 pub fn get(value: &AtomicI64) -> i64 {
     value.load(Relaxed)
@@ -35,7 +42,8 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         &SESSION_MAX_BACKLOG,
         1,
         i64::from(i32::MAX),
-    ) && config::load(ctx);
+    ) && config::boolean(ctx, "deadlock-detection", &DEADLOCK_DETECTION)
+        && config::load(ctx);
     if ok {
         Ok(())
     } else {

@@ -32,5 +32,6 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     out.int("sessions_closed", sessions::CLOSED.get() as i64);
     out.int("holds_lost", sessions::LOST.get() as i64);
     out.int("timer_jobs", timers::pending() as i64);
+    out.int("deadlocks", stats::DEADLOCKS.get() as i64);
     out.int("errors", stats::ERRORS.get() as i64);
 }

@@ -43,6 +43,21 @@ impl RedisKeys {
         }
     }
 
+    /// Another key of the command's database, read only (deadlock detection reads the keys
+    /// an owner waits on).
+    pub fn peek(ctx: Ctx, name: &[u8]) -> RedisKeys {
+        let owned = OwnedStr::new(name);
+        let name = owned.get();
+        RedisKeys {
+            ctx,
+            name,
+            main: Key::open(ctx, name, false),
+            hints: Vec::new(),
+            guard_pause: false,
+            _owned: Some(owned),
+        }
+    }
+
     /// A key named by bytes, looked at from a timer or an event (the ctx's db is selected).
     pub fn background(ctx: Ctx, name: &[u8]) -> RedisKeys {
         let owned = OwnedStr::new(name);

@@ -67,9 +67,14 @@ struct InFlight {
     reply: Reply,
 }
 
+/// An owner within a database (the same name in two databases is two owners).
+type OwnerId = (i32, Box<[u8]>);
+
 #[derive(Default)]
 struct State {
     queues: Queues<Handle, Req>,
+    /// The waits of each owner (for deadlock detection).
+    by_owner: HashMap<OwnerId, Vec<Handle>>,
     in_flight: HashMap<usize, InFlight>,
     serial: u64,
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
@@ -168,10 +173,37 @@ impl State {
     }
 }
 
-fn retire(waiter: &Waiter<Handle, Req>) {
+impl State {
+    fn index(&mut self, db: i32, waiter: &Waiter<Handle, Req>) {
+        if let Some(o) = waiter.req.owner() {
+            self.by_owner
+                .entry((db, o.into()))
+                .or_default()
+                .push(waiter.handle);
+        }
+    }
+
+    fn unindex(&mut self, db: i32, waiter: &Waiter<Handle, Req>) {
+        let Some(o) = waiter.req.owner() else {
+            return;
+        };
+        let id = (db, Box::<[u8]>::from(o));
+        if let Some(hs) = self.by_owner.get_mut(&id) {
+            hs.retain(|h| *h != waiter.handle);
+            if hs.is_empty() {
+                self.by_owner.remove(&id);
+            }
+        }
+    }
+}
+
+/// A waiter left its queue (granted, failed, timed out, withdrawn): its deadline and its
+/// place in the owner index go.
+fn retire(db: i32, waiter: &Waiter<Handle, Req>) {
     if let Some(t) = waiter.deadline {
         timers::cancel(t);
     }
+    state(|s| s.unindex(db, waiter));
 }
 
 // ---- queueing ------------------------------------------------------------------------------------
@@ -207,15 +239,14 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
                 deadline(ctx, handle, serial)
             })
         });
-        s.queues.push(
-            &id,
-            Waiter {
-                handle,
-                serial,
-                req,
-                deadline,
-            },
-        );
+        let waiter = Waiter {
+            handle,
+            serial,
+            req,
+            deadline,
+        };
+        s.index(id.db, &waiter);
+        s.queues.push(&id, waiter);
         if let Some(at) = wake_at {
             s.watch(ctx, &id, at.saturating_add(1));
         }
@@ -235,6 +266,7 @@ fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
         }
     });
     if let Some((id, waiter)) = removed {
+        state(|s| s.unindex(id.db, &waiter));
         let kind = waiter.req.kind();
         kind.counters().waits_timed_out.incr();
         deliver(ctx, waiter.handle, Ended::TimedOut);
@@ -246,7 +278,7 @@ fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
 /// is not queued any more (already granted).
 pub fn withdraw(ctx: Ctx, handle: Handle) -> Option<ObjectKind> {
     let (id, waiter) = state(|s| s.queues.remove(handle))?;
-    retire(&waiter);
+    retire(id.db, &waiter);
     after_leaving(ctx, &id);
     Some(waiter.req.kind())
 }
@@ -261,6 +293,107 @@ fn after_leaving(ctx: Ctx, id: &KeyId) {
             s.forget_if_idle(id);
         }
     });
+}
+
+// ---- deadlock detection -----------------------------------------------------------------------
+
+/// Owners visited at most by one search (a larger graph is allowed to wait, as without
+/// detection).
+const DEADLOCK_BUDGET: usize = 100_000;
+
+/// The wait-for graph of one database, read from the queues and the keys.
+struct WaitGraph<'a> {
+    ctx: Ctx,
+    db: i32,
+    s: &'a State,
+}
+
+impl crate::core::wait::deadlock::Graph for WaitGraph<'_> {
+    type Owner = Box<[u8]>;
+    type Key = std::rc::Rc<[u8]>;
+
+    fn waits(&self, owner: &Box<[u8]>) -> Vec<(std::rc::Rc<[u8]>, Vec<Box<[u8]>>)> {
+        let Some(handles) = self.s.by_owner.get(&(self.db, owner.clone())) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for h in handles {
+            let Some((id, _)) = self.s.queues.find(*h) else {
+                continue;
+            };
+            let Some(q) = self.s.queues.get(id) else {
+                continue;
+            };
+            let keys = RedisKeys::peek(self.ctx, &id.key);
+            let mut ahead: Vec<&dyn crate::core::wait::Pending> = Vec::new();
+            for w in q.iter() {
+                if w.handle == *h {
+                    let blockers = w.req.waits_for(&keys, &ahead);
+                    out.push((
+                        id.key.clone(),
+                        blockers.into_iter().map(Vec::into_boxed_slice).collect(),
+                    ));
+                    break;
+                }
+                ahead.push(&*w.req);
+            }
+        }
+        out
+    }
+}
+
+/// Refuse `req` (about to wait on the command's key) when its owner would close a cycle of
+/// owners waiting for one another on this server.
+pub fn check_deadlock(ctx: Ctx, keys: &RedisKeys, req: &Req) -> Result<(), CmdError> {
+    let Some(owner) = req.owner() else {
+        return Ok(());
+    };
+    let db = ctx.db();
+    let cycle = state(|s| {
+        if s.by_owner.is_empty() {
+            return None; // nobody waits anywhere: no cycle can close
+        }
+        let id = KeyId::new(db, keys.key_name());
+        let ahead: Vec<&dyn crate::core::wait::Pending> = s
+            .queues
+            .get(&id)
+            .map_or_else(Vec::new, |q| q.iter().map(|w| &*w.req).collect());
+        let blockers: Vec<Box<[u8]>> = req
+            .waits_for(keys, &ahead)
+            .into_iter()
+            .map(Vec::into_boxed_slice)
+            .collect();
+        let graph = WaitGraph { ctx, db, s };
+        crate::core::wait::deadlock::find_cycle(
+            &graph,
+            &Box::from(owner),
+            &id.key,
+            &blockers,
+            DEADLOCK_BUDGET,
+        )
+    });
+    let Some(steps) = cycle else {
+        return Ok(());
+    };
+    stats::DEADLOCKS.incr();
+    let echo = crate::core::error::echo;
+    let hops: Vec<String> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            let next = &steps[(i + 1) % steps.len()].owner;
+            format!(
+                "'{}' waits for '{}' on '{}'",
+                echo(&st.owner),
+                echo(next),
+                echo(&st.key)
+            )
+        })
+        .collect();
+    Err(CmdError::Deadlock(format!(
+        "waiting would close a cycle: {}",
+        hops.join(", ")
+    )))
 }
 
 // ---- serving -------------------------------------------------------------------------------------
@@ -318,7 +451,7 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
                 if after_expiry {
                     c.grants_after_expiry.incr();
                 }
-                retire(&waiter);
+                retire(id.db, &waiter);
                 let ended = Ended::Granted {
                     id: id.clone(),
                     req: waiter.req,
@@ -327,7 +460,7 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
                 deliver(ctx, waiter.handle, ended);
             }
             Outcome::Failed { waiter, error } => {
-                retire(&waiter);
+                retire(id.db, &waiter);
                 stats::ERRORS.incr();
                 deliver(ctx, waiter.handle, Ended::Failed(error));
             }
@@ -349,7 +482,7 @@ fn fail_all(ctx: Ctx, id: &KeyId, err: CmdError) {
         ws
     });
     for w in drained {
-        retire(&w);
+        retire(id.db, &w);
         stats::ERRORS.incr();
         deliver(ctx, w.handle, Ended::Failed(err.clone()));
     }
@@ -366,7 +499,7 @@ pub fn fail_session_requests(ctx: Ctx, err: CmdError) {
     });
     for h in handles {
         if let Some((id, w)) = state(|s| s.queues.remove(h)) {
-            retire(&w);
+            retire(id.db, &w);
             deliver(ctx, h, Ended::Failed(err.clone()));
             state(|s| s.forget_if_idle(&id));
         }

@@ -11,7 +11,7 @@ use crate::core::error::CmdError;
 use crate::core::wait::Req;
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
-use crate::{sessions, wait};
+use crate::{config, sessions, wait};
 
 /// The session a request names, if any (before anything is written: an unknown session is an
 /// error, not a half-done acquire).
@@ -28,6 +28,14 @@ pub fn wait_or_nil(
     session: Option<u32>,
     req: Req,
 ) -> Result<Answer, CmdError> {
+    let waits = match w.wait {
+        Wait::Queue { .. } => session.is_some(),
+        Wait::Block(_) => ctx.may_block(),
+        Wait::No => false,
+    };
+    if waits && config::deadlock_detection() {
+        wait::check_deadlock(ctx, keys, &req)?;
+    }
     match (w.wait, session) {
         (
             Wait::Queue {

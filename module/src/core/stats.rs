@@ -117,6 +117,8 @@ static KINDS: [Counters; 2] = [Counters::new(), Counters::new()];
 
 /// Error replies, of every command.
 pub static ERRORS: Counter = Counter::new();
+/// Waits refused because they would have closed a cycle of owners waiting for one another.
+pub static DEADLOCKS: Counter = Counter::new();
 
 /// Start every counter from zero (at module load: a reloaded module must not show the counts
 /// of the previous one, whose statics may survive in the same process).
@@ -127,4 +129,5 @@ pub fn reset() {
         }
     }
     ERRORS.reset();
+    DEADLOCKS.reset();
 }

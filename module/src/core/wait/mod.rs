@@ -3,6 +3,7 @@
 //! (deadlines, re-checks). The skin (`wait.rs`) parks and wakes clients around these; objects
 //! only say, through [`Pending`], whether a waiter can be granted now and what granting writes.
 
+pub mod deadlock;
 pub mod pending;
 pub mod queue;
 pub mod serve;

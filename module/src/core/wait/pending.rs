@@ -45,6 +45,19 @@ pub trait Pending: Debug {
     /// The owner whose request this is (objects without owners have none).
     fn owner(&self) -> Option<&[u8]>;
 
+    /// Whether granting this request excludes every other holder (a lock, a write lock), as
+    /// opposed to sharing (a read lock). Deadlock detection reads it.
+    fn exclusive(&self) -> bool {
+        true
+    }
+
+    /// The owners this request waits for, were it queued behind `ahead` (the waiters before it
+    /// in its queue): those whose hold, or whose earlier place in the queue, stands between it
+    /// and its grant. Objects without owners wait for no one in particular.
+    fn waits_for(&self, _store: &dyn Store, _ahead: &[&dyn Pending]) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+
     /// Whether this request's owner holds what it asked for: `None` when not (any more),
     /// else when that hold's lease ends (`None` without one). Objects without owners never
     /// hold anything a session could lose.
