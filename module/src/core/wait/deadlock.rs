@@ -114,7 +114,7 @@ mod tests {
     fn two_and_three_cycles() {
         // B waits on key 1 for A. A now asks for key 2, held by B.
         let g = Map(HashMap::from([(b'B', vec![(1, vec![b'A'])])]));
-        let c = find_cycle(&g, &b'A', &2, &[b'B'], 100).unwrap();
+        let c = find_cycle(&g, &b'A', &2, b"B", 100).unwrap();
         assert_eq!(
             c,
             vec![
@@ -132,12 +132,12 @@ mod tests {
             (b'B', vec![(3, vec![b'C'])]),
             (b'C', vec![(1, vec![b'A'])]),
         ]));
-        let c = find_cycle(&g, &b'A', &2, &[b'B'], 100).unwrap();
+        let c = find_cycle(&g, &b'A', &2, b"B", 100).unwrap();
         assert_eq!(c.iter().map(|s| s.owner).collect::<Vec<_>>(), b"ABC");
         assert_eq!(c.iter().map(|s| s.key).collect::<Vec<_>>(), vec![2, 3, 1]);
         // A chain without a cycle.
         let g = Map(HashMap::from([(b'B', vec![(3, vec![b'C'])])]));
-        assert!(find_cycle(&g, &b'A', &2, &[b'B'], 100).is_none());
+        assert!(find_cycle(&g, &b'A', &2, b"B", 100).is_none());
         // The budget bounds the search.
         let g = Map(HashMap::from([
             (b'B', vec![(3, vec![b'C'])]),
