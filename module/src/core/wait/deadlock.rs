@@ -143,7 +143,7 @@ mod tests {
             (b'B', vec![(3, vec![b'C'])]),
             (b'C', vec![(1, vec![b'A'])]),
         ]));
-        assert!(find_cycle(&g, &b'A', &2, &[b'B'], 1).is_none());
+        assert!(find_cycle(&g, &b'A', &2, b"B", 1).is_none());
     }
 }
 
