@@ -21,6 +21,8 @@ impl Io for RedisKeys {
     fn apply(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {
         if self.guard_pause {
             self.check_not_paused(decision)?;
+        } else {
+            self.check_permissions(decision)?;
         }
         let notify = self.ctx.notify_flags();
         let mut token = None;
@@ -143,6 +145,29 @@ impl RedisKeys {
             Err(true) => Err(CmdError::WrongType),
             Err(false) => Err(CmdError::CorruptToken),
         }
+    }
+
+    /// A client command writes only keys its user may write: the command's own key was checked
+    /// by Redis (key positions); auxiliary keys are checked here, before anything is written.
+    fn check_permissions(&self, decision: &Decision) -> Result<(), CmdError> {
+        for w in &decision.writes {
+            let (key, delete) = match w {
+                Write::Del { key } => (key, true),
+                Write::HSetInt { key, .. }
+                | Write::HSet { key, .. }
+                | Write::HDel { key, .. }
+                | Write::SetInt { key, .. }
+                | Write::PExpireAt { key, .. }
+                | Write::Incr { key } => (key, false),
+                Write::Publish { .. } => continue,
+            };
+            if let Target::Aux(name) = key {
+                if !self.ctx.may_write_key(name, delete) {
+                    return Err(CmdError::NoPerm(name.clone()));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// While writes are paused (CLIENT PAUSE WRITE, FAILOVER), Redis 7.0 keeps keys whose time

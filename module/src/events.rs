@@ -6,7 +6,10 @@ use crate::ffi::{Ctx, RStr, ServerEvent};
 use crate::{propagation, sessions, wait};
 use std::ffi::c_int;
 
-/// Keyspace events of these classes may free an object or change what its waiters wait for.
+/// Keyspace events of these classes may free an object or change what its waiters wait for:
+/// generic ones (DEL, RENAME, MOVE, RESTORE, COPY), expiry and eviction, the data types the
+/// objects are made of (Redisson's scripts write them), and the list and set types too, whose
+/// store commands (SORT ... STORE, SUNIONSTORE, ...) can replace a key with another type.
 pub const CLASSES: c_int = {
     use redis_module::raw;
     raw::REDISMODULE_NOTIFY_GENERIC
@@ -15,7 +18,39 @@ pub const CLASSES: c_int = {
         | raw::REDISMODULE_NOTIFY_HASH
         | raw::REDISMODULE_NOTIFY_STRING
         | raw::REDISMODULE_NOTIFY_ZSET
+        | raw::REDISMODULE_NOTIFY_LIST
+        | raw::REDISMODULE_NOTIFY_SET
 };
+
+/// The server's `maxmemory-policy`, and whether it can evict lock keys (they have a TTL, so
+/// every policy but `noeviction` can).
+static POLICY: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+pub fn eviction_policy() -> Option<String> {
+    POLICY.lock().ok().and_then(|p| p.clone())
+}
+
+pub fn eviction_can_free_locks() -> bool {
+    eviction_policy().is_some_and(|p| p != "noeviction")
+}
+
+/// Read `maxmemory-policy`; warn in the log when it lets Redis evict locks (an evicted lock is
+/// free: the next waiter gets it while its holder still works).
+pub fn check_eviction(ctx: Ctx) {
+    let policy = ctx
+        .config_get(c"maxmemory-policy")
+        .map(|v| String::from_utf8_lossy(&v).into_owned());
+    if let Ok(mut p) = POLICY.lock() {
+        *p = policy.clone();
+    }
+    if let Some(policy) = policy.filter(|p| p != "noeviction") {
+        ctx.log_warning(&format!(
+            "rlock: maxmemory-policy is '{policy}': when memory is full Redis may evict lock \
+             keys, and an evicted lock is handed to the next waiter while its holder still \
+             runs. Use 'noeviction' on servers that hold locks (see docs/operations.md)."
+        ));
+    }
+}
 
 pub fn on_keyspace(ctx: Ctx, _class: c_int, event: &[u8], key: RStr, ours: bool) {
     let (db, key) = (ctx.db(), key.bytes());
@@ -41,7 +76,16 @@ pub fn on_server_event(ctx: Ctx, event: ServerEvent) {
                 sessions::demoted(ctx);
             }
         }
-        ServerEvent::ReplicasChanged | ServerEvent::ConfigChanged(_) => propagation::refresh(ctx),
+        ServerEvent::ConfigChanged(names) => {
+            propagation::refresh(ctx);
+            if names
+                .iter()
+                .any(|n| n.eq_ignore_ascii_case(b"maxmemory-policy"))
+            {
+                check_eviction(ctx);
+            }
+        }
+        ServerEvent::ReplicasChanged => propagation::refresh(ctx),
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::core::stats::{self, ObjectKind};
 use crate::ffi::boundary::InfoWriter;
 use crate::ffi::Ctx;
-use crate::{sessions, timers, wait};
+use crate::{events, sessions, timers, wait};
 
 pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     let by_kind = wait::waiters_by_kind();
@@ -33,5 +33,13 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     out.int("holds_lost", sessions::LOST.get() as i64);
     out.int("timer_jobs", timers::pending() as i64);
     out.int("deadlocks", stats::DEADLOCKS.get() as i64);
+    out.text(
+        "maxmemory_policy",
+        &events::eviction_policy().unwrap_or_default(),
+    );
+    out.int(
+        "eviction_can_free_locks",
+        events::eviction_can_free_locks() as i64,
+    );
     out.int("errors", stats::ERRORS.get() as i64);
 }

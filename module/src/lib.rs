@@ -36,18 +36,26 @@ mod wait;
 
 #[cfg(not(test))]
 mod module {
-    use crate::ffi::{boundary, command, BlockedClient, Ctx, Handlers};
+    use crate::ffi::{boundary, command, load, BlockedClient, Ctx, Handlers};
+    use crate::ffi::{RedisModuleCtx, RedisModuleString};
     use crate::{config, events, info, propagation, registry, sessions, timers, wait};
-    use redis_module::{Context, RedisString, Status};
+    use std::ffi::c_int;
 
-    fn init(ctx: &Context, _args: &[RedisString]) -> Status {
-        let c = Ctx(ctx.ctx);
+    /// Redis loads the module through this symbol.
+    #[no_mangle]
+    pub extern "C" fn RedisModule_OnLoad(
+        ctx: *mut RedisModuleCtx,
+        argv: *mut *mut RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
+        load::on_load(ctx, argv, argc, c"rlock", init)
+    }
+
+    fn init(c: Ctx) -> Result<(), String> {
         boundary::install_panic_hook();
         crate::core::stats::reset();
-        if let Err(e) = command::register(c, registry::COMMANDS).and_then(|_| config::register(c)) {
-            c.log_warning(&format!("rlock: {e}"));
-            return Status::Err;
-        }
+        command::register(c, registry::COMMANDS)?;
+        config::register(c)?;
         sessions::init();
         boundary::install(
             c,
@@ -64,7 +72,8 @@ mod module {
             events::CLASSES,
         );
         propagation::init(c);
-        Status::Ok
+        events::check_eviction(c);
+        Ok(())
     }
 
     /// `CLIENT UNBLOCK` of a parked client: a waiter in a queue, or a session's listener.
@@ -79,14 +88,5 @@ mod module {
         if !wait::on_disconnected(ctx, bc) {
             sessions::on_disconnected(ctx, bc);
         }
-    }
-
-    redis_module::redis_module! {
-        name: "rlock",
-        version: 1,
-        allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-        data_types: [],
-        init: init,
-        commands: [],
     }
 }

@@ -467,8 +467,11 @@ fn random_operations_keep_queues_and_counters_consistent() {
                     });
                     raw(&mut c, &cmd!("CLIENT", "UNBLOCK", p.id));
                     let r = p.reply();
+                    // Owners are shared between connections here, so two of them can form a
+                    // real cycle of waits: the server then refuses the closing wait.
+                    let deadlock = error_text(&r).is_some_and(|e| e.starts_with("DEADLOCK"));
                     assert!(
-                        matches!(r, Value::Nil | Value::Int(_)),
+                        matches!(r, Value::Nil | Value::Int(_)) || deadlock,
                         "seed {seed}, step {step}: {r:?}"
                     );
                 }

@@ -33,8 +33,15 @@ pub fn wait_or_nil(
         Wait::Block(_) => ctx.may_block(),
         Wait::No => false,
     };
-    if waits && config::deadlock_detection() {
-        wait::check_deadlock(ctx, keys, &req)?;
+    if waits {
+        for aux in req.aux_keys(keys) {
+            if !ctx.may_write_key(&aux, false) {
+                return Err(CmdError::NoPerm(aux));
+            }
+        }
+        if config::deadlock_detection() {
+            wait::check_deadlock(ctx, keys, &req)?;
+        }
     }
     match (w.wait, session) {
         (

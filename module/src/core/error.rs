@@ -40,6 +40,8 @@ pub enum CmdError {
     /// The server became a replica while a session request waited: queue again on the new
     /// master (the text starts like the error Redis gives a write on a replica).
     Demoted,
+    /// The caller's ACL user may not write an auxiliary key the command would write.
+    NoPerm(Vec<u8>),
     /// A session bound (queued requests, unacknowledged outcomes) was reached.
     Limit(String),
     /// The session named does not exist (never opened, closed, or expired).
@@ -101,6 +103,11 @@ impl fmt::Display for CmdError {
             CmdError::NotOwner => write!(f, "NOTOWNER lock is not held by this owner"),
             CmdError::Deadlock(detail) => write!(f, "DEADLOCK {detail}"),
             CmdError::Limit(detail) => write!(f, "ERR {detail}"),
+            CmdError::NoPerm(key) => write!(
+                f,
+                "NOPERM this user has no permissions to access the key '{}' that the command writes",
+                echo(key)
+            ),
             CmdError::Demoted => write!(
                 f,
                 "READONLY the server became a replica while the request waited; queue again on the new master"

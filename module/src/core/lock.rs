@@ -214,9 +214,8 @@ pub fn renew(
     let at = args::deadline(store.now(), lease_ms, "lease_ms")?;
     match view(store, owner) {
         View::WrongType => Err(CmdError::WrongType),
-        View::Held {
-            mine: Int::Is(_) | Int::NotInt,
-        } => Ok(Decision::new(
+        View::Held { mine: Int::NotInt } => Err(CmdError::CorruptCount),
+        View::Held { mine: Int::Is(_) } => Ok(Decision::new(
             vec![Write::PExpireAt {
                 key: Target::Main,
                 at,
@@ -321,6 +320,14 @@ impl Pending for LockWait {
 
     fn owner(&self) -> Option<&[u8]> {
         Some(&self.owner)
+    }
+
+    fn aux_keys(&self, store: &dyn Store) -> Vec<Vec<u8>> {
+        if self.fence {
+            vec![names::prefixed(names::FENCE_TOKEN, store.key_name())]
+        } else {
+            Vec::new()
+        }
     }
 
     fn waits_for(&self, store: &dyn Store, ahead: &[&dyn Pending]) -> Vec<Vec<u8>> {

@@ -647,6 +647,18 @@ impl Pending for RwWait {
         Some(&self.owner)
     }
 
+    fn aux_keys(&self, store: &dyn Store) -> Vec<Vec<u8>> {
+        match (self.mode, store.hget_int(&Target::Main, &self.owner)) {
+            (Mode::Read, Int::Is(n)) => vec![names::rwlock_hold(
+                store.key_name(),
+                &self.owner,
+                n.max(0) + 1,
+            )],
+            (Mode::Read, _) => vec![names::rwlock_hold(store.key_name(), &self.owner, 1)],
+            (Mode::Write, _) => Vec::new(),
+        }
+    }
+
     fn waits_for(&self, store: &dyn Store, ahead: &[&dyn Pending]) -> Vec<Vec<u8>> {
         let h = holders(store);
         let mut out: Vec<Vec<u8>> = Vec::new();

@@ -64,6 +64,13 @@ impl InfoWriter {
         // SAFETY: valid info ctx for the duration of the callback.
         unsafe { api!(RedisModule_InfoAddFieldLongLong)(self.0, field.as_ptr(), value) };
     }
+
+    pub fn text(&mut self, field: &str, value: &str) {
+        let field = std::ffi::CString::new(field).unwrap_or_default();
+        let value = std::ffi::CString::new(value).unwrap_or_default();
+        // SAFETY: valid info ctx; NUL-terminated strings.
+        unsafe { api!(RedisModule_InfoAddFieldCString)(self.0, field.as_ptr(), value.as_ptr()) };
+    }
 }
 
 /// The module's handlers of everything Redis calls back for (commands aside: see `command`).

@@ -268,6 +268,41 @@ impl Ctx {
         }
     }
 
+    /// Whether the calling client's user may write `key` (`delete`: delete it). True when the
+    /// context has no user (the module's own timers and events) or the server has no ACL
+    /// key checks for modules.
+    pub fn may_write_key(self, key: &[u8], delete: bool) -> bool {
+        if !has!(RedisModule_GetCurrentUserName)
+            || !has!(RedisModule_GetModuleUserFromUserName)
+            || !has!(RedisModule_ACLCheckKeyPermissions)
+        {
+            return true;
+        }
+        let flags = if delete {
+            raw::REDISMODULE_CMD_KEY_DELETE
+        } else {
+            raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE
+        };
+        let key = OwnedStr::new(key);
+        // SAFETY: the APIs exist (checked above); the user name and user are freed once; a
+        // NULL name means no user is attached (a context of the module's own).
+        unsafe {
+            let name = api!(RedisModule_GetCurrentUserName)(self.0);
+            if name.is_null() {
+                return true;
+            }
+            let user = api!(RedisModule_GetModuleUserFromUserName)(name);
+            api!(RedisModule_FreeString)(self.0, name);
+            if user.is_null() {
+                return false;
+            }
+            let ok = api!(RedisModule_ACLCheckKeyPermissions)(user, key.get().0, flags as c_int)
+                == raw::REDISMODULE_OK as c_int;
+            api!(RedisModule_FreeModuleUser)(user);
+            ok
+        }
+    }
+
     pub fn log(self, level: &CStr, msg: &str) {
         let text = std::ffi::CString::new(msg.replace('\0', " ")).unwrap_or_default();
         // SAFETY: "%s" with a NUL-terminated string; a NULL ctx logs as the module.

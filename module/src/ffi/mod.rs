@@ -38,6 +38,7 @@ pub mod command;
 pub mod config;
 pub mod ctx;
 pub mod key;
+pub mod load;
 pub mod reply;
 
 pub use block::{BlockedClient, Wake};

@@ -42,6 +42,12 @@ pub trait Pending: Debug {
     /// changed the object since).
     fn undo(&self, granted: &Reply, store: &dyn Store) -> Option<Decision<'_>>;
 
+    /// Auxiliary keys granting this request would write (a fencing token, a read hold's lease
+    /// key): a client may queue only a request whose grant it would be allowed to write.
+    fn aux_keys(&self, _store: &dyn Store) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+
     /// The owner whose request this is (objects without owners have none).
     fn owner(&self) -> Option<&[u8]>;
 

@@ -1,0 +1,43 @@
+//! The module's load entry: `RedisModule_OnLoad` registers the module with Redis and runs the
+//! module's own init. Written here instead of with the redis-module crate's `redis_module!`
+//! macro, which also registers defrag callbacks and logs, on every start of a Redis 7.0
+//! server, a warning that they are not supported (rlock has nothing to defragment).
+
+use super::boundary::guarded;
+use super::{Ctx, RedisModuleCtx, RedisModuleString};
+use redis_module::raw;
+use std::ffi::c_int;
+
+/// Redis' allocator for everything the module allocates, so `used_memory` and `MEMORY` count
+/// it (not in unit tests, which run without Redis).
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
+
+/// Register the module named `name` and run `init`; a failed init is logged and stops the
+/// load.
+pub fn on_load(
+    ctx: *mut RedisModuleCtx,
+    _argv: *mut *mut RedisModuleString,
+    _argc: c_int,
+    name: &'static std::ffi::CStr,
+    init: fn(Ctx) -> Result<(), String>,
+) -> c_int {
+    // SAFETY: Redis calls OnLoad with a valid ctx; Init fills the API function pointers that
+    // every other call in this layer uses. The name is a static C string.
+    let ok = unsafe {
+        raw::Export_RedisModule_Init(ctx, name.as_ptr(), 1, raw::REDISMODULE_APIVER_1 as c_int)
+    };
+    if ok == raw::REDISMODULE_ERR as c_int {
+        return ok;
+    }
+    let ctx = Ctx(ctx);
+    match guarded(|| init(ctx)) {
+        Some(Ok(())) => raw::REDISMODULE_OK as c_int,
+        Some(Err(e)) => {
+            ctx.log_warning(&format!("rlock: {e}"));
+            raw::REDISMODULE_ERR as c_int
+        }
+        None => raw::REDISMODULE_ERR as c_int,
+    }
+}
