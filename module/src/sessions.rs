@@ -83,9 +83,13 @@ pub static EXPIRED: Counter = Counter::new();
 pub static CLOSED: Counter = Counter::new();
 pub static LOST: Counter = Counter::new();
 
-/// Install this file as the destination of session requests' outcomes.
+/// Install this file as the destination of session requests' outcomes; counters start from
+/// zero at each load.
 pub fn init() {
     wait::set_session_sink(sink);
+    for c in [&OPENED, &EXPIRED, &CLOSED, &LOST] {
+        c.reset();
+    }
 }
 
 /// The session called `name`.

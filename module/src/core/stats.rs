@@ -15,7 +15,7 @@ impl Counter {
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
-    fn reset(&self) {
+    pub fn reset(&self) {
         self.0.store(0, Relaxed);
     }
 }

@@ -1,0 +1,288 @@
+//! What an operator meets beyond the commands themselves: ACL users (categories, key
+//! patterns on the auxiliary keys rlock writes), a lock key overwritten with another type,
+//! eviction policies that can free locks, module reloads, and the smaller probe findings
+//! (long arguments echoed in errors, RLOCK.INFO on a huge hash, RENEW on a corrupt count).
+
+use rlock_tests::*;
+use std::time::{Duration, Instant};
+
+/// `redis_version` as (major, minor), and whether the server is Valkey.
+fn server_version(c: &mut redis::Connection) -> ((u32, u32), bool) {
+    let v = info_field(c, "server", "redis_version").unwrap_or_default();
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    let valkey = info_field(c, "server", "server_name").is_some_and(|n| n.contains("valkey"));
+    (version, valkey)
+}
+
+/// A connection authenticated as `user` (created with `rules`, no password).
+fn user(s: &Server, c: &mut redis::Connection, name: &str, rules: &[&str]) -> redis::Connection {
+    let mut setuser = cmd!("ACL", "SETUSER", name, "reset", "on", "nopass");
+    for r in rules {
+        setuser.arg(*r);
+    }
+    assert_eq!(string(c, &setuser), "OK");
+    let mut u = s.conn();
+    assert_eq!(string(&mut u, &cmd!("AUTH", name, "x")), "OK");
+    u
+}
+
+#[test]
+fn acl_categories_follow_the_command_shape_where_the_server_supports_them() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let ((major, minor), valkey) = server_version(&mut c);
+    let categories_supported = valkey || (major, minor) >= (7, 2);
+    let mut writer = user(&s, &mut c, "writer", &["~*", "+@write"]);
+    let mut reader = user(&s, &mut c, "reader", &["~*", "+@read"]);
+    let mut no_write = user(&s, &mut c, "nowrite", &["~*", "+@all", "-@write"]);
+    let acquire = cmd!("RLOCK.ACQUIRE", "lk", "o", 30_000);
+    if categories_supported {
+        // As a native command: @write runs acquires and releases, @read runs INFO, and a
+        // user without @write cannot take a lock.
+        assert_eq!(int(&mut writer, &acquire), 1);
+        assert_eq!(int(&mut writer, &cmd!("RLOCK.RELEASE", "lk", "o")), 0);
+        assert!(err(&mut reader, &acquire).starts_with("NOPERM"));
+        let info = raw(&mut reader, &cmd!("RLOCK.INFO", "lk"));
+        assert!(error_text(&info).is_none(), "{info:?}");
+        assert!(err(&mut no_write, &acquire).starts_with("NOPERM"));
+        let info = raw(&mut no_write, &cmd!("RLOCK.INFO", "lk"));
+        assert!(error_text(&info).is_none(), "{info:?}");
+    } else {
+        // Redis 7.0 has no ACL categories for module commands: `+@write` does not cover
+        // them, and `-@write` does not take them away (docs/operations.md says so).
+        assert!(err(&mut writer, &acquire).starts_with("NOPERM"));
+        assert!(err(&mut reader, &cmd!("RLOCK.INFO", "lk")).starts_with("NOPERM"));
+        assert_eq!(int(&mut no_write, &acquire), 1);
+    }
+}
+
+#[test]
+fn auxiliary_keys_are_written_only_when_the_user_may_write_them() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut app = user(&s, &mut c, "app1", &["~app1:*", "+@all"]);
+    // The fencing token lives in `redisson_lock_token:{app1:x}`, outside `app1:*`.
+    let e = err(
+        &mut app,
+        &cmd!("RLOCK.ACQUIRE", "app1:x", "o", 30_000, "FENCE"),
+    );
+    assert!(
+        e.starts_with("NOPERM") && e.contains("redisson_lock_token:{app1:x}"),
+        "{e}"
+    );
+    assert!(!exists(&mut c, "app1:x"), "nothing written");
+    assert!(!exists(&mut c, "redisson_lock_token:{app1:x}"));
+    // Not even queued: a fenced wait checks what its grant would write.
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "app1:x", "h", 30_000)),
+        1
+    );
+    let e = err(
+        &mut app,
+        &cmd!("RLOCK.ACQUIRE", "app1:x", "o", 30_000, "FENCE", "BLOCK", 0),
+    );
+    assert!(e.starts_with("NOPERM"), "{e}");
+    assert_eq!(lock_info(&mut c, "app1:x").waiters, 0);
+    // Without FENCE only the key itself is written: allowed.
+    assert_eq!(
+        int(&mut app, &cmd!("RLOCK.ACQUIRE", "app1:y", "o", 30_000)),
+        1
+    );
+    // A read lock writes `{app1:z}:o:rwlock_timeout:1`: refused, nothing written.
+    let e = err(
+        &mut app,
+        &cmd!("RRWLOCK.ACQUIRE", "app1:z", "o", "READ", 30_000),
+    );
+    assert!(e.contains("{app1:z}:o:rwlock_timeout:1"), "{e}");
+    assert!(!exists(&mut c, "app1:z"));
+    // A user allowed the hash-tagged names too gets both.
+    let mut app2 = user(
+        &s,
+        &mut c,
+        "app2",
+        &[
+            "~app2:*",
+            "~{app2:*",
+            "~redisson_lock_token:{app2:*",
+            "+@all",
+        ],
+    );
+    assert_eq!(
+        int(
+            &mut app2,
+            &cmd!("RLOCK.ACQUIRE", "app2:x", "o", 30_000, "FENCE")
+        ),
+        1
+    );
+    assert_eq!(
+        int(
+            &mut app2,
+            &cmd!("RRWLOCK.ACQUIRE", "app2:z", "o", "READ", 30_000)
+        ),
+        1
+    );
+}
+
+/// Overwriting a held lock with a value of another type ends its waiters at once with
+/// WRONGTYPE (not when the old lease would have run out, nor never for a lock without TTL).
+#[test]
+fn a_lock_replaced_by_another_type_fails_its_waiters_at_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let overwrites: Vec<(&str, redis::Cmd)> = vec![
+        ("SET", cmd!("SET", "lk", "x")),
+        ("SET over a PERSISTed lock", cmd!("SET", "lk", "x")),
+        ("SUNIONSTORE", cmd!("SUNIONSTORE", "lk", "some-set")),
+        ("SORT ... STORE", cmd!("SORT", "some-list", "STORE", "lk")),
+    ];
+    assert_eq!(int(&mut c, &cmd!("SADD", "some-set", "a")), 1);
+    assert_eq!(int(&mut c, &cmd!("RPUSH", "some-list", "1")), 1);
+    for (i, (what, overwrite)) in overwrites.into_iter().enumerate() {
+        assert_eq!(
+            int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 30_000)),
+            1
+        );
+        if what.contains("PERSIST") {
+            assert_eq!(int(&mut c, &cmd!("PERSIST", "lk")), 1);
+        }
+        let w = park(&s, &mut c, "lk", "w", 30_000, &[], 1);
+        let started = Instant::now();
+        raw(&mut c, &overwrite);
+        let reply = w.reply_within(Duration::from_secs(5));
+        assert!(
+            error_text(&reply).is_some_and(|e| e.starts_with("WRONGTYPE")),
+            "{what}: {reply:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{what}: WRONGTYPE after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(rlock_stat(&mut c, "waiters"), 0, "{what} (round {i})");
+        int(&mut c, &cmd!("DEL", "lk"));
+    }
+}
+
+#[test]
+fn eviction_policies_that_can_free_locks_are_warned_about() {
+    let s = Server::with(ServerOptions {
+        args: vec!["--maxmemory-policy".into(), "volatile-ttl".into()],
+        ..Default::default()
+    });
+    let mut c = s.conn();
+    assert!(
+        s.log_tail(200)
+            .contains("maxmemory-policy is 'volatile-ttl'"),
+        "no warning at load:\n{}",
+        s.log_tail(30)
+    );
+    let info: String = redis::cmd("INFO").arg("rlock").query(&mut c).unwrap();
+    assert!(
+        info.contains("rlock_maxmemory_policy:volatile-ttl"),
+        "{info}"
+    );
+    assert_eq!(rlock_stat(&mut c, "eviction_can_free_locks"), 1);
+    assert_eq!(
+        string(
+            &mut c,
+            &cmd!("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        ),
+        "OK"
+    );
+    assert_eq!(rlock_stat(&mut c, "eviction_can_free_locks"), 0);
+    assert_eq!(
+        string(
+            &mut c,
+            &cmd!("CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
+        ),
+        "OK"
+    );
+    assert_eq!(rlock_stat(&mut c, "eviction_can_free_locks"), 1);
+    assert!(s
+        .log_tail(200)
+        .contains("maxmemory-policy is 'allkeys-lru'"));
+    // The default policy warns about nothing.
+    let quiet = Server::start();
+    assert!(!quiet.log_tail(200).contains("maxmemory-policy is"));
+}
+
+#[test]
+fn counters_start_from_zero_when_the_module_is_loaded_again() {
+    let s = Server::with(ServerOptions {
+        args: vec!["--enable-module-command".into(), "yes".into()],
+        ..Default::default()
+    });
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o", 30_000)), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "lk", "o")), 0);
+    assert_eq!(rlock_stat(&mut c, "acquired"), 1);
+    assert_eq!(string(&mut c, &cmd!("MODULE", "UNLOAD", "rlock")), "OK");
+    let path = module_path().to_string_lossy().into_owned();
+    assert_eq!(string(&mut c, &cmd!("MODULE", "LOAD", path)), "OK");
+    assert_eq!(rlock_stat(&mut c, "acquired"), 0);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o", 30_000)), 1);
+    assert_eq!(rlock_stat(&mut c, "acquired"), 1);
+}
+
+#[test]
+fn long_arguments_are_cut_in_errors() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let huge = "x".repeat(5 * 1024 * 1024);
+    let e = err(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o", 30_000, &huge));
+    assert!(e.len() < 200, "{} bytes of error", e.len());
+    assert!(
+        e.contains("unknown option 'xxxx") && e.contains("(5242880 bytes)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn renew_refuses_a_hold_count_that_is_not_an_integer() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, &cmd!("HSET", "lk", "o", "abc")), 1);
+    for cmd in [
+        cmd!("RLOCK.RENEW", "lk", "o", 1_000),
+        cmd!("RLOCK.ACQUIRE", "lk", "o", 1_000),
+        cmd!("RLOCK.RELEASE", "lk", "o"),
+    ] {
+        assert_eq!(err(&mut c, &cmd), "ERR lock hold count is not an integer");
+    }
+    assert_eq!(pttl(&mut c, "lk"), -1, "not renewed");
+}
+
+/// RLOCK.INFO reads one field of the hash, not all of them: on a hash of 200,000 fields it
+/// costs a small fraction of what HGETALL does (both measured by the server, same run).
+#[test]
+fn lock_info_does_not_read_every_field() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let fill = "for i = 1, 200000 do redis.call('hset', KEYS[1], i, 1) end";
+    raw(&mut c, &cmd!("EVAL", fill, 1, "big"));
+    assert_eq!(int(&mut c, &cmd!("HLEN", "big")), 200_000);
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut c).unwrap();
+    for _ in 0..5 {
+        raw(&mut c, &cmd!("RLOCK.INFO", "big"));
+        raw(&mut c, &cmd!("HGETALL", "big"));
+    }
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut c)
+        .unwrap();
+    let usec = |name: &str| -> f64 {
+        stats
+            .lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+            .and_then(|l| l.split("usec_per_call=").nth(1))
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {stats}"))
+    };
+    let (info, hgetall) = (usec("rlock.info"), usec("hgetall"));
+    assert!(
+        info * 20.0 < hgetall,
+        "RLOCK.INFO {info} µs vs HGETALL {hgetall} µs per call"
+    );
+}
