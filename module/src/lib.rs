@@ -4,10 +4,12 @@
 //! counters) and unit-tests without Redis. Around it a thin skin speaks to Redis: `ffi` (every
 //! raw call), `entry` (panic boundary), `registry` (command table and docs), `rlock_cmds`
 //! (RLOCK.* handlers), `waiters` (parking, hand-off, timers, events), `propagation` (when
-//! replication can reach anyone) and `info` (INFO rlock).
+//! replication can reach anyone), `info` (INFO rlock) and `client_db` (a Valkey 8.1 fix-up).
 
 pub mod core;
 
+#[cfg(not(test))]
+mod client_db;
 #[cfg(not(test))]
 mod entry;
 #[cfg(not(test))]

@@ -536,6 +536,7 @@ pub unsafe extern "C" fn on_keyspace(
             watch(ctx, &id, ctx.now_ms());
         }
     });
+    guarded(|| crate::client_db::after_keyspace_event(ctx, event));
     raw::REDISMODULE_OK as c_int
 }
 
