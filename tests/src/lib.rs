@@ -312,6 +312,15 @@ impl Server {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
+    /// The first `n` lines of the server's crash report (Redis' and Valkey's `BUG REPORT
+    /// START`), if it crashed.
+    pub fn crash_report(&self, n: usize) -> Option<String> {
+        let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let start = lines.iter().position(|l| l.contains("BUG REPORT START"))?;
+        Some(lines[start..lines.len().min(start + n)].join("\n"))
+    }
+
     /// Stop the process (SIGKILL) and wait for it; the directory stays for a restart.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -328,6 +337,10 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            // A crash report's head (signal, stack trace) is far above its tail (memory test).
+            if let Some(report) = self.crash_report(60) {
+                eprintln!("--- redis-server :{} crash report ---\n{report}", self.port);
+            }
             eprintln!(
                 "--- redis-server :{} log tail ---\n{}",
                 self.port,
