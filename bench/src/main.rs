@@ -47,7 +47,8 @@ fn main() {
         ..Default::default()
     });
     let mut conn = server.conn();
-    let version = rlock_tests::info_field(&mut conn, "server", "redis_version").unwrap_or_default();
+    // The server is `RLOCK_SERVER` if set (any server of `make matrix`), else redis-server.
+    let version = rlock_tests::ServerKind::of(&mut conn);
     let bench = Bench {
         url: server.url(),
         shas: protocols::Shas::load(&mut conn),
@@ -70,7 +71,7 @@ fn main() {
     }
 
     let header = format!(
-        "## rlock benchmark{}\n\nredis-server {version} with the rlock module, on {} cores; produced by `{}` in {:.0} s.",
+        "## rlock benchmark{}\n\n{version} with the rlock module, on {} cores; produced by `{}` in {:.0} s.",
         if quick { " (quick smoke run: figures not meaningful)" } else { "" },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         if quick { "make bench-quick" } else { "make bench" },

@@ -1,12 +1,13 @@
-//! A Redis Cluster of real `redis-server` processes with the rlock module on every node.
+//! A Redis Cluster of real server processes ([`crate::server_binary`]) with the rlock module on
+//! every node.
 //!
 //! [`Cluster::start`] starts 3 masters (and, with [`Cluster::with_replicas`], one replica per
 //! master) on free loopback ports, each with `--cluster-enabled yes`, its own `nodes.conf` in its
 //! temporary directory and an explicit cluster bus port (the default `port + 10000` may be out of
 //! range or taken). The cluster is created with `redis-cli --cluster create ... --cluster-yes`
-//! and is ready when every node reports `cluster_state:ok`, every node sees the same slot owners
-//! and every replica's link to its master is up. Every process is killed when the `Cluster` is
-//! dropped.
+//! ([`crate::cli_binary`] picks the client) and is ready when every node reports
+//! `cluster_state:ok`, every node sees the same slot owners and every replica's link to its master
+//! is up. Every process is killed when the `Cluster` is dropped.
 
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -71,13 +72,15 @@ impl Cluster {
             args.extend(["--cluster-replicas".into(), "1".into()]);
         }
         args.push("--cluster-yes".into());
-        let out = Command::new("redis-cli")
+        let cli = crate::cli_binary();
+        let out = Command::new(&cli)
             .args(&args)
             .output()
-            .expect("run redis-cli --cluster create");
+            .unwrap_or_else(|e| panic!("run {} --cluster create: {e}", cli.display()));
         assert!(
             out.status.success(),
-            "redis-cli {}: {}\n{}",
+            "{} {}: {}\n{}",
+            cli.display(),
             args.join(" "),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)

