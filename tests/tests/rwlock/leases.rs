@@ -227,6 +227,26 @@ fn a_crashed_readers_field_is_removed_by_the_timer_without_waiters() {
 }
 
 #[test]
+fn the_last_live_readers_release_frees_a_lock_whose_other_readers_expired() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut sub = Subscriber::psubscribe(&s, "redisson_rwlock*");
+    assert_eq!(acquire(&mut c, "rw", "dead", "READ", 100), Value::Int(1));
+    assert_eq!(acquire(&mut c, "rw", "b", "READ", 30_000), Value::Int(1));
+    let dead = rwlock_hold("rw", "dead", 1);
+    wait_until(Duration::from_secs(2), "dead's hold expires", || {
+        !exists(&mut c, &dead)
+    });
+    // As Redisson's read unlock does: no live hold is left, so the lock is deleted and `0`
+    // published, whether or not dead's field was tidied away yet.
+    assert_eq!(release(&mut c, "rw", "b", "READ"), Value::Int(0));
+    assert_eq!(dbsize(&mut c), 0, "{:?}", fields(&mut c, "rw"));
+    assert_eq!(sub.drain(&mut c), [(rwlock_channel("rw"), "0".to_string())]);
+    // And a new writer gets it at once.
+    assert_eq!(acquire(&mut c, "rw", "w", "WRITE", 1_000), Value::Int(1));
+}
+
+#[test]
 fn a_writer_gets_the_lock_when_a_lone_readers_lease_expires() {
     let s = Server::start();
     let mut c = s.conn();
