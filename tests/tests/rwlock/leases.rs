@@ -342,3 +342,23 @@ fn a_grant_freed_by_an_expired_read_hold_counts_as_a_grant_after_expiry() {
         1
     );
 }
+
+#[test]
+fn a_renew_that_shortens_the_last_readers_lease_hands_off_at_the_new_expiry() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(acquire(&mut c, "rw", "r", "READ", 30_000), Value::Int(1));
+    let w = park_rw(&s, &mut c, "rw", "w", "WRITE", 5_000, 1);
+    let shortened = Instant::now();
+    assert_eq!(int(&mut c, &cmd!("RRWLOCK.RENEW", "rw", "r", 100)), 1);
+    assert_eq!(w.reply_int(), 1);
+    let took = shortened.elapsed();
+    assert!(
+        took <= Duration::from_millis(100) + PROMPT,
+        "hand-off {took:?} after a RENEW to 100 ms"
+    );
+    assert_eq!(
+        fields(&mut c, "rw"),
+        pairs(&[("mode", "write"), ("w:write", "1")])
+    );
+}
