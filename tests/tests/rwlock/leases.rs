@@ -362,3 +362,26 @@ fn a_renew_that_shortens_the_last_readers_lease_hands_off_at_the_new_expiry() {
         pairs(&[("mode", "write"), ("w:write", "1")])
     );
 }
+
+#[test]
+fn a_new_writer_clears_readers_whose_holds_all_expired_and_takes_the_lock() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut sub = Subscriber::psubscribe(&s, "redisson_rwlock*");
+    assert_eq!(acquire(&mut c, "rw", "a", "READ", 100), Value::Int(1));
+    assert_eq!(acquire(&mut c, "rw", "a", "READ", 30_000), Value::Int(2));
+    assert_eq!(release(&mut c, "rw", "a", "READ"), Value::Int(1));
+    let hold = rwlock_hold("rw", "a", 1);
+    wait_until(Duration::from_secs(2), "a's last hold expires", || {
+        !exists(&mut c, &hold)
+    });
+    assert!(exists(&mut c, "rw"), "the hash outlives its holds");
+    // Without BLOCK and with nobody queued: the stale reader is cleared, the lock is free.
+    assert_eq!(acquire(&mut c, "rw", "w", "WRITE", 5_000), Value::Int(1));
+    assert_eq!(
+        fields(&mut c, "rw"),
+        pairs(&[("mode", "write"), ("w:write", "1")])
+    );
+    assert_between("w's lease", pttl(&mut c, "rw"), 4_500, 5_000);
+    assert_eq!(sub.drain(&mut c), [(rwlock_channel("rw"), "0".to_string())]);
+}

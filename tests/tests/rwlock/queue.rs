@@ -51,6 +51,12 @@ fn fifo_across_modes_with_readers_granted_together_and_no_writer_starvation() {
         19_000,
         20_000,
     );
+    assert_between(
+        "hash = the longest granted lease",
+        pttl(&mut c, "rw"),
+        29_000,
+        30_000,
+    );
     assert_eq!(
         queue_of(&mut c, "rw"),
         q(&[("w3", "write"), ("r4", "read")])
