@@ -178,6 +178,7 @@ fn crashed_reader(
 #[track_caller]
 fn removed_promptly(replied: Duration, gone: Option<Duration>) {
     let gone = gone.expect("dead's field is removed while b keeps reading");
+    eprintln!("dead's 150 ms hold: field removed {gone:?} after its acquire was sent");
     assert!(
         gone >= Duration::from_millis(149),
         "removed after {gone:?}, before its 150 ms lease ran out"
