@@ -14,6 +14,11 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+mod metadata;
+mod rwlock;
+
+pub use metadata::{assert_command_info, command_docs, map_field, strings};
+pub use rwlock::{park_rw, rw_info, rwlock_channel, rwlock_hold, RwInfo};
 
 pub use redis;
 use redis::ConnectionLike;
@@ -557,6 +562,16 @@ pub fn prefix_name(prefix: &str, name: &str) -> String {
     }
 }
 
+/// Redisson's naming rule for auxiliary keys (`RedissonObject.suffixName`): `{name}:suffix`, or
+/// `name:suffix` when the name already holds `{`.
+pub fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
 /// The channel a full release publishes on.
 pub fn lock_channel(key: &str) -> String {
     prefix_name("redisson_lock__channel", key)
@@ -585,28 +600,10 @@ pub struct LockInfo {
 impl LockInfo {
     /// Parse the RESP2 flat array or the RESP3 map; panics on any other shape.
     pub fn parse(v: &Value) -> LockInfo {
-        let pairs: Vec<(String, Value)> = match v {
-            Value::Array(items) => {
-                assert!(
-                    items.len() % 2 == 0,
-                    "RLOCK.INFO: odd-length flat array {v:?}"
-                );
-                items
-                    .chunks(2)
-                    .map(|kv| (text(&kv[0]).expect("RLOCK.INFO field name"), kv[1].clone()))
-                    .collect()
-            }
-            Value::Map(kvs) => kvs
-                .iter()
-                .map(|(k, v)| (text(k).expect("RLOCK.INFO field name"), v.clone()))
-                .collect(),
-            other => panic!("RLOCK.INFO: expected a flat array or a map, got {other:?}"),
-        };
-        let names: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(
-            names,
-            ["owner", "holds", "ttl_ms", "token", "waiters", "queue"],
-            "RLOCK.INFO fields and their order: {v:?}"
+        let pairs = info_pairs(
+            "RLOCK.INFO",
+            v,
+            &["owner", "holds", "ttl_ms", "token", "waiters", "queue"],
         );
         let get = |name: &str| &pairs.iter().find(|(k, _)| k == name).unwrap().1;
         let int_of = |name: &str| match get(name) {
@@ -638,6 +635,28 @@ impl LockInfo {
             queue,
         }
     }
+}
+
+/// The `(name, value)` pairs of an introspection reply (`*.INFO`): a RESP2 flat array or a RESP3
+/// map, whose names must be exactly `names`, in that order.
+pub fn info_pairs(what: &str, v: &Value, names: &[&str]) -> Vec<(String, Value)> {
+    let pairs: Vec<(String, Value)> = match v {
+        Value::Array(items) => {
+            assert!(items.len() % 2 == 0, "{what}: odd-length flat array {v:?}");
+            items
+                .chunks(2)
+                .map(|kv| (text(&kv[0]).expect("field name"), kv[1].clone()))
+                .collect()
+        }
+        Value::Map(kvs) => kvs
+            .iter()
+            .map(|(k, v)| (text(k).expect("field name"), v.clone()))
+            .collect(),
+        other => panic!("{what}: expected a flat array or a map, got {other:?}"),
+    };
+    let got: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(got, names, "{what} fields and their order: {v:?}");
+    pairs
 }
 
 /// `RLOCK.INFO key`, parsed.
@@ -878,6 +897,52 @@ pub fn assert_same_data(
     }
 }
 
+/// Assert the AOF files in `dir` hold native commands only: absolute `PEXPIREAT` in the
+/// incremental file, no relative `PEXPIRE`, no module command (`RLOCK.*`, `RRWLOCK.*`). Every
+/// write has been written to the file before its reply was sent.
+#[track_caller]
+pub fn assert_aof_native(dir: &Path) {
+    let mut incr = String::new();
+    let mut all = String::new();
+    for entry in std::fs::read_dir(dir.join("appendonlydir")).unwrap() {
+        let path = entry.unwrap().path();
+        let body = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        if path.to_string_lossy().ends_with(".incr.aof") {
+            incr.push_str(&body);
+        }
+        all.push_str(&body);
+    }
+    let (incr_upper, all_upper) = (incr.to_uppercase(), all.to_uppercase());
+    assert!(
+        incr_upper.contains("PEXPIREAT"),
+        "no PEXPIREAT in the AOF:\n{incr}"
+    );
+    for module_command in ["RLOCK.", "RRWLOCK."] {
+        assert!(
+            !all_upper.contains(module_command),
+            "the AOF names {module_command}* commands:\n{all}"
+        );
+    }
+    assert!(
+        !incr_upper.contains("\nPEXPIRE\r"),
+        "relative PEXPIRE in the AOF:\n{incr}"
+    );
+}
+
+/// Kill `server` (started with AOF on) and start a server WITHOUT the module on its directory,
+/// which loads the AOF. The returned directory guard must outlive the new server.
+pub fn reload_aof_without_module(server: &mut Server) -> (Server, Option<tempfile::TempDir>) {
+    let dir = server.keep_dir();
+    server.kill();
+    let second = Server::with(ServerOptions {
+        module: false,
+        aof: true,
+        dir: Some(server.dir().to_path_buf()),
+        ..Default::default()
+    });
+    (second, dir)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Redisson's own Lua scripts (reference/redisson.md §2.1 and §2.10), sent verbatim with EVAL
 // ---------------------------------------------------------------------------------------------
@@ -946,6 +1011,344 @@ pub mod redisson {
         end; \
         return result;";
 
+    // ---- RReadWriteLock (reference/redisson.md §2.5; ReadLockTask §2.2) ----------------------
+
+    /// `RedissonReadLock.tryLockInnerAsync`. KEYS = [name, `{name}:<owner>:rwlock_timeout`];
+    /// ARGV = [lease, owner, `owner:write`]. nil when acquired, else the lock's PTTL.
+    pub const READ_ACQUIRE: &str = r#"
+local mode = redis.call('hget', KEYS[1], 'mode');
+if (mode == false) then
+  redis.call('hset', KEYS[1], 'mode', 'read');
+  redis.call('hset', KEYS[1], ARGV[2], 1);
+  redis.call('set', KEYS[2] .. ':1', 1);
+  redis.call('pexpire', KEYS[2] .. ':1', ARGV[1]);
+  redis.call('pexpire', KEYS[1], ARGV[1]);
+  return nil;
+end;
+if (mode == 'read') or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+  local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1);
+  local key = KEYS[2] .. ':' .. ind;
+  redis.call('set', key, 1);
+  redis.call('pexpire', key, ARGV[1]);
+  local remainTime = redis.call('pttl', KEYS[1]);
+  redis.call('pexpire', KEYS[1], math.max(remainTime, ARGV[1]));
+  return nil;
+end;
+return redis.call('pttl', KEYS[1]);
+"#;
+
+    /// `RedissonReadLock.unlockInnerAsync`. KEYS = [name, channel, timeoutPrefix, keyPrefix,
+    /// unlockLatch]; ARGV = [0, owner, publishCmd, latchTtl]. 1 freed, 0 still held, nil not
+    /// held.
+    pub const READ_UNLOCK: &str = r#"
+local val = redis.call('get', KEYS[5]);
+if val ~= false then
+    return tonumber(val);
+end;
+local mode = redis.call('hget', KEYS[1], 'mode');
+if (mode == false) then
+    redis.call(ARGV[3], KEYS[2], ARGV[1]);
+    redis.call('set', KEYS[5], 1, 'px', ARGV[4]);
+    return nil;
+end;
+local lockExists = redis.call('hexists', KEYS[1], ARGV[2]);
+if (lockExists == 0) then
+    return nil;
+end;
+local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1);
+if (counter == 0) then
+    redis.call('hdel', KEYS[1], ARGV[2]);
+end;
+redis.call('del', KEYS[3] .. ':' .. (counter+1));
+if (redis.call('hlen', KEYS[1]) > 1) then
+    local maxRemainTime = -3;
+    local keys = redis.call('hkeys', KEYS[1]);
+    for n, key in ipairs(keys) do
+        counter = tonumber(redis.call('hget', KEYS[1], key));
+        if type(counter) == 'number' then
+            for i=counter, 1, -1 do
+                local remainTime = redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i);
+                maxRemainTime = math.max(remainTime, maxRemainTime);
+            end;
+        end;
+    end;
+    if maxRemainTime > 0 then
+        redis.call('pexpire', KEYS[1], maxRemainTime);
+        redis.call('set', KEYS[5], 0, 'px', ARGV[4]);
+        return 0;
+    end;
+    if mode == 'write' then
+        redis.call('set', KEYS[5], 0, 'px', ARGV[4]);
+        return 0;
+    end;
+end;
+redis.call('del', KEYS[1]);
+redis.call(ARGV[3], KEYS[2], ARGV[1]);
+redis.call('set', KEYS[5], 1, 'px', ARGV[4]);
+return 1;
+"#;
+
+    /// `RedissonReadLock.forceUnlockAsync` (only in read mode). KEYS = [name, channel]; ARGV =
+    /// [0, publishCmd].
+    pub const READ_FORCE_UNLOCK: &str = r#"
+if (redis.call('hget', KEYS[1], 'mode') == 'read') then
+    redis.call('del', KEYS[1]);
+    redis.call(ARGV[2], KEYS[2], ARGV[1]);
+    return 1;
+end;
+return 0;
+"#;
+
+    /// `RedissonWriteLock.tryLockInnerAsync`. KEYS = [name]; ARGV = [lease, `owner:write`]. nil
+    /// when acquired, else the lock's PTTL.
+    pub const WRITE_ACQUIRE: &str = r#"
+local mode = redis.call('hget', KEYS[1], 'mode');
+if (mode == false) then
+      redis.call('hset', KEYS[1], 'mode', 'write');
+      redis.call('hset', KEYS[1], ARGV[2], 1);
+      redis.call('pexpire', KEYS[1], ARGV[1]);
+      return nil;
+  end;
+  if (mode == 'write') then
+      if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+          redis.call('hincrby', KEYS[1], ARGV[2], 1);
+          local currentExpire = redis.call('pttl', KEYS[1]);
+          redis.call('pexpire', KEYS[1], currentExpire + ARGV[1]);
+          return nil;
+      end;
+    end;
+    return redis.call('pttl', KEYS[1]);
+"#;
+
+    /// `RedissonWriteLock.unlockInnerAsync`. KEYS = [name, channel, unlockLatch]; ARGV = [1,
+    /// lease, `owner:write`, publishCmd, latchTtl]. 1 when the last write hold went, 0 still
+    /// held, nil not held.
+    pub const WRITE_UNLOCK: &str = r#"
+local val = redis.call('get', KEYS[3]);
+if val ~= false then
+    return tonumber(val);
+end;
+local mode = redis.call('hget', KEYS[1], 'mode');
+if (mode == false) then
+    redis.call(ARGV[4], KEYS[2], ARGV[1]);
+    redis.call('set', KEYS[3], 1, 'px', ARGV[5]);
+    return nil;
+end;
+if (mode == 'write') then
+    local lockExists = redis.call('hexists', KEYS[1], ARGV[3]);
+    if (lockExists == 0) then
+        return nil;
+    else
+        local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
+        if (counter > 0) then
+            redis.call('pexpire', KEYS[1], ARGV[2]);
+            redis.call('set', KEYS[3], 0, 'px', ARGV[5]);
+            return 0;
+        else
+            redis.call('hdel', KEYS[1], ARGV[3]);
+            if (redis.call('hlen', KEYS[1]) == 1) then
+                redis.call('del', KEYS[1]);
+                redis.call(ARGV[4], KEYS[2], ARGV[1]);
+            else
+                redis.call('hset', KEYS[1], 'mode', 'read');
+            end;
+            redis.call('set', KEYS[3], 1, 'px', ARGV[5]);
+            return 1;
+        end;
+    end;
+end;
+  return nil;
+"#;
+
+    /// `RedissonWriteLock.forceUnlockAsync` (only in write mode). KEYS = [name, channel]; ARGV =
+    /// [1, publishCmd].
+    pub const WRITE_FORCE_UNLOCK: &str = r#"
+if (redis.call('hget', KEYS[1], 'mode') == 'write') then
+    redis.call('del', KEYS[1]);
+    redis.call(ARGV[2], KEYS[2], ARGV[1]);
+    return 1;
+end;
+return 0;
+"#;
+
+    /// `ReadLockTask` watchdog renewal. KEYS = [name1, keyPrefix1, ...]; ARGV = [lease, n1,
+    /// owner1_1..owner1_n1, ...]. Per lock: 1 when any owner still holds a read lock.
+    pub const READ_RENEW: &str = r#"
+local result = {}
+local argIdx = 2
+for i = 1, #KEYS, 2 do
+    local anyAlive = false;
+    local lockNamesCount = tonumber(ARGV[argIdx]);
+    argIdx = argIdx + 1;
+    for k = 1, lockNamesCount do
+        local counter = redis.call('hget', KEYS[i], ARGV[argIdx]);
+        if (counter ~= false) then
+            anyAlive = true;
+            for c=counter, 1, -1 do
+                redis.call('pexpire', KEYS[i+1] .. ':' .. ARGV[argIdx] .. ':rwlock_timeout:' .. c, ARGV[1]);
+            end;
+        end;
+        argIdx = argIdx + 1;
+    end;
+    if (anyAlive) then
+        redis.call('pexpire', KEYS[i], ARGV[1]);
+        table.insert(result, 1);
+    else
+        table.insert(result, 0);
+    end;
+end;
+return result;
+"#;
+
+    /// Redisson's `getKeyPrefix`: the part of a read hold's key before `:<owner>`.
+    fn rw_key_prefix(key: &str) -> String {
+        if key.contains('{') {
+            key.to_string()
+        } else {
+            format!("{{{key}}}")
+        }
+    }
+
+    /// Redisson's `getReadWriteTimeoutNamePrefix`: `{key}:<owner>:rwlock_timeout`.
+    fn rw_timeout_prefix(key: &str, owner: &str) -> String {
+        suffix_name(key, &format!("{owner}:rwlock_timeout"))
+    }
+
+    /// Take a read hold as `RedissonReadLock` does: nil when acquired, else the lock's PTTL.
+    pub fn read_acquire(
+        conn: &mut redis::Connection,
+        key: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Value {
+        let c = cmd!(
+            "EVAL",
+            READ_ACQUIRE,
+            2,
+            key,
+            rw_timeout_prefix(key, owner),
+            lease_ms,
+            owner,
+            format!("{owner}:write")
+        );
+        raw(conn, &c)
+    }
+
+    /// Release one read hold as `RedissonReadLock` does (fresh latch, `PUBLISH`).
+    pub fn read_unlock(conn: &mut redis::Connection, key: &str, owner: &str) -> Value {
+        let latch = unlock_latch(key);
+        let script = cmd!(
+            "EVAL",
+            READ_UNLOCK,
+            5,
+            key,
+            rwlock_channel(key),
+            rw_timeout_prefix(key, owner),
+            rw_key_prefix(key),
+            &latch,
+            0,
+            owner,
+            "PUBLISH",
+            LATCH_TTL_MS
+        );
+        unlock_with_latch(conn, &script, &latch)
+    }
+
+    /// Take a write hold as `RedissonWriteLock` does: nil when acquired, else the lock's PTTL.
+    pub fn write_acquire(
+        conn: &mut redis::Connection,
+        key: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Value {
+        let c = cmd!(
+            "EVAL",
+            WRITE_ACQUIRE,
+            1,
+            key,
+            lease_ms,
+            format!("{owner}:write")
+        );
+        raw(conn, &c)
+    }
+
+    /// Release one write hold as `RedissonWriteLock` does (fresh latch, `PUBLISH`).
+    pub fn write_unlock(
+        conn: &mut redis::Connection,
+        key: &str,
+        owner: &str,
+        lease_ms: i64,
+    ) -> Value {
+        let latch = unlock_latch(key);
+        let script = cmd!(
+            "EVAL",
+            WRITE_UNLOCK,
+            3,
+            key,
+            rwlock_channel(key),
+            &latch,
+            1,
+            lease_ms,
+            format!("{owner}:write"),
+            "PUBLISH",
+            LATCH_TTL_MS
+        );
+        unlock_with_latch(conn, &script, &latch)
+    }
+
+    /// `RedissonReadLock.forceUnlock`: 1 when a read-mode lock was deleted.
+    pub fn read_force_unlock(conn: &mut redis::Connection, key: &str) -> Value {
+        let c = cmd!(
+            "EVAL",
+            READ_FORCE_UNLOCK,
+            2,
+            key,
+            rwlock_channel(key),
+            0,
+            "PUBLISH"
+        );
+        raw(conn, &c)
+    }
+
+    /// `RedissonWriteLock.forceUnlock`: 1 when a write-mode lock was deleted.
+    pub fn write_force_unlock(conn: &mut redis::Connection, key: &str) -> Value {
+        let c = cmd!(
+            "EVAL",
+            WRITE_FORCE_UNLOCK,
+            2,
+            key,
+            rwlock_channel(key),
+            1,
+            "PUBLISH"
+        );
+        raw(conn, &c)
+    }
+
+    /// The `ReadLockTask` renewal of one lock for `owners`; true when any of them still reads.
+    pub fn read_renew(
+        conn: &mut redis::Connection,
+        key: &str,
+        owners: &[&str],
+        lease_ms: i64,
+    ) -> bool {
+        let mut c = cmd!(
+            "EVAL",
+            READ_RENEW,
+            2,
+            key,
+            rw_key_prefix(key),
+            lease_ms,
+            owners.len()
+        );
+        for o in owners {
+            c.arg(*o);
+        }
+        match raw(conn, &c) {
+            Value::Array(v) if v.len() == 1 => v[0] == Value::Int(1),
+            other => panic!("Redisson read renew: {other:?}"),
+        }
+    }
+
     /// Redisson's latch TTL with default settings is about 16-20 s.
     const LATCH_TTL_MS: i64 = 18_000;
 
@@ -954,32 +1357,41 @@ pub mod redisson {
         raw(conn, &cmd!("EVAL", ACQUIRE, 1, key, lease_ms, owner))
     }
 
+    /// A fresh unlock latch key for `key` (`redisson_unlock_latch:{key}:<request id>`, §0.3).
+    fn unlock_latch(key: &str) -> String {
+        static REQUEST: AtomicU64 = AtomicU64::new(1);
+        let request_id = format!("{:032x}", REQUEST.fetch_add(1, Ordering::Relaxed));
+        format!("{}:{request_id}", prefix_name("redisson_unlock_latch", key))
+    }
+
+    /// Run an unlock script whose KEYS include `latch`, then delete the latch as the client does
+    /// after a successful unlock.
+    fn unlock_with_latch(conn: &mut redis::Connection, script: &redis::Cmd, latch: &str) -> Value {
+        let reply = raw(conn, script);
+        if !matches!(reply, Value::Nil | Value::ServerError(_)) {
+            int(conn, &cmd!("DEL", latch));
+        }
+        reply
+    }
+
     /// Run the unlock script as a Redisson client would (fresh request id, `PUBLISH`), then
     /// delete the unlock latch as the client does after a successful unlock.
     pub fn unlock(conn: &mut redis::Connection, key: &str, owner: &str, lease_ms: i64) -> Value {
-        static REQUEST: AtomicU64 = AtomicU64::new(1);
-        let request_id = format!("{:032x}", REQUEST.fetch_add(1, Ordering::Relaxed));
-        let latch = format!("{}:{request_id}", prefix_name("redisson_unlock_latch", key));
-        let reply = raw(
-            conn,
-            &cmd!(
-                "EVAL",
-                UNLOCK,
-                3,
-                key,
-                lock_channel(key),
-                &latch,
-                0,
-                lease_ms,
-                owner,
-                "PUBLISH",
-                LATCH_TTL_MS
-            ),
+        let latch = unlock_latch(key);
+        let script = cmd!(
+            "EVAL",
+            UNLOCK,
+            3,
+            key,
+            lock_channel(key),
+            &latch,
+            0,
+            lease_ms,
+            owner,
+            "PUBLISH",
+            LATCH_TTL_MS
         );
-        if !matches!(reply, Value::Nil | Value::ServerError(_)) {
-            int(conn, &cmd!("DEL", &latch));
-        }
-        reply
+        unlock_with_latch(conn, &script, &latch)
     }
 
     /// Run the watchdog renewal script for one lock; true when renewed.

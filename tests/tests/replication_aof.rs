@@ -145,40 +145,9 @@ fn aof_written_with_the_module_reloads_without_it() {
         ["a", "b", "d", "e", token_key("b").as_str()]
     );
 
-    // The AOF holds native commands with absolute expiry, never the module's commands. Every
-    // write above has been written to the file before its reply was sent.
-    let aof_dir = first.dir().join("appendonlydir");
-    let mut incr = String::new();
-    let mut all = String::new();
-    for entry in std::fs::read_dir(&aof_dir).unwrap() {
-        let path = entry.unwrap().path();
-        let body = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-        if path.to_string_lossy().ends_with(".incr.aof") {
-            incr.push_str(&body);
-        }
-        all.push_str(&body);
-    }
-    assert!(
-        incr.to_uppercase().contains("PEXPIREAT"),
-        "no PEXPIREAT in the AOF:\n{incr}"
-    );
-    assert!(
-        !all.to_uppercase().contains("RLOCK."),
-        "the AOF names RLOCK.* commands:\n{all}"
-    );
-    assert!(
-        !incr.to_uppercase().contains("\nPEXPIRE\r"),
-        "relative PEXPIRE in the AOF:\n{incr}"
-    );
-
-    let _dir = first.keep_dir().expect("a temporary directory");
-    first.kill();
-    let second = Server::with(ServerOptions {
-        module: false,
-        aof: true,
-        dir: Some(first.dir().to_path_buf()),
-        ..Default::default()
-    });
+    // The AOF holds native commands with absolute expiry, never the module's commands.
+    assert_aof_native(first.dir());
+    let (second, _dir) = reload_aof_without_module(&mut first);
     let mut c2 = second.conn();
     let after = snapshot(&mut c2);
     let elapsed = taken.elapsed().as_millis() as i64;

@@ -76,6 +76,9 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if !d.writes.is_empty() {
         keys.apply(&d)?;
         ObjectKind::RwLock.counters().renewals.incr();
+        // A shorter lease moves the next change of the lock earlier: serving the queue
+        // re-arms its check for the new earliest expiry (our own PEXPIREAT raises no re-check).
+        wait::serve_now(&mut keys);
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }

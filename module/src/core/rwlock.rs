@@ -167,6 +167,14 @@ fn hold_expiries(store: &(impl Store + ?Sized), owner: &[u8], count: i64) -> Vec
         .collect()
 }
 
+/// Whether any of `owner`'s read holds (1..=count) still has its lease key. Newest first: it
+/// is the likeliest to be alive, and the scan stops there.
+fn has_live_hold(store: &(impl Store + ?Sized), owner: &[u8], count: i64) -> bool {
+    (1..=count.clamp(0, MAX_HOLDS_SCANNED))
+        .rev()
+        .any(|k| store.kind(&hold_key(store, owner, k)) != Kind::Empty)
+}
+
 /// Read holds of one owner looked at (a count beyond this was not written by a lock client).
 const MAX_HOLDS_SCANNED: i64 = 100_000;
 
@@ -351,7 +359,7 @@ pub fn tidy(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError
     let mut writes = Vec::new();
     let mut live_readers = 0;
     for (owner, count) in &h.readers {
-        if hold_expiries(store, owner, *count).is_empty() {
+        if !has_live_hold(store, owner, *count) {
             writes.push(Write::HDel {
                 key: Target::Main,
                 field: Cow::Owned(owner.clone()),
@@ -442,13 +450,18 @@ pub fn release<'a>(
             },
         ));
     }
-    // The owner's last hold of this mode: does anything else still hold the lock?
+    // The owner's last hold of this mode: does anything else still hold the lock? A reader
+    // whose holds all expired holds nothing (Redisson's read unlock deletes the hash when no
+    // hold key of any field is alive).
     let mut h = holders(store);
     match mode {
         Mode::Read => h.readers.retain(|(o, _)| o.as_slice() != owner),
         Mode::Write => h.writer = None,
     }
-    let freed = h.readers.is_empty() && h.writer.is_none();
+    let freed = h.writer.is_none()
+        && h.readers
+            .iter()
+            .all(|(o, count)| !has_live_hold(store, o, *count));
     if freed {
         // Deleting the hash takes the field with it; `free` deletes remaining hold keys and
         // publishes `0` for a read release, `1` for a write release.
@@ -900,6 +913,27 @@ mod tests {
         m.hset(b"rw", b"dead", b"1");
         assert_eq!(take(&mut m, b"w", Mode::Write, 100), Reply::Int(1));
         assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
+    }
+
+    #[test]
+    fn the_last_live_release_frees_a_lock_whose_other_readers_expired() {
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"dead", Mode::Read, 100);
+        take(&mut m, b"b", Mode::Read, 1_000);
+        m.now += 150;
+        m.expire();
+        assert_eq!(give(&mut m, b"b", Mode::Read), Ok(Reply::Int(0)));
+        assert!(!m.exists(b"rw"), "no live hold is left");
+        assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
+        // A writer whose downgrade's read holds expired frees it too, as a write release.
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"w", Mode::Write, 1_000);
+        take(&mut m, b"w", Mode::Read, 100);
+        m.now += 150;
+        m.expire();
+        assert_eq!(give(&mut m, b"w", Mode::Write), Ok(Reply::Int(0)));
+        assert!(!m.exists(b"rw"));
+        assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 1)]);
     }
 
     #[test]
