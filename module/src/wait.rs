@@ -23,7 +23,7 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{self, ObjectKind};
 use crate::core::store::{Kind, Store, Target};
-use crate::core::wait::{self, Io, KeyId, Outcome, Queues, Req, Waiter};
+use crate::core::wait::{self, Io, KeyId, Outcome, Queues, Req, TimerKey, Waiter};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
@@ -75,6 +75,8 @@ struct State {
     queues: Queues<Handle, Req>,
     /// The waits of each owner (for deadlock detection).
     by_owner: HashMap<OwnerId, Vec<Handle>>,
+    /// Keys looked at when a single hold's lease ends although nobody waits (see `upkeep`).
+    upkeep: HashMap<KeyId, TimerKey>,
     in_flight: HashMap<usize, InFlight>,
     serial: u64,
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
@@ -472,6 +474,56 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
         }
         s.forget_if_idle(id);
     });
+}
+
+/// Look at the command's key at `at` (the end of a hold's own lease, such as a read hold's)
+/// even if nobody waits then: `req`'s object tidies what expired (a crashed reader's field),
+/// serves its queue if it has one, and is looked at again at its next lease end. A key with
+/// waiters needs none of this: its queue's check does the same.
+pub fn upkeep(ctx: Ctx, keys: &RedisKeys, at: i64, req: Req) {
+    let id = KeyId::new(ctx.db(), keys.key_name());
+    let due = state(|s| {
+        if s.queues.is_queued(&id) {
+            return false;
+        }
+        match s.upkeep.get(&id) {
+            Some(t) if t.at_ms <= at => false,
+            Some(t) => {
+                timers::cancel(*t);
+                true
+            }
+            None => true,
+        }
+    });
+    if due {
+        schedule_upkeep(ctx, id, at, req);
+    }
+}
+
+fn schedule_upkeep(ctx: Ctx, id: KeyId, at: i64, req: Req) {
+    let key = id.clone();
+    let t = timers::schedule(ctx, at, move |ctx| {
+        state(|s| s.upkeep.remove(&key));
+        if ctx.is_replica() || !ctx.select_db(key.db) {
+            return;
+        }
+        let mut keys = RedisKeys::background(ctx, &key.key);
+        if state(|s| s.queues.is_queued(&key)) {
+            // Serving tidies first (and counts what follows as a grant after expiry).
+            serve(&mut keys, &key);
+            crate::sessions::after_write(ctx, &keys);
+            return;
+        }
+        if let Ok(tidy) = req.tidy(&keys) {
+            if !tidy.writes.is_empty() && keys.apply(&tidy).is_ok() {
+                crate::sessions::after_write(ctx, &keys);
+            }
+        }
+        if let Some(next) = req.wake_at(&keys) {
+            schedule_upkeep(ctx, key, next.saturating_add(1), req);
+        }
+    });
+    state(|s| s.upkeep.insert(id, t));
 }
 
 /// End every wait on `id` with `err`.

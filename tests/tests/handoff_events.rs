@@ -345,6 +345,28 @@ fn a_shortened_lease_hands_off_at_the_new_expiry() {
     assert_eq!(hgetall(&mut c, "lk"), holder("w", 1));
 }
 
+/// RLOCK.RENEW with a shorter lease than the one in force: the waiter gets the lock at the new
+/// expiry, not at the old one and not at a check armed for it.
+#[test]
+fn a_renewal_that_shortens_the_lease_hands_off_at_the_new_expiry() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 30_000)),
+        1
+    );
+    let w = park(&s, &mut c, "lk", "w", 5_000, &[], 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "lk", "holder", 100)), 1);
+    let renewed = Instant::now();
+    assert_eq!(w.reply_int(), 1);
+    let took = renewed.elapsed();
+    assert!(
+        took <= Duration::from_millis(150),
+        "hand-off {took:?} after a renewal to 100 ms"
+    );
+    assert_eq!(hgetall(&mut c, "lk"), holder("w", 1));
+}
+
 #[test]
 fn eviction_hands_off() {
     let s = Server::start();

@@ -69,6 +69,8 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if !d.writes.is_empty() {
         keys.apply(&d)?;
         ObjectKind::Lock.counters().renewals.incr();
+        // A shorter lease moves the lock's expiry earlier: serving re-arms the queue's check.
+        wait::serve_now(&mut keys);
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }

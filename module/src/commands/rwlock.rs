@@ -3,7 +3,7 @@
 use super::{session_of, wait_or_nil};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::rwlock::{self, Acquire, RwWait, Took};
+use crate::core::rwlock::{self, Acquire, Mode, RwWait, Took};
 use crate::core::stats::ObjectKind;
 use crate::core::wait::Io;
 use crate::ffi::{Answer, Args, Ctx};
@@ -45,6 +45,11 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             if let Some(s) = session {
                 sessions::track(ctx, s, &keys, req());
             }
+            if a.mode == Mode::Read {
+                // A read hold has a lease of its own: its end is looked at even if nobody waits.
+                let at = ctx.now_ms().saturating_add(a.lease_ms).saturating_add(1);
+                wait::upkeep(ctx, &keys, at, req());
+            }
             Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
         }
         Acquire::Busy | Acquire::TidyFirst => wait_or_nil(ctx, &keys, &a.wait, session, req()),
@@ -78,7 +83,16 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         ObjectKind::RwLock.counters().renewals.incr();
         // A shorter lease moves the next change of the lock earlier: serving the queue
         // re-arms its check for the new earliest expiry (our own PEXPIREAT raises no re-check).
-        wait::serve_now(&mut keys);
+        if !wait::serve_now(&mut keys) {
+            let at = ctx.now_ms().saturating_add(lease_ms).saturating_add(1);
+            let owner = argv[2];
+            let req = Rc::new(RwWait {
+                owner: owner.into(),
+                mode: Mode::Read,
+                lease_ms,
+            });
+            wait::upkeep(ctx, &keys, at, req);
+        }
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }

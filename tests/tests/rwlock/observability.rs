@@ -257,6 +257,11 @@ fn command_docs_describe_every_command_and_its_arguments() {
                 "mode.write",
                 "lease_ms",
                 "timeout_ms",
+                "session",
+                "session.session",
+                "session.queue",
+                "session.queue.request",
+                "session.queue.timeout_ms",
             ],
         ),
         (

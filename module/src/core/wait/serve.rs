@@ -73,8 +73,12 @@ pub fn serve<H: Copy + Eq + Hash>(
         // Bring the object up to date first (leases of single holds that ended). An error here
         // (the key is not the object any more) shows again in `serve` below, per waiter.
         if let Ok(tidy) = req.tidy(io.store()) {
-            if !tidy.writes.is_empty() {
-                let _ = io.apply(&tidy);
+            // A hold whose own lease ended was removed: the grant that follows is a grant
+            // after expiry, as when the whole key expires.
+            if !tidy.writes.is_empty() && io.apply(&tidy).is_ok() {
+                if let Some(q) = queues.get_mut(id) {
+                    q.expired = true;
+                }
             }
         }
     }
