@@ -454,9 +454,10 @@ pub fn db_touched(ctx: Ctx, db: Option<i32>) {
     }
 }
 
-/// The server became a replica: queued session requests must queue again on the new master.
+/// The server became a replica: every queued wait ends (session requests get the error as an
+/// outcome), so clients queue again on the new master.
 pub fn demoted(ctx: Ctx) {
-    wait::fail_session_requests(ctx, CmdError::Demoted);
+    wait::fail_all_waits(ctx, CmdError::Demoted);
 }
 
 // ---- parked readers ---------------------------------------------------------------------------------

@@ -540,21 +540,13 @@ fn fail_all(ctx: Ctx, id: &KeyId, err: CmdError) {
     }
 }
 
-/// End every session request (a demotion to replica: they must queue again on the new
-/// master). Blocked clients are disconnected by Redis itself.
-pub fn fail_session_requests(ctx: Ctx, err: CmdError) {
-    let handles = state(|s| {
-        s.queues
-            .handles()
-            .filter(|h| matches!(h, Handle::Session { .. }))
-            .collect::<Vec<_>>()
-    });
-    for h in handles {
-        if let Some((id, w)) = state(|s| s.queues.remove(h)) {
-            retire(id.db, &w);
-            deliver(ctx, h, Ended::Failed(err.clone()));
-            state(|s| s.forget_if_idle(&id));
-        }
+/// The server became a replica: every wait ends with the error Redis gives blocked clients
+/// then, so clients queue again on the new master. Redis (and Valkey 8) already released the
+/// clients it blocked for the module before this event; Valkey 9 no longer does for clients
+/// blocked without keys, and session requests are the module's alone.
+pub fn fail_all_waits(ctx: Ctx, err: CmdError) {
+    for id in state(|s| s.queues.ids(None)) {
+        fail_all(ctx, &id, err.clone());
     }
 }
 

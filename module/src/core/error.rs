@@ -37,8 +37,7 @@ pub enum CmdError {
     NotOwner,
     /// A wait that can never be granted: it would close a cycle of owners waiting for each other.
     Deadlock(String),
-    /// The server became a replica while a session request waited: queue again on the new
-    /// master (the text starts like the error Redis gives a write on a replica).
+    /// The server became a replica while a request waited: queue again on the new master.
     Demoted,
     /// The caller's ACL user may not write an auxiliary key the command would write.
     NoPerm(Vec<u8>),
@@ -108,9 +107,11 @@ impl fmt::Display for CmdError {
                 "NOPERM this user has no permissions to access the key '{}' that the command writes",
                 echo(key)
             ),
+            // The words Redis itself answers every client blocked on a node that becomes a
+            // replica: clients already take them as "queue again on the new master".
             CmdError::Demoted => write!(
                 f,
-                "READONLY the server became a replica while the request waited; queue again on the new master"
+                "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
             ),
             CmdError::NoSession => write!(
                 f,
