@@ -78,6 +78,11 @@ impl Owner {
         Owner(Arc::from(format!("{client_id}:{number}")))
     }
 
+    /// The identity string, shared.
+    pub(crate) fn shared(&self) -> Arc<str> {
+        self.0.clone()
+    }
+
     /// The identity string, `UUID:number`.
     ///
     /// ```
