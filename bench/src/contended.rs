@@ -42,7 +42,17 @@ pub fn run(b: &Bench, r: &mut Report) {
             rates.push((kind, m));
         }
         let rl = &rates[0].1;
+        let client = &rates[1].1;
         let rs = &rates[2].1;
+        if n >= 8 {
+            let ratio = client.rate / rl.rate;
+            r.target(
+                &format!("client (sync) vs raw BLOCK clients, hand-offs/s, {n} clients"),
+                format!("{ratio:.2}×"),
+                "≥ 0.85×",
+                ratio >= 0.85,
+            );
+        }
         if n >= 8 {
             let ratio = rl.rate / rs.rate;
             r.target(

@@ -134,8 +134,10 @@ impl Cluster {
                 let mut pipe = redis::pipe();
                 pipe.cmd("ASKING").ignore();
                 pipe.add_command(cmd.clone());
+                // The command's error reply as a value (a pipeline error would hide its code).
+                pipe.ignore_errors();
                 let mut replies = conn.route_pipeline(pipe, 1, 1, by_address(&addr)?).await?;
-                Ok(replies.pop().unwrap_or(Value::Nil))
+                replies.pop().unwrap_or(Value::Nil).extract_error()
             }
         }
     }

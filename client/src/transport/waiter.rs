@@ -59,6 +59,9 @@ impl Waiter {
             Conn::Blocking(_) => Pending::Blocking(pipe),
             Conn::Async(c) => {
                 let mut conn = c.get().conn.clone();
+                let mut pipe = pipe;
+                // Error replies come back as values, read like the blocking connection's.
+                pipe.ignore_errors();
                 Pending::Async(Box::pin(async move { pipe.query_async(&mut conn).await }))
             }
         };
@@ -89,7 +92,7 @@ impl Waiter {
                         _ = bg.sleep_until(t) => return None,
                     },
                 };
-                r.map(|mut v| v.pop().unwrap_or(Value::Nil))
+                r.and_then(last_reply)
             }
             _ => unreachable!("a pending command matches its connection"),
         };
@@ -171,15 +174,10 @@ fn read_blocking(
     if let Err(e) = conn.set_read_timeout(timeout) {
         return Some(Err(e));
     }
-    let mut last = Ok(Value::Nil);
+    let mut replies = Vec::with_capacity(pipe.len());
     for _ in 0..pipe.len() {
         match conn.recv_response() {
-            // Keep the first error reply, and read on: every reply must leave the stream.
-            Ok(v) => match (v.extract_error(), &last) {
-                (Ok(v), Ok(_)) => last = Ok(v),
-                (Err(e), Ok(_)) => last = Err(e),
-                (_, Err(_)) => {}
-            },
+            Ok(v) => replies.push(v),
             Err(e) if e.is_timeout() => return None,
             Err(e) => return Some(Err(e)),
         }
@@ -187,5 +185,14 @@ fn read_blocking(
     if let Err(e) = conn.set_read_timeout(Some(restore)) {
         return Some(Err(e));
     }
-    Some(last)
+    Some(last_reply(replies))
+}
+
+/// The reply of the last command, or the first error reply among them (`ASKING`'s).
+fn last_reply(replies: Vec<Value>) -> RedisResult<Value> {
+    let mut last = Value::Nil;
+    for v in replies {
+        last = v.extract_error()?;
+    }
+    Ok(last)
 }
