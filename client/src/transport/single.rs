@@ -3,13 +3,13 @@
 //! - Async requests share one multiplexed `ConnectionManager` (it reconnects by itself; its own
 //!   retries are off, see `retry.rs`), the watchdog has another.
 //! - Sync requests and sync waits use a blocking connection of their own from a pool, read and
-//!   written on the caller's thread. Measured in one `make bench` run (2 cores, unpipelined
-//!   acquire+release pairs on one thread, pairs/s; raw `RLOCK.*` over a blocking connection:
-//!   17 600): the old way, every call spawned onto the client's runtime and answered over a
-//!   channel, 7 200 (0.41x); `block_on` of the multiplexed connection (its driver on the
-//!   client's runtime: two thread wake-ups per command) about 11 000 (0.63x); a pooled blocking
-//!   connection on the calling thread, the figure in `rlock::performance`. The pool is the
-//!   fastest because nothing but the caller's thread touches the request.
+//!   written on the caller's thread. Measured with `rlock-bench --only client` (section 6,
+//!   unpipelined acquire+release pairs, client / raw `RLOCK.*` over a blocking connection,
+//!   three alternating runs on a shared 2-core machine): the sync API driving the multiplexed
+//!   connection with `block_on` (its driver on the client's runtime: two thread wake-ups per
+//!   command) 0.20x, 0.42x, 0.40x; the pooled blocking connection 1.03x, 0.79x, 0.90x in the
+//!   same runs; the old way (every call spawned onto the client's runtime and answered over a
+//!   channel) 0.41x in `make bench`. Nothing but the caller's thread touches the request.
 //! - Async waits hold a multiplexed connection of their own for the wait (a blocked command
 //!   would stall everyone else's requests on a shared one).
 
