@@ -121,7 +121,8 @@ fn redis_words(e: &redis::RedisError) -> String {
 
 impl Error {
     /// Whether the outcome of a write is unknown: the command may or may not have run on the
-    /// server (the connection broke or the reply timed out).
+    /// server (the connection broke or the reply timed out). A server that could not be reached
+    /// at all ran nothing: not ambiguous.
     ///
     /// ```
     /// let e = rlock::Error::Timeout("no reply".into());
@@ -129,7 +130,14 @@ impl Error {
     /// assert!(!rlock::Error::Shutdown.is_ambiguous());
     /// ```
     pub fn is_ambiguous(&self) -> bool {
-        matches!(self, Error::Connection { .. } | Error::Timeout(_))
+        match self {
+            Error::Connection { source, .. } => {
+                !(source.is_connection_refusal()
+                    || source.kind() == redis::ErrorKind::ClusterConnectionNotFound)
+            }
+            Error::Timeout(_) => true,
+            _ => false,
+        }
     }
 
     /// Map a `redis` error from the server (or connection) at `addr`.
@@ -227,10 +235,15 @@ mod tests {
             "Connection refused",
         ));
         let e = Error::from_redis(io, "127.0.0.1:1", T);
-        assert!(e.is_ambiguous());
+        assert!(!e.is_ambiguous(), "nothing was sent");
         assert_eq!(
             e.to_string(),
             "can't reach Redis at 127.0.0.1:1: Connection refused"
+        );
+        let reset = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(
+            Error::from_redis(reset, "h:2", T).is_ambiguous(),
+            "cut under way"
         );
         let to = RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, "slow"));
         let e = Error::from_redis(to, "h:2", T);

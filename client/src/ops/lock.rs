@@ -160,7 +160,7 @@ pub(crate) async fn acquire(
     let reply = wait::acquire(ctx, t.io, &a, wait)
         .await
         .map_err(|e| e.about(t.name, owner.as_str()))?;
-    let Some(value) = grant_of(reply).map_err(|e| ctx.transport.error(e.into(), t.name))? else {
+    let Some(value) = grant_of(reply).map_err(|e| ctx.transport.error(e, t.name))? else {
         return Ok(None);
     };
     // The lease runs from the grant: at the latest when the reply came for a wait, at the

@@ -36,7 +36,7 @@ pub(crate) struct Transport {
 
 enum Via {
     Single(single::Single),
-    Cluster(cluster::Cluster),
+    Cluster(Box<cluster::Cluster>),
 }
 
 impl Transport {
@@ -44,7 +44,7 @@ impl Transport {
     pub(crate) fn new(cfg: &Config) -> Result<Transport> {
         let waits = Arc::new(Semaphore::new(cfg.max_wait_connections));
         let via = match &cfg.cluster {
-            Some(seeds) => Via::Cluster(cluster::Cluster::new(seeds, cfg, waits)?),
+            Some(seeds) => Via::Cluster(Box::new(cluster::Cluster::new(seeds, cfg, waits)?)),
             None => {
                 let client = redis::Client::open(cfg.url.as_str())
                     .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", cfg.url)))?;
