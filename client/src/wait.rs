@@ -108,9 +108,15 @@ async fn park<A: Attempt>(
     };
     let r = match ctx.transport.waiter(io, a.key(), at).await {
         Ok(waiter) => {
-            let block = deadline.map_or(0, |d| {
-                millis(d.saturating_duration_since(Instant::now())).max(1)
-            });
+            // Past the caller's wait time (after redirects or a broken connection): one last
+            // attempt that does not wait.
+            let block = match deadline {
+                None => Some(0),
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(millis(left)),
+                    _ => None,
+                },
+            };
             let mut parked = Parked {
                 ctx,
                 a,
@@ -119,7 +125,7 @@ async fn park<A: Attempt>(
             };
             parked
                 .waiter
-                .send(a.command(Some(block)), matches!(to, Some(Redirect::Ask(_))));
+                .send(a.command(block), matches!(to, Some(Redirect::Ask(_))));
             parked.outcome(deadline).await
         }
         Err(e) => Err(e),
