@@ -279,7 +279,9 @@ impl ClientBuilder {
 
     /// Most connections used at once by callers waiting for a lock (default 64). A blocked
     /// acquire holds one connection for the whole wait; callers beyond this limit queue in the
-    /// client until a connection frees.
+    /// client until a connection frees. (Calls that do not wait are never held up by it.) The
+    /// sync API also keeps up to this many idle blocking connections for its calls, one per
+    /// thread that calls at the same time.
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -294,7 +296,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Idle waiting connections kept open for reuse (default 8).
+    /// Idle connections of async waits kept open for reuse (default 8).
     ///
     /// ```no_run
     /// # use std::time::Duration;

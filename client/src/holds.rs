@@ -113,8 +113,9 @@ pub(crate) struct Registry {
     map: HashMap<HoldId, Entry>,
 }
 
-/// One hold the watchdog renews this round.
-pub(crate) struct Renewal {
+/// A hold as a witness saw it (the watchdog renewing it, later the server's pushed
+/// outcomes): what [`Registry::mark_lost`] is told about.
+pub(crate) struct Seen {
     pub(crate) id: HoldId,
     pub(crate) state: Arc<HoldState>,
 }
@@ -179,12 +180,12 @@ impl Registry {
     }
 
     /// The holds to renew now; ended lease holds are dropped.
-    pub(crate) fn renewals(&mut self) -> Vec<Renewal> {
+    pub(crate) fn renewals(&mut self) -> Vec<Seen> {
         self.map.retain(|_, e| e.watchdog || !e.over());
         self.map
             .iter()
             .filter(|(_, e)| e.watchdog && !e.over())
-            .map(|(id, e)| Renewal {
+            .map(|(id, e)| Seen {
                 id: id.clone(),
                 state: e.state.clone(),
             })
@@ -193,7 +194,7 @@ impl Registry {
 
     /// The hold `r` was found gone (by the watchdog, or any other witness). Returns whether
     /// that hold was still current (one released or re-taken since is left alone).
-    pub(crate) fn mark_lost(&mut self, r: &Renewal) -> bool {
+    pub(crate) fn mark_lost(&mut self, r: &Seen) -> bool {
         match self.map.get_mut(&r.id) {
             Some(e) if Arc::ptr_eq(&e.state, &r.state) && !e.over() => {
                 e.watchdog = false;
