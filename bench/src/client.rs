@@ -11,7 +11,7 @@ use crate::protocols::owner;
 use crate::report::{Report, Table};
 use std::time::{Duration, Instant};
 
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 6;
 const LEASE: Duration = Duration::from_secs(30);
 
 pub fn run(b: &Bench, r: &mut Report) {
@@ -19,7 +19,14 @@ pub fn run(b: &Bench, r: &mut Report) {
         &format!(
             "6. The rlock client vs raw RLOCK.* commands, same connection style (uncontended, unpipelined pairs/s, best of {ROUNDS} interleaved rounds)"
         ),
-        &["API", "raw pairs/s", "client pairs/s", "client / raw"],
+        &[
+            "API",
+            "raw pairs/s",
+            "client pairs/s",
+            "client / raw",
+            "raw CPU µs/pair",
+            "client CPU µs/pair",
+        ],
     );
     let run = b.sizes.run / ROUNDS as u32;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -27,21 +34,34 @@ pub fn run(b: &Bench, r: &mut Report) {
         .enable_all()
         .build()
         .unwrap();
-    let mut rates = [[0f64; 2]; 2]; // [sync, async][raw, client]
+    // [sync, async][raw, client]: the best rate, and the CPU per pair of that round.
+    let mut best = [[(0f64, 0f64); 2]; 2];
+    let keep = |slot: &mut (f64, f64), m: (f64, f64)| {
+        if m.0 > slot.0 {
+            *slot = m;
+        }
+    };
     for round in 0..ROUNDS {
         let tag = |what: &str| format!("c6:{what}:{round}");
-        rates[0][0] = rates[0][0].max(sync_raw(b, &tag("sr"), run));
-        rates[0][1] = rates[0][1].max(sync_client(b, &tag("sc"), run));
-        rates[1][0] = rates[1][0].max(rt.block_on(async_raw(b, &tag("ar"), run)));
-        rates[1][1] = rates[1][1].max(rt.block_on(async_client(b, &tag("ac"), run)));
+        keep(&mut best[0][0], sync_raw(b, &tag("sr"), run));
+        keep(&mut best[0][1], sync_client(b, &tag("sc"), run));
+        keep(&mut best[1][0], rt.block_on(async_raw(b, &tag("ar"), run)));
+        keep(
+            &mut best[1][1],
+            rt.block_on(async_client(b, &tag("ac"), run)),
+        );
     }
-    for (api, [raw, client], goal) in [("sync", rates[0], 0.9), ("async (tokio)", rates[1], 0.8)] {
+    for (api, [(raw, raw_cpu), (client, client_cpu)], goal) in
+        [("sync", best[0], 0.9), ("async (tokio)", best[1], 0.8)]
+    {
         let ratio = client / raw;
         t.row(vec![
             api.into(),
             format!("{raw:.0}"),
             format!("{client:.0}"),
             format!("{ratio:.2}×"),
+            format!("{raw_cpu:.1}"),
+            format!("{client_cpu:.1}"),
         ]);
         r.target(
             &format!("client vs raw commands, {api}, uncontended pairs/s"),
@@ -53,18 +73,43 @@ pub fn run(b: &Bench, r: &mut Report) {
     r.tables.push(t);
 }
 
-/// Pairs per second of `pair(n)` run for `run`.
-fn rate(run: Duration, mut pair: impl FnMut(u64)) -> f64 {
-    let start = Instant::now();
+/// CPU time spent so far by this process' live threads (schedstat's first field, in ns).
+fn process_cpu() -> Duration {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if let Ok(s) = std::fs::read_to_string(task.path().join("schedstat")) {
+            ns += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
+/// Pairs per second, and this process' CPU µs per pair, of `n` pairs taking `elapsed`.
+fn measured(n: u64, elapsed: Duration, cpu: Duration) -> (f64, f64) {
+    let n = n.max(1) as f64;
+    (n / elapsed.as_secs_f64(), cpu.as_secs_f64() * 1e6 / n)
+}
+
+/// [`measured`] of `pair(n)` run for `run`.
+fn rate(run: Duration, mut pair: impl FnMut(u64)) -> (f64, f64) {
+    let (start, cpu) = (Instant::now(), process_cpu());
     let mut n = 0;
     while start.elapsed() < run {
         pair(n);
         n += 1;
     }
-    n as f64 / start.elapsed().as_secs_f64()
+    measured(n, start.elapsed(), process_cpu() - cpu)
 }
 
-fn sync_raw(b: &Bench, prefix: &str, run: Duration) -> f64 {
+fn sync_raw(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
     let mut c = b.conn();
     let who = owner(60);
     rate(run, |n| {
@@ -84,7 +129,7 @@ fn sync_raw(b: &Bench, prefix: &str, run: Duration) -> f64 {
     })
 }
 
-fn sync_client(b: &Bench, prefix: &str, run: Duration) -> f64 {
+fn sync_client(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
     rate(run, |n| {
         let lock = b.client.lock(format!("{prefix}:{n}"));
         assert!(lock.try_lock_with(Duration::ZERO, LEASE).unwrap());
@@ -96,17 +141,17 @@ fn sync_client(b: &Bench, prefix: &str, run: Duration) -> f64 {
 async fn rate_async<F: std::future::Future<Output = ()>>(
     run: Duration,
     mut pair: impl FnMut(u64) -> F,
-) -> f64 {
-    let start = Instant::now();
+) -> (f64, f64) {
+    let (start, cpu) = (Instant::now(), process_cpu());
     let mut n = 0;
     while start.elapsed() < run {
         pair(n).await;
         n += 1;
     }
-    n as f64 / start.elapsed().as_secs_f64()
+    measured(n, start.elapsed(), process_cpu() - cpu)
 }
 
-async fn async_raw(b: &Bench, prefix: &str, run: Duration) -> f64 {
+async fn async_raw(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
     let c = redis::Client::open(b.url.as_str())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -136,7 +181,7 @@ async fn async_raw(b: &Bench, prefix: &str, run: Duration) -> f64 {
     .await
 }
 
-async fn async_client(b: &Bench, prefix: &str, run: Duration) -> f64 {
+async fn async_client(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
     let who = b.client.new_owner();
     rate_async(run, |n| {
         let lock = b
