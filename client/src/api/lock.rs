@@ -122,6 +122,9 @@ fn forever<T>(got: Option<T>) -> T {
 /// process dies the lock frees after that timeout. With a lease it frees when the lease ends
 /// (a lease shorter than a millisecond counts as 1 ms; a zero lease is refused).
 ///
+/// The guard methods return a [`LockGuard`](crate::LockGuard) (`Guard<Blocking>`, shown as
+/// `Guard<M>` below); [`AsyncLock`]'s return an [`AsyncLockGuard`](crate::AsyncLockGuard).
+///
 /// ```no_run
 /// use std::time::Duration;
 ///
