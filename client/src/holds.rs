@@ -70,7 +70,12 @@ impl HoldState {
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        *self.lost.borrow() || self.lease_end().is_some_and(|t| t <= Instant::now())
+        self.found_gone() || self.lease_end().is_some_and(|t| t <= Instant::now())
+    }
+
+    /// Whether a witness (the watchdog) found the hold gone.
+    fn found_gone(&self) -> bool {
+        *self.lost.borrow()
     }
 
     fn mark_lost(&self) {
@@ -129,9 +134,11 @@ impl Registry {
         }
     }
 
-    /// Whether the current hold of `id` is lost (see [`HoldState::is_lost`]).
+    /// Whether the watchdog found the current hold of `id` gone (kept until the holder
+    /// acquires or releases again). A lease hold is not watched: only its guard's state tells
+    /// that its lease ended.
     pub(crate) fn is_lost(&self, id: &HoldId) -> bool {
-        self.map.get(id).is_some_and(Entry::over)
+        self.map.get(id).is_some_and(|e| e.state.found_gone())
     }
 
     /// A successful acquire, granted at `at`: `holds` is the holder's count now; `lease`
@@ -179,9 +186,11 @@ impl Registry {
             .retain(|id, _| !(id.kind.name == kind.name && &*id.key == key));
     }
 
-    /// The holds to renew now; ended lease holds are dropped.
+    /// The holds to renew now; ended lease holds are dropped (holds found gone are kept for
+    /// [`Registry::is_lost`]).
     pub(crate) fn renewals(&mut self) -> Vec<Seen> {
-        self.map.retain(|_, e| e.watchdog || !e.over());
+        self.map
+            .retain(|_, e| e.watchdog || e.state.found_gone() || !e.over());
         self.map
             .iter()
             .filter(|(_, e)| e.watchdog && !e.over())
@@ -261,6 +270,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(15));
         assert!(s.is_lost(), "an ended lease is a lost hold");
         assert_eq!(r.holds(&a), 0, "and counts as not held");
+        assert!(!r.is_lost(&a), "but nothing found it gone");
         r.renewals();
         assert!(
             r.map.is_empty(),
@@ -279,6 +289,7 @@ mod tests {
         assert!(r.is_lost(&a));
         assert!(!r.mark_lost(&batch[0]));
         assert!(r.renewals().is_empty());
+        assert!(r.is_lost(&a), "kept past the next round");
         let s2 = r.on_acquired(&a, 1, None, now());
         assert!(!s2.is_lost());
         assert!(!r.is_lost(&a));

@@ -63,8 +63,9 @@
 //! ([`Guard::is_lost`], [`Guard::lost`], [`Lock::is_lost`]) and a `tracing` warning is logged.
 //! If the process dies, its locks free after the watchdog timeout.
 //!
-//! A lock taken with an explicit lease is neither renewed nor checked: its hold counts as lost
-//! once the lease has run out (see "Lost holds" on [`Guard`]).
+//! A lock taken with an explicit lease is neither renewed nor checked: its guard counts the hold
+//! as lost once the lease has run out, and [`Lock::is_lost`] (the watchdog's verdict) stays
+//! `false` (see "Lost holds" on [`Guard`]).
 //!
 //! # Durations
 //!

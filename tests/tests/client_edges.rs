@@ -226,7 +226,20 @@ fn lease_holds_are_lost_when_the_lease_ends_and_not_checked_before() {
     // ... and the hold counts as lost once the lease has run out.
     wait_until(Duration::from_secs(2), "lease end", || g.is_lost());
     assert!(taken.elapsed() >= lease - Duration::from_millis(5));
-    assert!(lock.is_lost());
+    assert!(
+        !lock.is_lost(),
+        "the handle reports the watchdog's findings only"
+    );
+    drop(g);
+
+    // A watchdog hold found gone stays lost for the handle too, past further renewal rounds.
+    let g = lock.guard().unwrap();
+    let _: () = redis::cmd("DEL").arg("leased").query(&mut c).unwrap();
+    wait_until(Duration::from_secs(2), "watchdog finds it gone", || {
+        g.is_lost()
+    });
+    std::thread::sleep(Duration::from_millis(450)); // two more renewal rounds
+    assert!(lock.is_lost() && g.is_lost());
     drop(g);
 
     // Async: lost() resolves at the lease end.

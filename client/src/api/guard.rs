@@ -45,7 +45,8 @@ pub(crate) trait Held: Send + Sync + 'static {
 ///   noticed up to that long after it happened.
 /// - **with an explicit lease**, nothing renews or checks the lock: the hold counts as lost
 ///   once its lease has run out (by this client's clock, counted from the grant). A deletion or
-///   force release before the lease ends is not noticed.
+///   force release before the lease ends is not noticed. (The lock handle's `is_lost` reports
+///   the watchdog's findings only, so it stays `false` for a lease hold.)
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct Guard<M: Mode> {
     held: Arc<dyn Held>,

@@ -256,8 +256,10 @@ macro_rules! common {
                 self.core.owner()
             }
 
-            /// Whether the calling owner's current hold is lost (see "Lost holds" on
-            /// [`Guard`]). Cleared by the next lock or unlock.
+            /// Whether the watchdog found the calling owner's current hold gone (see "Lost
+            /// holds" on [`Guard`]); cleared by the next lock or unlock. A hold taken with a
+            /// lease is not watched, so this stays `false` for it: its guard's `is_lost` tells
+            /// when the lease has run out.
             pub fn is_lost(&self) -> bool {
                 self.core.is_lost()
             }
