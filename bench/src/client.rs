@@ -11,13 +11,14 @@ use crate::protocols::owner;
 use crate::report::{Report, Table};
 use std::time::{Duration, Instant};
 
-const ROUNDS: usize = 6;
+/// Slices per side and API.
+const SLICES: u32 = 40;
 const LEASE: Duration = Duration::from_secs(30);
 
 pub fn run(b: &Bench, r: &mut Report) {
     let mut t = Table::new(
         &format!(
-            "6. The rlock client vs raw RLOCK.* commands, same connection style (uncontended, unpipelined pairs/s, best of {ROUNDS} interleaved rounds)"
+            "6. The rlock client vs raw RLOCK.* commands, same connection style (uncontended, unpipelined pairs/s, {SLICES} interleaved slices each)"
         ),
         &[
             "API",
@@ -28,32 +29,24 @@ pub fn run(b: &Bench, r: &mut Report) {
             "client CPU µs/pair",
         ],
     );
-    let run = b.sizes.run / ROUNDS as u32;
+    let slice = b.sizes.run / SLICES;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    // [sync, async][raw, client]: the best rate, and the CPU per pair of that round.
-    let mut best = [[(0f64, 0f64); 2]; 2];
-    let keep = |slot: &mut (f64, f64), m: (f64, f64)| {
-        if m.0 > slot.0 {
-            *slot = m;
-        }
-    };
-    for round in 0..ROUNDS {
-        let tag = |what: &str| format!("c6:{what}:{round}");
-        keep(&mut best[0][0], sync_raw(b, &tag("sr"), run));
-        keep(&mut best[0][1], sync_client(b, &tag("sc"), run));
-        keep(&mut best[1][0], rt.block_on(async_raw(b, &tag("ar"), run)));
-        keep(
-            &mut best[1][1],
-            rt.block_on(async_client(b, &tag("ac"), run)),
-        );
+    // [sync, async][raw, client]
+    let mut sums = [[Sum::default(); 2]; 2];
+    for k in 0..SLICES {
+        let tag = |what: &str| format!("c6:{what}:{k}");
+        sums[0][0].add(sync_raw(b, &tag("sr"), slice));
+        sums[0][1].add(sync_client(b, &tag("sc"), slice));
+        sums[1][0].add(rt.block_on(async_raw(b, &tag("ar"), slice)));
+        sums[1][1].add(rt.block_on(async_client(b, &tag("ac"), slice)));
     }
-    for (api, [(raw, raw_cpu), (client, client_cpu)], goal) in
-        [("sync", best[0], 0.9), ("async (tokio)", best[1], 0.8)]
-    {
+    for (api, [raw, client], goal) in [("sync", sums[0], 0.9), ("async (tokio)", sums[1], 0.8)] {
+        let (raw, raw_cpu) = raw.rates();
+        let (client, client_cpu) = client.rates();
         let ratio = client / raw;
         t.row(vec![
             api.into(),
@@ -92,14 +85,41 @@ fn process_cpu() -> Duration {
     Duration::from_nanos(ns)
 }
 
-/// Pairs per second, and this process' CPU µs per pair, of `n` pairs taking `elapsed`.
-fn measured(n: u64, elapsed: Duration, cpu: Duration) -> (f64, f64) {
-    let n = n.max(1) as f64;
-    (n / elapsed.as_secs_f64(), cpu.as_secs_f64() * 1e6 / n)
+/// Pairs done, the time they took, and this process' CPU time meanwhile.
+#[derive(Clone, Copy, Default)]
+struct Sum {
+    pairs: u64,
+    elapsed: Duration,
+    cpu: Duration,
 }
 
-/// [`measured`] of `pair(n)` run for `run`.
-fn rate(run: Duration, mut pair: impl FnMut(u64)) -> (f64, f64) {
+impl Sum {
+    fn add(&mut self, o: Sum) {
+        self.pairs += o.pairs;
+        self.elapsed += o.elapsed;
+        self.cpu += o.cpu;
+    }
+
+    /// Pairs per second, and CPU µs per pair.
+    fn rates(&self) -> (f64, f64) {
+        let n = self.pairs.max(1) as f64;
+        (
+            n / self.elapsed.as_secs_f64(),
+            self.cpu.as_secs_f64() * 1e6 / n,
+        )
+    }
+}
+
+fn measured(pairs: u64, elapsed: Duration, cpu: Duration) -> Sum {
+    Sum {
+        pairs,
+        elapsed,
+        cpu,
+    }
+}
+
+/// `pair(n)` run for `run`.
+fn rate(run: Duration, mut pair: impl FnMut(u64)) -> Sum {
     let (start, cpu) = (Instant::now(), process_cpu());
     let mut n = 0;
     while start.elapsed() < run {
@@ -109,7 +129,7 @@ fn rate(run: Duration, mut pair: impl FnMut(u64)) -> (f64, f64) {
     measured(n, start.elapsed(), process_cpu() - cpu)
 }
 
-fn sync_raw(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
+fn sync_raw(b: &Bench, prefix: &str, run: Duration) -> Sum {
     let mut c = b.conn();
     let who = owner(60);
     rate(run, |n| {
@@ -129,7 +149,7 @@ fn sync_raw(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
     })
 }
 
-fn sync_client(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
+fn sync_client(b: &Bench, prefix: &str, run: Duration) -> Sum {
     rate(run, |n| {
         let lock = b.client.lock(format!("{prefix}:{n}"));
         assert!(lock.try_lock_with(Duration::ZERO, LEASE).unwrap());
@@ -141,7 +161,7 @@ fn sync_client(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
 async fn rate_async<F: std::future::Future<Output = ()>>(
     run: Duration,
     mut pair: impl FnMut(u64) -> F,
-) -> (f64, f64) {
+) -> Sum {
     let (start, cpu) = (Instant::now(), process_cpu());
     let mut n = 0;
     while start.elapsed() < run {
@@ -151,7 +171,7 @@ async fn rate_async<F: std::future::Future<Output = ()>>(
     measured(n, start.elapsed(), process_cpu() - cpu)
 }
 
-async fn async_raw(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
+async fn async_raw(b: &Bench, prefix: &str, run: Duration) -> Sum {
     let c = redis::Client::open(b.url.as_str())
         .unwrap()
         .get_multiplexed_async_connection()
@@ -181,7 +201,7 @@ async fn async_raw(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
     .await
 }
 
-async fn async_client(b: &Bench, prefix: &str, run: Duration) -> (f64, f64) {
+async fn async_client(b: &Bench, prefix: &str, run: Duration) -> Sum {
     let who = b.client.new_owner();
     rate_async(run, |n| {
         let lock = b
