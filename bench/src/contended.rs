@@ -42,8 +42,16 @@ pub fn run(b: &Bench, r: &mut Report) {
             rates.push((kind, m));
         }
         let rl = &rates[0].1;
+        let client = &rates[1].1;
         let rs = &rates[2].1;
         if n >= 8 {
+            let vs_raw = client.rate / rl.rate;
+            r.target(
+                &format!("client (sync) vs raw BLOCK clients, hand-offs/s, {n} clients"),
+                format!("{vs_raw:.2}×"),
+                "≥ 0.85×",
+                vs_raw >= 0.85,
+            );
             let ratio = rl.rate / rs.rate;
             r.target(
                 &format!("contended hand-offs/s vs Redisson, {n} clients"),

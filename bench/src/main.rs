@@ -1,12 +1,13 @@
 //! `make bench`: rlock's native commands against Redisson's Lua protocol and the raw-command
 //! ceiling, side by side in one run against one redis-server started here.
 //!
-//! Usage: `rlock-bench [--quick] [--out DIR]`. Prints a markdown table of absolute figures and
+//! Usage: `rlock-bench [--quick] [--out DIR] [--only NAME,...]`. Prints a markdown table of absolute figures and
 //! ratios and writes it with an SVG chart to DIR (default `bench/results`). `--quick` is a
 //! smoke run for CI; its figures are not meaningful, but mutual exclusion is still checked and
 //! a violation fails the run.
 
 mod bench;
+mod client;
 mod contended;
 mod expiry;
 mod memory;
@@ -23,18 +24,24 @@ use std::time::Instant;
 
 fn main() {
     let mut quick = false;
+    let mut only: Option<Vec<String>> = None;
     let mut out = rlock_tests::workspace_root().join("bench/results");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => quick = true,
             "--out" => out = PathBuf::from(args.next().expect("--out needs a directory")),
+            // Run some scenarios only (e.g. `--only contended,client`), to re-measure one.
+            "--only" => {
+                let names = args.next().expect("--only needs scenario names");
+                only = Some(names.split(',').map(str::to_string).collect());
+            }
             "-h" | "--help" => {
-                println!("usage: rlock-bench [--quick] [--out DIR]");
+                println!("usage: rlock-bench [--quick] [--out DIR] [--only NAME,...]");
                 return;
             }
             other => {
-                eprintln!("unknown argument {other:?}; usage: rlock-bench [--quick] [--out DIR]");
+                eprintln!("unknown argument {other:?}; usage: rlock-bench [--quick] [--out DIR] [--only NAME,...]");
                 std::process::exit(2);
             }
         }
@@ -58,14 +65,21 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 5] = [
+    let steps: [(&str, Step); 6] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("expiry hand-off", expiry::run),
         ("watchdog", watchdog::run),
         ("memory", memory::run),
+        ("client vs raw", client::run),
     ];
     for (name, step) in steps {
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.iter().any(|n| name.starts_with(n.as_str())))
+        {
+            continue;
+        }
         eprintln!("[{:>5.1}s] {name} ...", started.elapsed().as_secs_f64());
         step(&bench, &mut report);
     }

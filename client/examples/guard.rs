@@ -1,13 +1,18 @@
 //! Guards: release on scope end, on early return and while a panic unwinds; re-entry with
-//! guards; and the async guard.
+//! guards; and lost-lock detection: another connection force-releases the lock behind the
+//! holder's back, and the holder's guard reports it (sync `is_lost`, async `lost()`).
 //!
 //! cargo run -p rlock --example guard   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn main() -> rlock::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url)?;
+    // A 3 s watchdog renews every second, so a loss is noticed within about a second.
+    let client = rlock::Client::builder()
+        .url(url.clone())
+        .watchdog_timeout(Duration::from_secs(3))
+        .build()?;
     let lock = client.lock("guard:lock");
 
     {
@@ -41,25 +46,47 @@ fn main() -> rlock::Result<()> {
         lock.is_locked()?
     );
 
-    // A guard with a lease frees by itself even if it is leaked.
-    let g = lock.guard_with_lease(Duration::from_millis(500))?;
-    std::mem::forget(g);
-    std::thread::sleep(Duration::from_millis(700));
+    // Lost-lock detection: an operator (here a second client, on its own connection)
+    // force-releases the lock while we hold it. The watchdog's next renewal finds it gone and
+    // the guard says so: stop working, someone else may hold the lock now.
+    let operator = rlock::Client::open(url)?;
+    let g = lock.guard()?;
+    println!("holding; lost: {}", g.is_lost());
+    assert!(operator.lock("guard:lock").force_unlock()?);
+    println!("another connection force-released the lock");
+    let t = Instant::now();
+    while !g.is_lost() {
+        assert!(t.elapsed() < Duration::from_secs(5), "the loss is noticed");
+        std::thread::sleep(Duration::from_millis(50)); // ... a unit of work ...
+    }
     println!(
-        "leaked leased guard expired: locked = {}",
-        lock.is_locked()?
+        "guard reports the lock lost after {:?}: work stopped",
+        t.elapsed()
     );
+    assert!(matches!(g.unlock(), Err(rlock::Error::NotOwner { .. })));
 
-    // The async guard: unlock().await, or watch for loss while working.
+    // The async guard: watch for loss while working.
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     rt.block_on(async {
         let lock = client.async_lock("guard:async");
         let g = lock.guard().await?;
+        operator.async_lock("guard:async").force_unlock().await?;
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(100)) => println!("async work done"),
-            _ = g.lost() => println!("lock lost: work abandoned"),
+            _ = tokio::time::sleep(Duration::from_secs(10)) => panic!("the loss goes unnoticed"),
+            _ = g.lost() => println!("async guard: lock lost, work abandoned"),
         }
-        g.unlock().await
+        Ok::<(), rlock::Error>(())
     })?;
+
+    // A guard with a lease frees by itself even if it is leaked; nothing renews it, and it
+    // counts as lost once the lease has run out.
+    let g = lock.guard_with_lease(Duration::from_millis(500))?;
+    std::thread::sleep(Duration::from_millis(700));
+    println!(
+        "leased guard after its lease: lost = {}, locked = {}",
+        g.is_lost(),
+        lock.is_locked()?
+    );
+    std::mem::forget(g);
     Ok(())
 }

@@ -1,25 +1,23 @@
-//! [`Client`]: one per application (like a `RedissonClient`), cheap to clone.
+//! [`Client`]: one per application (like a `RedissonClient`), cheap to clone. The factory of
+//! handles; nothing below the public API refers to it.
 
-use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use tokio::runtime::{Handle, Runtime};
-
-use crate::asynk::{AsyncFencedLock, AsyncLock};
+use crate::api::{AsyncFencedLock, AsyncLock, FencedLock, Lock, LockCore};
 use crate::config::{ClientBuilder, Config};
-use crate::conn::Connections;
-use crate::error::{Error, Result};
-use crate::lock::{FencedLock, Lock};
-use crate::lock_core::LockCore;
+use crate::context::Context;
+use crate::error::Result;
 use crate::owner::{self, Owner, OwnerPolicy};
-use crate::watchdog::{self, Registry};
+use crate::wait::millis;
+use crate::watchdog;
 
 /// A connection to a Redis server with the rlock module, and the factory of lock handles.
 ///
 /// Each client has its own random UUID: the owner of a lock is `UUID:number`, so two clients (or
-/// two processes) never mistake each other's holds. A client owns a small background runtime
-/// that drives its connections and its watchdog; clone the client to share it (clones share
-/// everything), drop the last clone to stop it.
+/// two processes) never mistake each other's holds. Requests run on the caller's thread (sync
+/// API) or executor (async API); a small background runtime of the client drives its async
+/// connections and its watchdog. Clone the client to share it (clones share everything); it
+/// stops when the last clone and the last handle made from it are dropped.
 ///
 /// ```no_run
 /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
@@ -31,34 +29,13 @@ use crate::watchdog::{self, Registry};
 /// ```
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    pub(crate) config: Config,
-    pub(crate) id: String,
-    pub(crate) handle: Handle,
-    pub(crate) conns: Connections,
-    pub(crate) registry: Mutex<Registry>,
-    rt: Option<Runtime>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            // The last reference may go away on one of the runtime's own threads, where a
-            // runtime cannot be shut down: do it from a thread of its own.
-            let _ = std::thread::Builder::new()
-                .name("rlock-shutdown".into())
-                .spawn(move || rt.shutdown_timeout(std::time::Duration::from_secs(1)));
-        }
-    }
+    ctx: Arc<Context>,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("id", &self.inner.id)
+            .field("id", &self.ctx.id)
             .finish_non_exhaustive()
     }
 }
@@ -103,41 +80,13 @@ impl Client {
         ClientBuilder::new()
     }
 
-    pub(crate) fn from_config(config: Config) -> Result<Client> {
-        let redis = match &config.cluster {
-            Some(_) => None,
-            None => Some(
-                redis::Client::open(config.url.as_str())
-                    .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", config.url)))?,
-            ),
-        };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(config.worker_threads)
-            .thread_name("rlock")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::Config(format!("can't start the client runtime: {e}")))?;
-        let handle = rt.handle().clone();
-        let conns = {
-            let _in_rt = rt.enter();
-            match (redis, &config.cluster) {
-                (Some(redis), _) => Connections::new(redis, &config)?,
-                (None, Some(seeds)) => Connections::new_cluster(seeds, &config)?,
-                (None, None) => unreachable!("a client is either single-server or cluster"),
-            }
-        };
-        let inner = Arc::new(Inner {
-            id: uuid::Uuid::new_v4().to_string(),
-            handle: handle.clone(),
-            conns,
-            registry: Mutex::new(Registry::default()),
-            rt: Some(rt),
-            config,
-        });
-        let interval = inner.config.renewal_interval();
-        let lease_ms = crate::ops::millis(inner.config.watchdog_timeout);
-        handle.spawn(watchdog::run(Arc::downgrade(&inner), interval, lease_ms));
-        Ok(Client { inner })
+    fn start(config: Config) -> Result<Client> {
+        let ctx = Arc::new(Context::new(config)?);
+        let interval = ctx.config.renewal_interval();
+        let lease_ms = millis(ctx.config.watchdog_timeout);
+        ctx.bg
+            .spawn(watchdog::run(Arc::downgrade(&ctx), interval, lease_ms));
+        Ok(Client { ctx })
     }
 
     /// This client's UUID, the first part of every owner it writes.
@@ -148,7 +97,7 @@ impl Client {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn id(&self) -> &str {
-        &self.inner.id
+        &self.ctx.id
     }
 
     /// The settings this client runs with.
@@ -159,12 +108,12 @@ impl Client {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn config(&self) -> &Config {
-        &self.inner.config
+        &self.ctx.config
     }
 
     fn core(&self, name: String, fence: bool, policy: OwnerPolicy) -> LockCore {
         LockCore {
-            client: self.clone(),
+            ctx: self.ctx.clone(),
             name: Arc::from(name),
             fence,
             policy,
@@ -272,7 +221,7 @@ impl Client {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn new_owner(&self) -> Owner {
-        Owner::numbered(&self.inner.id, owner::next_number())
+        Owner::numbered(&self.ctx.id, owner::next_number())
     }
 
     /// The owner the sync API uses on the calling thread (`UUID:thread-number`).
@@ -283,7 +232,7 @@ impl Client {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn current_thread_owner(&self) -> Owner {
-        OwnerPolicy::Thread.resolve(&self.inner.id)
+        OwnerPolicy::Thread.resolve(&self.ctx.id)
     }
 
     /// How many locks the watchdog is renewing right now.
@@ -295,35 +244,24 @@ impl Client {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn renewing_count(&self) -> usize {
-        self.inner.registry.lock().unwrap().renewing()
+        self.ctx.holds.lock().unwrap().renewing()
     }
 }
 
-impl Inner {
-    /// Run `fut` on the client's runtime and wait for it on this thread (the sync API). Works
-    /// from any thread, including one that runs another async runtime (it blocks that thread).
-    pub(crate) fn block_on<T, F>(&self, fut: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T>> + Send + 'static,
-    {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.handle.spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        rx.recv().unwrap_or(Err(Error::Shutdown))
-    }
-
-    /// Run `fut` on the client's runtime and await it from any executor (the async API).
-    pub(crate) async fn run<T, F>(&self, fut: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: Future<Output = Result<T>> + Send + 'static,
-    {
-        match self.handle.spawn(fut).await {
-            Ok(r) => r,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(Error::Shutdown),
-        }
+impl ClientBuilder {
+    /// Check the settings and create the client. No connection is opened yet: the first call
+    /// connects, and a server that is down only fails the calls made while it is down (after at
+    /// most the connect timeout, with its address in the error).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .watchdog_timeout(Duration::from_secs(30))
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn build(self) -> Result<Client> {
+        Client::start(self.checked()?)
     }
 }

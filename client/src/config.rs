@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::Client;
 
-/// Settings of a [`Client`]. Built with [`Client::builder`]; read back with [`Client::config`].
+/// Settings of a [`Client`](crate::Client). Built with
+/// [`Client::builder`](crate::Client::builder); read back with
+/// [`Client::config`](crate::Client::config).
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) url: String,
@@ -30,11 +31,11 @@ impl Default for Config {
             watchdog_timeout: Duration::from_secs(30),
             renewal_interval: None,
             response_timeout: Duration::from_secs(3),
-            connect_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(1),
             max_wait_connections: 64,
             max_idle_wait_connections: 8,
             retry_attempts: 3,
-            retry_delay: Duration::from_millis(200),
+            retry_delay: Duration::from_millis(50),
             replica_sync: None,
             worker_threads: 2,
         }
@@ -102,6 +103,19 @@ impl Config {
         self.response_timeout
     }
 
+    /// How long a call may spend reaching the server before it fails with
+    /// [`Error::Connection`] naming the address (see [`ClientBuilder::connect_timeout`]).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().connect_timeout(), Duration::from_secs(1));
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
     /// `WAIT` timeout used after each acquire when replica sync is on (`None`: off).
     ///
     /// ```no_run
@@ -114,7 +128,21 @@ impl Config {
     }
 }
 
-/// Builds a [`Client`]. Every setting has a default; only the URL usually changes.
+/// Builds a [`Client`](crate::Client). Every setting has a default; only the URL usually
+/// changes.
+///
+/// # When Redis can't be reached
+///
+/// One policy covers every call. A call that finds no usable connection keeps trying to
+/// connect, pausing [`retry`](ClientBuilder::retry)'s delay between tries, for at most
+/// [`connect_timeout`](ClientBuilder::connect_timeout) (default 1 s); then it fails with
+/// [`Error::Connection`], which names the server's address. A connection that breaks while a
+/// command is under way is reconnected (within the same connect timeout) and the command sent
+/// again, at most [`retry`](ClientBuilder::retry)'s attempts times; an acquire or release is
+/// sent again only after the client has checked on the server that it did not take effect
+/// (a blind resend could count a hold twice). Redirects and "busy" replies of a cluster
+/// (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`, a failover's `READONLY`/`UNBLOCKED`) mean the
+/// command did not run, and are followed or retried after the same pause.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -230,7 +258,11 @@ impl ClientBuilder {
         self
     }
 
-    /// Timeout for opening a connection (default 3 s).
+    /// How long a call may spend reaching the server (default 1 s): connecting, and
+    /// reconnecting after a connection broke, with a pause of [`ClientBuilder::retry`]'s delay
+    /// between tries. A call against a server that is down fails after at most this long with
+    /// [`Error::Connection`], whose message names the address. A server that is back within it
+    /// (a restart, a failover behind one address) is not noticed by the caller.
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -247,7 +279,9 @@ impl ClientBuilder {
 
     /// Most connections used at once by callers waiting for a lock (default 64). A blocked
     /// acquire holds one connection for the whole wait; callers beyond this limit queue in the
-    /// client until a connection frees.
+    /// client until a connection frees. (Calls that do not wait are never held up by it.) The
+    /// sync API also keeps up to this many idle blocking connections for its calls, one per
+    /// thread that calls at the same time.
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -262,7 +296,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Idle waiting connections kept open for reuse (default 8).
+    /// Idle connections of async waits kept open for reuse (default 8).
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -277,8 +311,9 @@ impl ClientBuilder {
         self
     }
 
-    /// How often a command whose connection broke is retried after reconnecting (default 3),
-    /// and the pause before each retry (default 200 ms).
+    /// How often a command whose connection broke while it was under way is sent again
+    /// (default 3), and the pause between connection attempts and between retries of a
+    /// command the server did not run (default 50 ms). See "When Redis can't be reached" above.
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -312,8 +347,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Threads of the client's internal runtime that drive connections, waits and the watchdog
-    /// (default 2).
+    /// Threads of the client's background runtime (default 2). Requests run on the caller's
+    /// thread or executor; this runtime drives the async connections, the watchdog and the
+    /// releases of dropped async guards.
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -328,18 +364,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Check the settings and create the client. No connection is opened yet: the first command
-    /// connects, and a server that is down only fails the calls made while it is down.
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
-    ///     .url("redis://127.0.0.1:6390/")
-    ///     .watchdog_timeout(Duration::from_secs(30))
-    ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
-    /// ```
-    pub fn build(self) -> Result<Client> {
+    /// The settings, checked.
+    pub(crate) fn checked(self) -> Result<Config> {
         let c = &self.config;
         if c.watchdog_timeout < Duration::from_millis(3) {
             return Err(Error::Config(
@@ -367,7 +393,7 @@ impl ClientBuilder {
                 "a cluster needs at least one seed URL".into(),
             ));
         }
-        Client::from_config(self.config)
+        Ok(self.config)
     }
 }
 
@@ -381,6 +407,7 @@ mod tests {
         assert_eq!(c.watchdog_timeout(), Duration::from_secs(30));
         assert_eq!(c.renewal_interval(), Duration::from_secs(10));
         assert_eq!(c.response_timeout(), Duration::from_secs(3));
+        assert_eq!(c.connect_timeout(), Duration::from_secs(1));
         assert_eq!(c.replica_sync(), None);
     }
 

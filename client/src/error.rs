@@ -1,4 +1,4 @@
-//! The typed error every fallible call returns.
+//! The typed error every fallible call returns, with messages written for people.
 
 use std::time::Duration;
 
@@ -8,9 +8,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong talking to the rlock module.
 ///
 /// Errors the server sends back are mapped to the variant a caller can act on
-/// (`NOTOWNER` becomes [`Error::NotOwner`], `WRONGTYPE` becomes [`Error::WrongType`]);
-/// a lost or refused connection is [`Error::Connection`] and a reply that did not arrive in time
-/// is [`Error::Timeout`].
+/// (`NOTOWNER` becomes [`Error::NotOwner`], `WRONGTYPE` becomes [`Error::WrongType`]); a server
+/// that cannot be reached or a connection that broke is [`Error::Connection`] (with the address),
+/// and a reply that did not arrive in time is [`Error::Timeout`]. The `redis` errors inside are
+/// the re-exported [`redis`](crate::redis) crate's.
 ///
 /// ```
 /// use rlock::Error;
@@ -18,12 +19,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// fn explain(e: &Error) -> &'static str {
 ///     match e {
 ///         Error::NotOwner { .. } => "unlock by someone who does not hold the lock",
-///         Error::Connection(_) | Error::Timeout(_) => "Redis is unreachable: retry later",
+///         Error::Connection { .. } | Error::Timeout(_) => "Redis is unreachable: retry later",
 ///         _ => "something else",
 ///     }
 /// }
 /// let e = Error::NotOwner { name: "orders".into(), owner: "uuid:1".into() };
 /// assert_eq!(explain(&e), "unlock by someone who does not hold the lock");
+/// assert_eq!(e.to_string(), "can't unlock 'orders': it is not held by uuid:1");
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -31,7 +33,7 @@ pub enum Error {
     /// `unlock` was called by an owner that does not hold the lock (Redisson throws
     /// `IllegalMonitorStateException` here). The lock may have expired, been force-released, or
     /// never been taken by this owner.
-    #[error("attempt to unlock lock '{name}', not locked by current owner {owner}")]
+    #[error("can't unlock '{name}': it is not held by {owner}")]
     NotOwner {
         /// The lock name.
         name: String,
@@ -39,21 +41,30 @@ pub enum Error {
         owner: String,
     },
 
-    /// The key exists but holds a value that is not a lock (Redis `WRONGTYPE`).
-    #[error("key '{name}' holds a value that is not a lock: {message}")]
+    /// The key exists but holds another kind of value (a string, a list, ...), not a lock.
+    #[error("key '{name}' holds another kind of value, not a lock")]
     WrongType {
         /// The lock name.
         name: String,
-        /// The server's message.
+        /// The server's own words.
         message: String,
     },
 
-    /// The connection to Redis could not be made or was lost (refused, reset, closed).
-    #[error("connection to Redis failed: {0}")]
-    Connection(#[source] redis::RedisError),
+    /// Redis could not be reached within the connect timeout
+    /// ([`ClientBuilder::connect_timeout`](crate::ClientBuilder::connect_timeout)), or the
+    /// connection broke while a command was under way (its outcome is then unknown; see
+    /// [`Error::is_ambiguous`]).
+    #[error("can't reach Redis at {addr}: {}", io_words(source))]
+    Connection {
+        /// `host:port` (or socket path) of the server.
+        addr: String,
+        /// What the connection reported.
+        #[source]
+        source: redis::RedisError,
+    },
 
     /// Redis did not answer within the configured response timeout.
-    #[error("timed out: {0}")]
+    #[error("{0}")]
     Timeout(String),
 
     /// Replica sync is on, replicas are connected, and none acknowledged the acquire within the
@@ -71,8 +82,11 @@ pub enum Error {
         timeout: Duration,
     },
 
-    /// The server does not know the `RLOCK.*` commands: the rlock module is not loaded.
-    #[error("the rlock module is not loaded on this Redis server ({0})")]
+    /// The server does not know the `RLOCK.*` commands: the rlock module is not loaded. Holds
+    /// the server's address.
+    #[error(
+        "the rlock module is not loaded on the Redis server at {0} (start it with --loadmodule)"
+    )]
     ModuleNotLoaded(String),
 
     /// An argument the server would refuse, caught before sending (e.g. a zero lease).
@@ -83,8 +97,8 @@ pub enum Error {
     #[error("invalid client configuration: {0}")]
     Config(String),
 
-    /// Any other error reply from Redis.
-    #[error("Redis error: {0}")]
+    /// Any other error reply from Redis, or a reply the client could not read.
+    #[error("{}", redis_words(.0))]
     Redis(#[source] redis::RedisError),
 
     /// The client's background runtime is gone (the client is shutting down).
@@ -92,9 +106,23 @@ pub enum Error {
     Shutdown,
 }
 
+/// The operating system's words for a connection failure, without the library's prefixes.
+fn io_words(e: &redis::RedisError) -> String {
+    e.detail().map_or_else(|| e.to_string(), str::to_string)
+}
+
+/// An error reply in a sentence: the server's detail, not its code.
+fn redis_words(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(_), Some(detail)) => format!("Redis refused the command: {detail}"),
+        _ => format!("unexpected reply from Redis: {e}"),
+    }
+}
+
 impl Error {
     /// Whether the outcome of a write is unknown: the command may or may not have run on the
-    /// server (the connection broke or the reply timed out).
+    /// server (the connection broke or the reply timed out). A server that could not be reached
+    /// at all ran nothing: not ambiguous.
     ///
     /// ```
     /// let e = rlock::Error::Timeout("no reply".into());
@@ -102,28 +130,26 @@ impl Error {
     /// assert!(!rlock::Error::Shutdown.is_ambiguous());
     /// ```
     pub fn is_ambiguous(&self) -> bool {
-        matches!(self, Error::Connection(_) | Error::Timeout(_))
+        match self {
+            Error::Connection { source, .. } => {
+                !(source.is_connection_refusal()
+                    || source.kind() == redis::ErrorKind::ClusterConnectionNotFound)
+            }
+            Error::Timeout(_) => true,
+            _ => false,
+        }
     }
 
-    /// Map a `redis` error, with the lock name and owner for context.
-    pub(crate) fn from_redis(e: redis::RedisError, name: &str, owner: &str) -> Error {
-        match e.code() {
-            Some("NOTOWNER") => {
-                return Error::NotOwner {
-                    name: name.to_string(),
-                    owner: owner.to_string(),
-                }
-            }
-            Some("WRONGTYPE") => {
-                return Error::WrongType {
-                    name: name.to_string(),
-                    message: e.to_string(),
-                }
-            }
-            _ => {}
-        }
+    /// Map a `redis` error from the server (or connection) at `addr`.
+    pub(crate) fn from_redis(
+        e: redis::RedisError,
+        addr: &str,
+        response_timeout: Duration,
+    ) -> Error {
         if e.is_timeout() {
-            return Error::Timeout(e.to_string());
+            return Error::Timeout(format!(
+                "Redis at {addr} did not answer within {response_timeout:?}"
+            ));
         }
         if e.is_io_error()
             || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
@@ -131,26 +157,40 @@ impl Error {
             || e.is_connection_refusal()
             || e.is_unrecoverable_error()
         {
-            return Error::Connection(e);
+            return Error::Connection {
+                addr: addr.to_string(),
+                source: e,
+            };
         }
-        let text = e.to_string();
-        if text.contains("unknown command") && text.to_ascii_lowercase().contains("rlock.") {
-            return Error::ModuleNotLoaded(text);
+        let unknown = e.detail().unwrap_or_default().to_ascii_lowercase();
+        if unknown.contains("unknown command") && unknown.contains("rlock.") {
+            return Error::ModuleNotLoaded(addr.to_string());
         }
         Error::Redis(e)
     }
-}
 
-impl From<redis::RedisError> for Error {
-    fn from(e: redis::RedisError) -> Error {
-        Error::from_redis(e, "", "")
+    /// This error as seen by `owner` acting on the lock `name`: the server's `NOTOWNER` and
+    /// `WRONGTYPE` replies become [`Error::NotOwner`] and [`Error::WrongType`].
+    pub(crate) fn about(self, name: &str, owner: &str) -> Error {
+        let Error::Redis(e) = &self else { return self };
+        match e.code() {
+            Some("NOTOWNER") => Error::NotOwner {
+                name: name.to_string(),
+                owner: owner.to_string(),
+            },
+            Some("WRONGTYPE") => Error::WrongType {
+                name: name.to_string(),
+                message: e.detail().unwrap_or_default().to_string(),
+            },
+            _ => self,
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use redis::{ErrorKind, RedisError};
+    use redis::RedisError;
 
     fn server_err(text: &str) -> RedisError {
         // Parse a real RESP error line so the code/detail split is the library's own.
@@ -161,39 +201,57 @@ mod tests {
         }
     }
 
+    const T: Duration = Duration::from_secs(3);
+
     #[test]
-    fn maps_notowner_and_wrongtype() {
-        let e = Error::from_redis(server_err("NOTOWNER lock not held by x"), "k", "o");
+    fn notowner_and_wrongtype_read_as_sentences() {
+        let e =
+            Error::from_redis(server_err("NOTOWNER lock not held by x"), "h:1", T).about("k", "o");
         assert!(
             matches!(e, Error::NotOwner { ref name, ref owner } if name == "k" && owner == "o")
         );
         let e = Error::from_redis(
             server_err("WRONGTYPE Operation against a key holding the wrong kind of value"),
-            "k",
-            "o",
-        );
+            "h:1",
+            T,
+        )
+        .about("k", "o");
         assert!(matches!(e, Error::WrongType { .. }));
+        assert_eq!(
+            e.to_string(),
+            "key 'k' holds another kind of value, not a lock"
+        );
+        let e = Error::from_redis(server_err("ERR lease must be a positive integer"), "h:1", T);
+        assert_eq!(
+            e.to_string(),
+            "Redis refused the command: lease must be a positive integer"
+        );
     }
 
     #[test]
-    fn maps_io_and_unknown_command() {
+    fn connection_errors_name_the_address() {
         let io = RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::ConnectionReset,
-            "reset",
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused",
         ));
-        assert!(matches!(
-            Error::from_redis(io, "k", "o"),
-            Error::Connection(_)
-        ));
+        let e = Error::from_redis(io, "127.0.0.1:1", T);
+        assert!(!e.is_ambiguous(), "nothing was sent");
+        assert_eq!(
+            e.to_string(),
+            "can't reach Redis at 127.0.0.1:1: Connection refused"
+        );
+        let reset = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(
+            Error::from_redis(reset, "h:2", T).is_ambiguous(),
+            "cut under way"
+        );
         let to = RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, "slow"));
-        assert!(matches!(Error::from_redis(to, "k", "o"), Error::Timeout(_)));
+        let e = Error::from_redis(to, "h:2", T);
+        assert!(matches!(e, Error::Timeout(_)));
+        assert_eq!(e.to_string(), "Redis at h:2 did not answer within 3s");
         let e = server_err("ERR unknown command 'RLOCK.ACQUIRE', with args beginning with: 'k'");
-        assert!(matches!(
-            Error::from_redis(e, "k", "o"),
-            Error::ModuleNotLoaded(_)
-        ));
-        let e = server_err("ERR lease must be a positive integer");
-        assert!(matches!(Error::from_redis(e, "k", "o"), Error::Redis(_)));
-        let _ = ErrorKind::Io;
+        let e = Error::from_redis(e, "h:3", T);
+        assert!(matches!(e, Error::ModuleNotLoaded(_)));
+        assert!(e.to_string().contains("h:3"), "{e}");
     }
 }

@@ -39,6 +39,7 @@
 //! | `Redisson.create(config)` | [`Client::open`], [`Client::builder`] | same |
 //! | `getLock` / `getFairLock` | [`Client::lock`] / [`Client::fair_lock`] | [`Client::async_lock`] |
 //! | `getFencedLock` | [`Client::fenced_lock`] | [`Client::async_fenced_lock`] |
+//! | try/finally around `lock`/`unlock` | [`Lock::guard`] ([`LockGuard`]) | [`AsyncLock::guard`] ([`AsyncLockGuard`]) |
 //! | `lock()`, `lock(lease)` | [`Lock::lock`], [`Lock::lock_with_lease`] | [`AsyncLock::lock`], ... |
 //! | `tryLock()`, `tryLock(wait)`, `tryLock(wait, lease)` | [`Lock::try_lock`], [`Lock::try_lock_for`], [`Lock::try_lock_with`] | same names |
 //! | `unlock()` (`IllegalMonitorStateException`) | [`Lock::unlock`] ([`Error::NotOwner`]) | [`AsyncLock::unlock`] |
@@ -59,21 +60,40 @@
 //! background task per client renews every such lock every `timeout / 3`, all in one pipelined
 //! round trip (`RLOCK.RENEW` per lock) on a connection of its own. Renewal stops the moment the
 //! lock is fully released. When a renewal finds the lock gone, the hold is marked lost
-//! ([`LockGuard::is_lost`], [`AsyncLockGuard::lost`], [`Lock::is_lost`]) and a `tracing` warning
-//! is logged. If the process dies, its locks free after the watchdog timeout.
+//! ([`Guard::is_lost`], [`Guard::lost`], [`Lock::is_lost`]) and a `tracing` warning is logged.
+//! If the process dies, its locks free after the watchdog timeout.
+//!
+//! A lock taken with an explicit lease is neither renewed nor checked: its guard counts the hold
+//! as lost once the lease has run out, and [`Lock::is_lost`] (the watchdog's verdict) stays
+//! `false` (see "Lost holds" on [`Guard`]).
+//!
+//! # Durations
+//!
+//! The server counts in milliseconds: every duration is sent rounded up to a whole millisecond,
+//! so a lease of 500 µs is a lease of 1 ms. A zero lease is refused
+//! ([`Error::InvalidArgument`]); a zero wait makes one attempt.
 //!
 //! # Connections and cancellation
 //!
-//! Non-blocking commands share one multiplexed connection. A waiting acquire holds a pooled
-//! connection of its own for the wait (a blocked command occupies its connection on the
-//! server). Dropping an async acquire future, or a wait the client gives up on, withdraws the
-//! waiter from the server's queue (`CLIENT UNBLOCK`); if the server granted the lock at the same
-//! moment, the client releases it at once. After a server restart the client reconnects; a wait
-//! broken by the restart queues again.
+//! A sync call runs on the calling thread, over a blocking connection of its own taken from a
+//! pool (and put back after the call). Async calls are awaited on the caller's executor and
+//! share one multiplexed connection; an async acquire that waits holds a pooled connection of
+//! its own for the wait (a blocked command occupies its connection on the server). Nothing is
+//! spawned per call. Dropping an async acquire future withdraws the waiter from the server's
+//! queue (`CLIENT UNBLOCK`) before the drop returns, and if the server granted the lock at the
+//! same moment, releases it before the drop returns too. After a server restart the client
+//! reconnects; a wait broken by the restart queues again.
 //!
-//! The client runs its connections and watchdog on a small runtime of its own, so the sync API
-//! needs no runtime and the async API works from any tokio runtime. Don't call the blocking API
+//! A call against a server that is down fails after at most the connect timeout (default 1 s,
+//! [`ClientBuilder::connect_timeout`]) with [`Error::Connection`], which names the address; see
+//! "When Redis can't be reached" on [`ClientBuilder`] for the whole retry policy.
+//!
+//! The client's watchdog and async connections run on a small runtime of its own, so the sync
+//! API needs no runtime and the async API works from any executor. Don't call the blocking API
 //! from async code: it blocks the calling worker thread.
+//!
+//! The client is built on the [`redis`] crate (re-exported here, so the `redis` types inside
+//! [`Error`] are always the ones this crate was built with).
 //!
 //! # Redis Cluster
 //!
@@ -89,26 +109,49 @@
 //! Failover cannot make a lock stronger than Redis replication: see replica sync
 //! ([`ClientBuilder::replica_sync`]) and fencing tokens ([`FencedLock`]), and `docs/operations.md`.
 
+//! # Architecture
+//!
+//! The crate is layered; each layer uses only the ones below it, and [`Client`] is the factory
+//! on top that nothing imports:
+//!
+//! - **transport** (`transport/`): the one place that owns connections (redis-rs'
+//!   `ConnectionManager`, `cluster_async`, and pools of connections a caller uses alone), routing
+//!   by key, redirects, and the one retry policy.
+//! - **holds and watchdog** (`holds.rs`, `watchdog.rs`): what this client holds, of every kind
+//!   of object (kind, key, holder, renew command), renewed in one round trip per node; a lost
+//!   hold is an event the registry receives.
+//! - **the wait path** (`wait.rs`): how every object's acquire waits on the server, withdraws,
+//!   and queues again after a redirect or a broken connection.
+//! - **operations** (`ops/`): per object, requests built and replies read, as plain async
+//!   functions shared by both APIs.
+//! - **handles** (`api/`): per object one handle written once and given as a blocking type and
+//!   an async type ([`Lock`] / [`AsyncLock`]), and one [`Guard`] for holds of any object.
+//!
+//! Performance: see [`performance`].
+
 #![warn(missing_docs)]
 
-mod asynk;
+mod api;
 mod client;
-mod cluster;
 mod config;
-mod conn;
+mod context;
 mod error;
-mod guard;
-mod keys;
-mod lock;
-mod lock_core;
+mod holds;
 mod ops;
 mod owner;
+pub mod performance;
+mod runtime;
+mod transport;
+mod wait;
 mod watchdog;
 
-pub use asynk::{AsyncFencedLock, AsyncLock};
+pub use api::{
+    Async, AsyncFencedLock, AsyncLock, AsyncLockGuard, Blocking, FencedLock, Guard, Lock,
+    LockGuard, Mode, Ttl,
+};
 pub use client::Client;
 pub use config::{ClientBuilder, Config};
 pub use error::{Error, Result};
-pub use guard::{AsyncLockGuard, LockGuard};
-pub use lock::{FencedLock, Lock, Ttl};
 pub use owner::Owner;
+/// The `redis` crate this client is built on (its errors appear in [`Error`]).
+pub use redis;

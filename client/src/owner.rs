@@ -23,6 +23,30 @@ pub(crate) const TASK_BASE: u64 = 1_000_000_000_000;
 
 thread_local! {
     static THREAD_NUMBER: u64 = NEXT_NUMBER.fetch_add(1, Ordering::Relaxed);
+    /// The calling thread's owner for the client it last acted for (the sync API asks for it on
+    /// every call; formatting it each time would cost two allocations per call).
+    static THREAD_OWNER: std::cell::RefCell<Option<Owner>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `UUID:thread-number` of the calling thread for the client `client_id`.
+fn thread_owner(client_id: &str) -> Owner {
+    let mine = |o: &Owner| {
+        o.0.starts_with(client_id) && o.0.as_bytes().get(client_id.len()) == Some(&b':')
+    };
+    THREAD_OWNER
+        .try_with(|cell| {
+            let mut cached = cell.borrow_mut();
+            match &*cached {
+                Some(o) if mine(o) => o.clone(),
+                _ => {
+                    let o = Owner::numbered(client_id, thread_number());
+                    *cached = Some(o.clone());
+                    o
+                }
+            }
+        })
+        // While the thread's locals are torn down (a guard dropped by another local's destructor).
+        .unwrap_or_else(|_| Owner::numbered(client_id, thread_number()))
 }
 
 /// The number of the calling thread (stable for the thread's life, unique in the process).
@@ -78,6 +102,11 @@ impl Owner {
         Owner(Arc::from(format!("{client_id}:{number}")))
     }
 
+    /// The identity string, shared.
+    pub(crate) fn shared(&self) -> Arc<str> {
+        self.0.clone()
+    }
+
     /// The identity string, `UUID:number`.
     ///
     /// ```
@@ -114,7 +143,7 @@ pub(crate) enum OwnerPolicy {
 impl OwnerPolicy {
     pub(crate) fn resolve(&self, client_id: &str) -> Owner {
         match self {
-            OwnerPolicy::Thread => Owner::numbered(client_id, thread_number()),
+            OwnerPolicy::Thread => thread_owner(client_id),
             OwnerPolicy::Task => Owner::numbered(client_id, task_number()),
             OwnerPolicy::Fixed(o) => o.clone(),
         }
@@ -140,6 +169,12 @@ mod tests {
         let (uuid, n) = o.as_str().rsplit_once(':').unwrap();
         assert_eq!(uuid, "6e3d30b7-83b1-433a-9335-5e8b9916d3ac");
         assert_eq!(n.parse::<u64>().unwrap(), thread_number());
+        let other = OwnerPolicy::Thread.resolve("0e3d30b7-83b1-433a-9335-5e8b9916d3ac");
+        assert!(other.as_str().starts_with("0e3d30b7-"), "cached per client");
+        assert_eq!(
+            OwnerPolicy::Thread.resolve("6e3d30b7-83b1-433a-9335-5e8b9916d3ac"),
+            o
+        );
         let fixed = OwnerPolicy::Fixed(Owner::from_raw("x:1")).resolve("ignored");
         assert_eq!(fixed.as_str(), "x:1");
     }

@@ -1,0 +1,319 @@
+//! What this client holds, of every kind of object: the registry behind the watchdog, the
+//! "did my acquire happen anyway?" checks, and the lost-hold signal of guards.
+//!
+//! A hold is named by a [`HoldId`]: the object's [`Kind`] (which knows its renew command), its
+//! key, and the holder (an owner, or a permit id). Whoever learns that a hold is gone (today the
+//! watchdog, later the server's pushed outcomes) reports it with [`Registry::mark_lost`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::Cmd;
+use tokio::sync::watch;
+
+/// A kind of object that can be held: its name and how to renew a hold of it.
+pub(crate) struct Kind {
+    pub(crate) name: &'static str,
+    /// The command that extends `holder`'s hold of `key` to `lease_ms`; replies 1 if held.
+    pub(crate) renew: fn(key: &str, holder: &str, lease_ms: u64) -> Cmd,
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// One object held by one holder.
+#[derive(Clone, Debug)]
+pub(crate) struct HoldId {
+    pub(crate) kind: &'static Kind,
+    pub(crate) key: Arc<str>,
+    pub(crate) holder: Arc<str>,
+}
+
+impl PartialEq for HoldId {
+    fn eq(&self, o: &HoldId) -> bool {
+        self.kind.name == o.kind.name && self.key == o.key && self.holder == o.holder
+    }
+}
+
+impl Eq for HoldId {}
+
+impl std::hash::Hash for HoldId {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (self.kind.name, &self.key, &self.holder).hash(h);
+    }
+}
+
+/// The life of one hold as a guard sees it: lost when the watchdog finds it gone, or when its
+/// lease (if taken with one) has run out.
+#[derive(Debug)]
+pub(crate) struct HoldState {
+    lost: watch::Sender<bool>,
+    lease_end: Mutex<Option<Instant>>,
+}
+
+impl HoldState {
+    fn new() -> Arc<HoldState> {
+        Arc::new(HoldState {
+            lost: watch::Sender::new(false),
+            lease_end: Mutex::new(None),
+        })
+    }
+
+    /// When the lease runs out, for a hold taken with a lease (and never in watchdog mode).
+    pub(crate) fn lease_end(&self) -> Option<Instant> {
+        *self.lease_end.lock().unwrap()
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.found_gone() || self.lease_end().is_some_and(|t| t <= Instant::now())
+    }
+
+    /// Whether a witness (the watchdog) found the hold gone.
+    fn found_gone(&self) -> bool {
+        *self.lost.borrow()
+    }
+
+    fn mark_lost(&self) {
+        self.lost.send_replace(true);
+    }
+
+    /// Changes of the lost flag (the lease end is read with [`HoldState::lease_end`]).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
+        self.lost.subscribe()
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    /// Holds this client believes the holder has (the server's count after our last command).
+    holds: u64,
+    /// Taken at least once without a lease: renew it.
+    watchdog: bool,
+    state: Arc<HoldState>,
+}
+
+impl Entry {
+    fn fresh() -> Entry {
+        Entry {
+            holds: 0,
+            watchdog: false,
+            state: HoldState::new(),
+        }
+    }
+
+    /// Lost, or a lease hold whose lease ended.
+    fn over(&self) -> bool {
+        self.state.is_lost()
+    }
+}
+
+/// Holds of this client.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    map: HashMap<HoldId, Entry>,
+}
+
+/// A hold as a witness saw it (the watchdog renewing it, later the server's pushed
+/// outcomes): what [`Registry::mark_lost`] is told about.
+pub(crate) struct Seen {
+    pub(crate) id: HoldId,
+    pub(crate) state: Arc<HoldState>,
+}
+
+impl Registry {
+    /// Holds this client knows `id`'s holder has (0 when unknown, lost or expired).
+    pub(crate) fn holds(&self, id: &HoldId) -> u64 {
+        match self.map.get(id) {
+            Some(e) if !e.over() => e.holds,
+            _ => 0,
+        }
+    }
+
+    /// Whether the watchdog found the current hold of `id` gone (kept until the holder
+    /// acquires or releases again). A lease hold is not watched: only its guard's state tells
+    /// that its lease ended.
+    pub(crate) fn is_lost(&self, id: &HoldId) -> bool {
+        self.map.get(id).is_some_and(|e| e.state.found_gone())
+    }
+
+    /// A successful acquire, granted at `at`: `holds` is the holder's count now; `lease`
+    /// `None` = watchdog mode.
+    pub(crate) fn on_acquired(
+        &mut self,
+        id: &HoldId,
+        holds: u64,
+        lease: Option<Duration>,
+        at: Instant,
+    ) -> Arc<HoldState> {
+        let e = self.map.entry(id.clone()).or_insert_with(Entry::fresh);
+        if e.over() {
+            *e = Entry::fresh();
+        }
+        e.holds = holds.max(1);
+        match lease {
+            None => {
+                e.watchdog = true;
+                *e.state.lease_end.lock().unwrap() = None;
+            }
+            Some(l) if !e.watchdog => *e.state.lease_end.lock().unwrap() = at.checked_add(l),
+            Some(_) => {}
+        }
+        e.state.clone()
+    }
+
+    /// A release answered: `remaining` holds are left (0 = fully released: stop renewing).
+    pub(crate) fn on_released(&mut self, id: &HoldId, remaining: u64) {
+        if remaining == 0 {
+            self.map.remove(id);
+        } else if let Some(e) = self.map.get_mut(id) {
+            e.holds = remaining;
+        }
+    }
+
+    /// The holder does not hold it (the server said so).
+    pub(crate) fn forget(&mut self, id: &HoldId) {
+        self.map.remove(id);
+    }
+
+    /// A force release: nobody holds `key` of `kind` any more.
+    pub(crate) fn forget_key(&mut self, kind: &Kind, key: &str) {
+        self.map
+            .retain(|id, _| !(id.kind.name == kind.name && &*id.key == key));
+    }
+
+    /// The holds to renew now; ended lease holds are dropped (holds found gone are kept for
+    /// [`Registry::is_lost`]).
+    pub(crate) fn renewals(&mut self) -> Vec<Seen> {
+        self.map
+            .retain(|_, e| e.watchdog || e.state.found_gone() || !e.over());
+        self.map
+            .iter()
+            .filter(|(_, e)| e.watchdog && !e.over())
+            .map(|(id, e)| Seen {
+                id: id.clone(),
+                state: e.state.clone(),
+            })
+            .collect()
+    }
+
+    /// The hold `r` was found gone (by the watchdog, or any other witness). Returns whether
+    /// that hold was still current (one released or re-taken since is left alone).
+    pub(crate) fn mark_lost(&mut self, r: &Seen) -> bool {
+        match self.map.get_mut(&r.id) {
+            Some(e) if Arc::ptr_eq(&e.state, &r.state) && !e.over() => {
+                e.watchdog = false;
+                e.state.mark_lost();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Number of holds being renewed.
+    pub(crate) fn renewing(&self) -> usize {
+        self.map
+            .values()
+            .filter(|e| e.watchdog && !e.over())
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static THING: Kind = Kind {
+        name: "thing",
+        renew: |_, _, _| redis::cmd("PING"),
+    };
+
+    fn id(key: &str, holder: &str) -> HoldId {
+        HoldId {
+            kind: &THING,
+            key: Arc::from(key),
+            holder: Arc::from(holder),
+        }
+    }
+
+    fn now() -> Instant {
+        Instant::now()
+    }
+
+    #[test]
+    fn watchdog_holds_are_renewed_until_fully_released() {
+        let mut r = Registry::default();
+        let a = id("a", "u:1");
+        r.on_acquired(&a, 1, None, now());
+        r.on_acquired(&a, 2, None, now());
+        assert_eq!(r.holds(&a), 2);
+        assert_eq!(r.renewals().len(), 1);
+        r.on_released(&a, 1);
+        assert_eq!(r.renewing(), 1);
+        r.on_released(&a, 0);
+        assert_eq!(r.renewing(), 0);
+        assert!(r.renewals().is_empty());
+    }
+
+    #[test]
+    fn lease_holds_are_not_renewed_and_are_lost_when_the_lease_ends() {
+        let mut r = Registry::default();
+        let a = id("a", "u:1");
+        let s = r.on_acquired(&a, 1, Some(Duration::from_millis(10)), now());
+        assert!(r.renewals().is_empty());
+        assert_eq!(r.holds(&a), 1);
+        assert!(!s.is_lost());
+        std::thread::sleep(Duration::from_millis(15));
+        assert!(s.is_lost(), "an ended lease is a lost hold");
+        assert_eq!(r.holds(&a), 0, "and counts as not held");
+        assert!(!r.is_lost(&a), "but nothing found it gone");
+        r.renewals();
+        assert!(
+            r.map.is_empty(),
+            "and is forgotten at the next watchdog round"
+        );
+    }
+
+    #[test]
+    fn lost_is_reported_once_and_reset_by_a_new_acquire() {
+        let mut r = Registry::default();
+        let a = id("a", "u:1");
+        let s1 = r.on_acquired(&a, 1, None, now());
+        let batch = r.renewals();
+        assert!(r.mark_lost(&batch[0]));
+        assert!(s1.is_lost());
+        assert!(r.is_lost(&a));
+        assert!(!r.mark_lost(&batch[0]));
+        assert!(r.renewals().is_empty());
+        assert!(r.is_lost(&a), "kept past the next round");
+        let s2 = r.on_acquired(&a, 1, None, now());
+        assert!(!s2.is_lost());
+        assert!(!r.is_lost(&a));
+    }
+
+    #[test]
+    fn stale_renewal_result_does_not_touch_a_newer_hold() {
+        let mut r = Registry::default();
+        let a = id("a", "u:1");
+        r.on_acquired(&a, 1, None, now());
+        let batch = r.renewals();
+        r.on_released(&a, 0);
+        let s2 = r.on_acquired(&a, 1, None, now());
+        assert!(!r.mark_lost(&batch[0]));
+        assert!(!s2.is_lost());
+    }
+
+    #[test]
+    fn force_release_forgets_every_holder_of_that_key_and_kind() {
+        let mut r = Registry::default();
+        r.on_acquired(&id("a", "u:1"), 1, None, now());
+        r.on_acquired(&id("a", "u:2"), 1, None, now());
+        r.on_acquired(&id("b", "u:1"), 1, None, now());
+        r.forget_key(&THING, "a");
+        assert_eq!(r.renewing(), 1);
+    }
+}

@@ -1,0 +1,402 @@
+//! The lock's operations: `RLOCK.*` requests built, sent through the transport and the wait
+//! path, replies read, and the hold registry kept in step.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, FromRedisValue, Value};
+
+use super::lease_millis;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::holds::{HoldId, HoldState, Kind};
+use crate::owner::Owner;
+use crate::transport::{Delivery, Io};
+use crate::wait::{self, millis, Attempt, Wait};
+
+/// Locks in the hold registry: renewed with `RLOCK.RENEW`.
+pub(crate) static LOCK: Kind = Kind {
+    name: "lock",
+    renew: renew_cmd,
+};
+
+fn renew_cmd(name: &str, owner: &str, lease_ms: u64) -> Cmd {
+    let mut cmd = redis::cmd("RLOCK.RENEW");
+    cmd.arg(name).arg(owner).arg(lease_ms);
+    cmd
+}
+
+/// `prefix:{name}`, or `prefix:name` when the name already holds a `{` (Redisson's
+/// `RedissonObject.prefixName`), so auxiliaries share the lock's cluster slot.
+fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The fencing token counter of a lock (Redisson `RFencedLock`).
+pub(crate) fn token_key(name: &str) -> String {
+    prefix_name("redisson_lock_token", name)
+}
+
+/// One lock, as its operations reach it.
+#[derive(Clone, Copy)]
+pub(crate) struct Target<'a> {
+    pub(crate) ctx: &'a Context,
+    pub(crate) io: Io,
+    pub(crate) name: &'a Arc<str>,
+    /// Every acquire takes a fencing token.
+    pub(crate) fence: bool,
+}
+
+impl Target<'_> {
+    fn hold(&self, owner: &Owner) -> HoldId {
+        HoldId {
+            kind: &LOCK,
+            key: self.name.clone(),
+            holder: owner.shared(),
+        }
+    }
+
+    async fn query<T: FromRedisValue>(&self, cmd: &Cmd, owner: &str, d: Delivery) -> Result<T> {
+        let ctx = self.ctx;
+        ctx.transport
+            .query(&ctx.bg, self.io, self.name, cmd, d)
+            .await
+            .map_err(|e| e.about(self.name, owner))
+    }
+
+    async fn read<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        self.query(cmd, "", Delivery::Idempotent).await
+    }
+}
+
+/// A granted acquire.
+pub(crate) struct Granted {
+    /// The hold count, or the fencing token of a fenced acquire.
+    pub(crate) value: i64,
+    pub(crate) state: Arc<HoldState>,
+}
+
+/// `RLOCK.ACQUIRE name owner lease_ms [BLOCK ms] [FENCE]`.
+fn acquire_cmd(name: &str, owner: &str, lease_ms: u64, block: Option<u64>, fence: bool) -> Cmd {
+    let mut cmd = redis::cmd("RLOCK.ACQUIRE");
+    cmd.arg(name).arg(owner).arg(lease_ms);
+    if let Some(ms) = block {
+        cmd.arg("BLOCK").arg(ms);
+    }
+    if fence {
+        cmd.arg("FENCE");
+    }
+    cmd
+}
+
+/// An acquire's reply: the hold count or fencing token, `None` when not granted.
+fn grant_of(reply: Value) -> redis::RedisResult<Option<i64>> {
+    Ok(Option::<i64>::from_redis_value(reply)?)
+}
+
+/// `RLOCK.ACQUIRE` for one owner.
+struct Acquire<'a> {
+    t: Target<'a>,
+    owner: &'a Owner,
+    lease_ms: u64,
+    /// The owner's holds before (to tell whether an ambiguous attempt took effect).
+    before: u64,
+}
+
+impl Attempt for Acquire<'_> {
+    fn key(&self) -> &str {
+        self.t.name
+    }
+
+    fn command(&self, block: Option<u64>) -> Cmd {
+        let t = self.t;
+        acquire_cmd(t.name, self.owner.as_str(), self.lease_ms, block, t.fence)
+    }
+
+    fn granted(&self, reply: &Value) -> bool {
+        !matches!(reply, Value::Nil)
+    }
+
+    /// The owner's count went above what it was: granted (with the token now current).
+    async fn took_effect(&self, _ctx: &Context) -> Result<Option<Value>> {
+        let now = holds_of(self.t, self.owner).await?;
+        if now <= self.before {
+            return Ok(None);
+        }
+        if self.t.fence {
+            let token = token(self.t).await?.unwrap_or(0);
+            return Ok(Some(Value::Int(token as i64)));
+        }
+        Ok(Some(Value::Int(now as i64)))
+    }
+
+    async fn give_back(&self, _ctx: &Context) {
+        let _ = release(self.t, self.owner).await;
+    }
+}
+
+/// Acquire for `owner` per `lease` (`None`: the watchdog's) and `wait`. `None`: not granted.
+pub(crate) async fn acquire(
+    t: Target<'_>,
+    owner: &Owner,
+    lease: Option<Duration>,
+    wait: Wait,
+) -> Result<Option<Granted>> {
+    let ctx = t.ctx;
+    let lease_ms = lease_millis(lease.unwrap_or(ctx.config.watchdog_timeout))?;
+    let id = t.hold(owner);
+    let before = ctx.holds.lock().unwrap().holds(&id);
+    let a = Acquire {
+        t,
+        owner,
+        lease_ms,
+        before,
+    };
+    let sent = Instant::now();
+    let reply = wait::acquire(ctx, t.io, &a, wait)
+        .await
+        .map_err(|e| e.about(t.name, owner.as_str()))?;
+    let Some(value) = grant_of(reply).map_err(|e| ctx.transport.error(e, t.name))? else {
+        return Ok(None);
+    };
+    // The lease runs from the grant: at the latest when the reply came for a wait, at the
+    // earliest when the request left for an attempt that did not wait.
+    let granted_at = match wait {
+        Wait::No | Wait::For(Duration::ZERO) => sent,
+        _ => Instant::now(),
+    };
+    let holds = if t.fence {
+        before + 1
+    } else {
+        value.max(1) as u64
+    };
+    let state = ctx
+        .holds
+        .lock()
+        .unwrap()
+        .on_acquired(&id, holds, lease, granted_at);
+    // Ours to give back until the caller has it (it may go away while replicas sync).
+    let mut unclaimed = Unclaimed {
+        t,
+        owner,
+        armed: true,
+    };
+    if let Some(timeout) = ctx.config.replica_sync {
+        if let Err(e) = sync_replicas(t, owner, lease_ms, timeout).await {
+            unclaimed.armed = false;
+            let _ = release(t, owner).await;
+            return Err(e);
+        }
+    }
+    unclaimed.armed = false;
+    Ok(Some(Granted { value, state }))
+}
+
+/// A grant the caller has not received yet; dropped armed, it is released before the drop
+/// returns.
+struct Unclaimed<'a> {
+    t: Target<'a>,
+    owner: &'a Owner,
+    armed: bool,
+}
+
+impl Drop for Unclaimed<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let (t, owner) = (self.t, self.owner);
+            t.ctx.bg.block_on(async {
+                let _ = release(t, owner).await;
+            });
+        }
+    }
+}
+
+/// `RLOCK.RELEASE`: the holds `owner` has left.
+pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
+    let ctx = t.ctx;
+    let id = t.hold(owner);
+    let before = ctx.holds.lock().unwrap().holds(&id);
+    let mut cmd = redis::cmd("RLOCK.RELEASE");
+    cmd.arg(&**t.name).arg(owner.as_str());
+    let r = ctx
+        .transport
+        .policy
+        .at_most_once(
+            &ctx.bg,
+            || async {
+                let n: i64 = t.query(&cmd, owner.as_str(), Delivery::AtMostOnce).await?;
+                Ok(n.max(0) as u64)
+            },
+            // Did the release happen before the connection broke?
+            || async {
+                let now = holds_of(t, owner).await?;
+                Ok((before > 0 && now < before).then_some(now))
+            },
+        )
+        .await;
+    let mut holds = ctx.holds.lock().unwrap();
+    match &r {
+        Ok(n) => holds.on_released(&id, *n),
+        Err(Error::NotOwner { .. }) => holds.forget(&id),
+        Err(_) => {}
+    }
+    r
+}
+
+/// `RLOCK.FORCERELEASE`: whether a lock was deleted.
+pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
+    let mut cmd = redis::cmd("RLOCK.FORCERELEASE");
+    cmd.arg(&**t.name);
+    let n: i64 = t.read(&cmd).await?;
+    t.ctx.holds.lock().unwrap().forget_key(&LOCK, t.name);
+    Ok(n == 1)
+}
+
+/// `HGET name owner` as a count (0 when absent).
+pub(crate) async fn holds_of(t: Target<'_>, owner: &Owner) -> Result<u64> {
+    let mut cmd = redis::cmd("HGET");
+    cmd.arg(&**t.name).arg(owner.as_str());
+    Ok(t.read::<Option<u64>>(&cmd).await?.unwrap_or(0))
+}
+
+/// `EXISTS name`.
+pub(crate) async fn is_locked(t: Target<'_>) -> Result<bool> {
+    let mut cmd = redis::cmd("EXISTS");
+    cmd.arg(&**t.name);
+    Ok(t.read::<i64>(&cmd).await? == 1)
+}
+
+/// `HEXISTS name owner`.
+pub(crate) async fn is_held_by(t: Target<'_>, owner: &Owner) -> Result<bool> {
+    let mut cmd = redis::cmd("HEXISTS");
+    cmd.arg(&**t.name).arg(owner.as_str());
+    Ok(t.read::<i64>(&cmd).await? == 1)
+}
+
+/// `PTTL name` (Redis: -2 absent, -1 no expiry).
+pub(crate) async fn pttl(t: Target<'_>) -> Result<i64> {
+    let mut cmd = redis::cmd("PTTL");
+    cmd.arg(&**t.name);
+    t.read(&cmd).await
+}
+
+/// `GET redisson_lock_token:{name}`: the last fencing token handed out.
+pub(crate) async fn token(t: Target<'_>) -> Result<Option<u64>> {
+    let mut cmd = redis::cmd("GET");
+    cmd.arg(token_key(t.name));
+    t.read(&cmd).await
+}
+
+/// Whether the registry says `owner`'s hold is lost (see `HoldState::is_lost`).
+pub(crate) fn is_lost(t: Target<'_>, owner: &Owner) -> bool {
+    t.ctx.holds.lock().unwrap().is_lost(&t.hold(owner))
+}
+
+/// Replica sync after an acquire (Redisson's `checkLockSyncedSlaves`). On a connection of its
+/// own (WAIT blocks it): `RLOCK.RENEW` re-writes the lease so this connection's replication
+/// offset covers the acquire (a grant to a waiter is written while serving another client),
+/// then `WAIT <connected replicas> <timeout>`. No acknowledgement while replicas are connected:
+/// the caller undoes the acquire.
+async fn sync_replicas(
+    t: Target<'_>,
+    owner: &Owner,
+    lease_ms: u64,
+    timeout: Duration,
+) -> Result<()> {
+    let ctx = t.ctx;
+    let wait_ms = millis(timeout).max(1);
+    let (replicas, acked) = ctx
+        .transport
+        .policy
+        .run(&ctx.bg, Delivery::Idempotent, |to| async move {
+            let at = to.as_ref().map(|r| match r {
+                crate::transport::Redirect::Moved(a) | crate::transport::Redirect::Ask(a) => {
+                    a.as_str()
+                }
+            });
+            let mut w = ctx.transport.waiter(t.io, t.name, at).await?;
+            let mut pipe = redis::pipe();
+            pipe.add_command(renew_cmd(t.name, owner.as_str(), lease_ms));
+            pipe.cmd("INFO").arg("replication");
+            let info = String::from_redis_value(w.query(&ctx.bg, pipe).await?)?;
+            let replicas = info
+                .lines()
+                .find_map(|l| l.strip_prefix("connected_slaves:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if replicas == 0 {
+                return Ok((0, 0));
+            }
+            let mut pipe = redis::pipe();
+            pipe.cmd("WAIT").arg(replicas).arg(wait_ms);
+            Ok((
+                replicas,
+                i64::from_redis_value(w.query(&ctx.bg, pipe).await?)?,
+            ))
+        })
+        .await
+        .map_err(|e| ctx.transport.error(e, t.name))?;
+    if replicas == 0 || acked > 0 {
+        return Ok(());
+    }
+    Err(Error::NoSyncedReplicas {
+        name: t.name.to_string(),
+        replicas,
+        timeout,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_key_shares_the_lock_slot() {
+        assert_eq!(token_key("myLock"), "redisson_lock_token:{myLock}");
+        assert_eq!(
+            token_key("{app}:myLock"),
+            "redisson_lock_token:{app}:myLock"
+        );
+        let slot = |k: &str| {
+            redis::cluster_routing::Route::with_key(k, redis::cluster_routing::SlotAddr::Master)
+        };
+        assert_eq!(slot(&token_key("orders")), slot("orders"));
+        assert_eq!(slot(&token_key("{o}:1")), slot("{o}:2"));
+    }
+
+    fn words(c: &Cmd) -> Vec<String> {
+        c.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<other>".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn requests_follow_the_wire_contract() {
+        assert_eq!(
+            words(&acquire_cmd("k", "u:1", 30_000, None, false)),
+            ["RLOCK.ACQUIRE", "k", "u:1", "30000"]
+        );
+        assert_eq!(
+            words(&acquire_cmd("k", "u:1", 5, Some(0), true)),
+            ["RLOCK.ACQUIRE", "k", "u:1", "5", "BLOCK", "0", "FENCE"]
+        );
+        assert_eq!(
+            words(&renew_cmd("k", "u:1", 10)),
+            ["RLOCK.RENEW", "k", "u:1", "10"]
+        );
+    }
+
+    #[test]
+    fn grant_replies() {
+        assert_eq!(grant_of(Value::Nil).unwrap(), None);
+        assert_eq!(grant_of(Value::Int(3)).unwrap(), Some(3));
+        assert!(grant_of(Value::SimpleString("OK".into())).is_err());
+    }
+}

@@ -1,0 +1,105 @@
+//! Where the client's work runs.
+//!
+//! A request runs on the caller's thread: the async API polls it on the caller's executor and
+//! the sync API drives it right there with [`Background::block_on`]. Neither spawns a task nor
+//! crosses to another thread for a request. What has to run when nobody is calling (connection
+//! drivers and reconnects of the multiplexed connections, the watchdog, releases started by a
+//! dropped async guard) runs on a small runtime the client owns ([`Background`]).
+//!
+//! Every request future is polled inside that runtime's context ([`Background::enter`]), so the
+//! timers and connections it creates belong to the client's runtime: the async API then works
+//! from any executor, even one without a tokio timer, and the sync API from any thread,
+//! including one that runs another runtime (it blocks that thread for the call).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::runtime::{Handle, Runtime};
+
+/// The client's own runtime, shut down when the last handle goes away.
+pub(crate) struct Background {
+    handle: Handle,
+    rt: Option<Runtime>,
+}
+
+impl Background {
+    pub(crate) fn start(worker_threads: usize) -> std::io::Result<Background> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(worker_threads)
+            .thread_name("rlock")
+            .enable_all()
+            .build()?;
+        Ok(Background {
+            handle: rt.handle().clone(),
+            rt: Some(rt),
+        })
+    }
+
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Run `fut` to completion on the calling thread, blocking it (the sync API, and the few
+    /// drops that must finish their work before they return).
+    ///
+    /// `pollster` parks the thread until the future is woken; unlike tokio's `block_on` it also
+    /// works on a thread that is inside another runtime (the caller chose to block it).
+    pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        pollster::block_on(self.enter(fut))
+    }
+
+    /// `fut`, polled inside this runtime's context.
+    pub(crate) fn enter<F: Future>(&self, fut: F) -> InRuntime<'_, F> {
+        InRuntime { bg: self, fut }
+    }
+
+    /// A pause timed by this runtime's clock (works whoever polls it).
+    pub(crate) fn sleep(&self, d: Duration) -> tokio::time::Sleep {
+        let _in = self.handle.enter();
+        tokio::time::sleep(d)
+    }
+
+    /// [`Background::sleep`] until `t`.
+    pub(crate) fn sleep_until(&self, t: Instant) -> tokio::time::Sleep {
+        let _in = self.handle.enter();
+        tokio::time::sleep_until(t.into())
+    }
+
+    /// Run `fut` in the background (work nobody waits for).
+    pub(crate) fn spawn<F: Future<Output = ()> + Send + 'static>(&self, fut: F) {
+        self.handle.spawn(fut);
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            // The last reference may go away on one of the runtime's own threads, where a
+            // runtime cannot be shut down: do it from a thread of its own.
+            let _ = std::thread::Builder::new()
+                .name("rlock-shutdown".into())
+                .spawn(move || rt.shutdown_timeout(Duration::from_secs(1)));
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future polled inside the client runtime's context (see the module notes).
+    pub(crate) struct InRuntime<'a, F> {
+        bg: &'a Background,
+        #[pin]
+        fut: F,
+    }
+}
+
+impl<F: Future> Future for InRuntime<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let _in = this.bg.handle.enter();
+        this.fut.poll(cx)
+    }
+}

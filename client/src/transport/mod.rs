@@ -1,0 +1,139 @@
+//! Transport: the one place that owns connections, routing, redirects and the retry policy.
+//! Above it, operations send commands by key and get replies or errors that already name the
+//! server; they never see a connection, except the [`Waiter`] a wait holds.
+
+mod cluster;
+mod pool;
+mod retry;
+mod single;
+mod waiter;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Cmd, FromRedisValue, RedisResult, Value};
+use tokio::sync::Semaphore;
+
+pub(crate) use retry::{classify, Delivery, Failure, Redirect, RetryPolicy};
+pub(crate) use waiter::Waiter;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::runtime::Background;
+
+/// How the caller waits for replies: on its own thread (sync API) or by awaiting (async API).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Io {
+    Blocking,
+    Async,
+}
+
+pub(crate) struct Transport {
+    via: Via,
+    pub(crate) policy: RetryPolicy,
+    response_timeout: Duration,
+}
+
+enum Via {
+    Single(single::Single),
+    Cluster(Box<cluster::Cluster>),
+}
+
+impl Transport {
+    /// Must run inside the client runtime's context.
+    pub(crate) fn new(cfg: &Config) -> Result<Transport> {
+        let waits = Arc::new(Semaphore::new(cfg.max_wait_connections));
+        let via = match &cfg.cluster {
+            Some(seeds) => Via::Cluster(Box::new(cluster::Cluster::new(seeds, cfg, waits)?)),
+            None => {
+                let client = redis::Client::open(cfg.url.as_str())
+                    .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", cfg.url)))?;
+                Via::Single(single::Single::new(client, cfg, waits)?)
+            }
+        };
+        Ok(Transport {
+            via,
+            policy: RetryPolicy {
+                connect_timeout: cfg.connect_timeout,
+                delay: cfg.retry_delay,
+                attempts: cfg.retry_attempts,
+            },
+            response_timeout: cfg.response_timeout,
+        })
+    }
+
+    /// The address to name in an error about `key`.
+    pub(crate) fn addr_of(&self, key: &str) -> Arc<str> {
+        match &self.via {
+            Via::Single(s) => s.node.addr.clone(),
+            Via::Cluster(c) => c.node_for(key),
+        }
+    }
+
+    /// `e`, met while talking about `key`, as the caller's error.
+    pub(crate) fn error(&self, e: redis::RedisError, key: &str) -> Error {
+        Error::from_redis(e, &self.addr_of(key), self.response_timeout)
+    }
+
+    /// `cmd` about `key`, sent and retried per the policy.
+    pub(crate) async fn query<T: FromRedisValue>(
+        &self,
+        bg: &Background,
+        io: Io,
+        key: &str,
+        cmd: &Cmd,
+        delivery: Delivery,
+    ) -> Result<T> {
+        let reply = self
+            .policy
+            .run(bg, delivery, |to| self.send(io, key, cmd, to))
+            .await
+            .map_err(|e| self.error(e, key))?;
+        T::from_redis_value(reply).map_err(|e| self.error(e.into(), key))
+    }
+
+    async fn send(&self, io: Io, key: &str, cmd: &Cmd, to: Option<Redirect>) -> RedisResult<Value> {
+        match &self.via {
+            Via::Single(s) => s.send(io, cmd).await,
+            Via::Cluster(c) => c.send(key, cmd, to).await,
+        }
+    }
+
+    /// Each `(key, command)` once, all in one round trip per node (the watchdog's renewals):
+    /// a reply per command, or an error when the batch could not be sent.
+    pub(crate) async fn send_each(
+        &self,
+        cmds: &[(Arc<str>, Cmd)],
+    ) -> RedisResult<Vec<RedisResult<Value>>> {
+        match &self.via {
+            Via::Single(s) => {
+                let cmds: Vec<Cmd> = cmds.iter().map(|(_, c)| c.clone()).collect();
+                s.send_each(&cmds).await
+            }
+            Via::Cluster(c) => c.send_each(cmds).await,
+        }
+    }
+
+    /// A connection of its own on the node serving `key` (or on `at`, where a redirect
+    /// pointed), for a wait.
+    pub(crate) async fn waiter(&self, io: Io, key: &str, at: Option<&str>) -> RedisResult<Waiter> {
+        match &self.via {
+            Via::Single(s) => s.waiter(io).await,
+            Via::Cluster(c) => c.waiter(key, at).await,
+        }
+    }
+
+    /// A wait found `key` served by `addr`.
+    pub(crate) fn learn(&self, key: &str, addr: &str) {
+        if let Via::Cluster(c) = &self.via {
+            c.learn(key, addr);
+        }
+    }
+
+    /// The node a wait for `key` used could not be reached or turned into a replica.
+    pub(crate) fn forget(&self, key: &str) {
+        if let Via::Cluster(c) = &self.via {
+            c.forget(key);
+        }
+    }
+}

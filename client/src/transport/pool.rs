@@ -1,0 +1,204 @@
+//! Connections of one server that one caller uses at a time: blocking ones for the sync API
+//! (its requests and its waits) and async ones for async waits (a blocked command occupies its
+//! connection on the server until it is answered).
+//!
+//! redis-rs has no pool of its own for blocking connections or for connections that must not be
+//! shared (`ConnectionManager` multiplexes, which a blocked command would stall), hence this
+//! small one: idle connections kept for reuse, and a bound on connections held by waits.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// A server to connect to, with the timeouts every connection to it uses.
+pub(crate) struct Node {
+    pub(crate) client: redis::Client,
+    /// `host:port`, for messages.
+    pub(crate) addr: Arc<str>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) response_timeout: Duration,
+}
+
+impl Node {
+    pub(crate) fn new(
+        client: redis::Client,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Node {
+        Node {
+            addr: Arc::from(client.get_connection_info().addr().to_string()),
+            client,
+            connect_timeout,
+            response_timeout,
+        }
+    }
+}
+
+/// A connection kind the pool can open and use.
+pub(crate) trait Dedicated: Sized + Send + 'static {
+    /// Open one and learn its `CLIENT ID` (for `CLIENT UNBLOCK`).
+    async fn connect(node: &Node) -> RedisResult<Self>;
+    /// One command, answered.
+    async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value>;
+    /// The server-side id of the connection.
+    fn id(&self) -> i64;
+}
+
+/// Names the connection and reads its id, in one round trip.
+fn hello() -> redis::Pipeline {
+    let mut p = redis::pipe();
+    p.cmd("CLIENT").arg("SETNAME").arg("rlock").ignore();
+    p.cmd("CLIENT").arg("ID");
+    p
+}
+
+/// A blocking connection: the sync API reads and writes it on the caller's thread.
+pub(crate) struct BlockingConn {
+    pub(crate) conn: redis::Connection,
+    id: i64,
+}
+
+impl Dedicated for BlockingConn {
+    async fn connect(node: &Node) -> RedisResult<Self> {
+        let mut conn = node
+            .client
+            .get_connection_with_timeout(node.connect_timeout)?;
+        conn.set_read_timeout(Some(node.response_timeout))?;
+        conn.set_write_timeout(Some(node.response_timeout))?;
+        let (id,): (i64,) = hello().query(&mut conn)?;
+        Ok(BlockingConn { conn, id })
+    }
+
+    async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        cmd.query(&mut self.conn)
+    }
+
+    fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+/// An async connection for one waiter at a time (no response timeout: a wait may be long).
+pub(crate) struct AsyncConn {
+    pub(crate) conn: MultiplexedConnection,
+    id: i64,
+}
+
+impl Dedicated for AsyncConn {
+    async fn connect(node: &Node) -> RedisResult<Self> {
+        let cfg = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(node.connect_timeout))
+            .set_response_timeout(None);
+        let mut conn = node
+            .client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await?;
+        let (id,): (i64,) = hello().query_async(&mut conn).await?;
+        Ok(AsyncConn { conn, id })
+    }
+
+    async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        cmd.query_async(&mut self.conn).await
+    }
+
+    fn id(&self) -> i64 {
+        self.id
+    }
+}
+
+/// Connections of kind `C` to one node.
+pub(crate) struct Pool<C> {
+    pub(crate) node: Arc<Node>,
+    idle: Mutex<Vec<C>>,
+    max_idle: usize,
+    /// Bounds the connections held by waits (shared by every pool of a client).
+    waits: Arc<Semaphore>,
+}
+
+impl<C: Dedicated> Pool<C> {
+    pub(crate) fn new(node: Arc<Node>, max_idle: usize, waits: Arc<Semaphore>) -> Arc<Pool<C>> {
+        Arc::new(Pool {
+            node,
+            idle: Mutex::new(Vec::new()),
+            max_idle,
+            waits,
+        })
+    }
+
+    /// A connection nobody else uses until the lease is dropped. A `wait` lease counts against
+    /// the waits' bound (callers beyond it queue here); a short command's does not, so a release
+    /// never waits behind the waiters it would wake.
+    pub(crate) async fn get(self: &Arc<Self>, wait: bool) -> RedisResult<Leased<C>> {
+        let permit = match wait {
+            true => Some(self.waits.clone().acquire_owned().await.map_err(|_| {
+                redis::RedisError::from((redis::ErrorKind::Client, "the client has shut down"))
+            })?),
+            false => None,
+        };
+        let idle = self.idle.lock().unwrap().pop();
+        let conn = match idle {
+            Some(c) => c,
+            None => C::connect(&self.node).await?,
+        };
+        Ok(Leased {
+            conn: Some(conn),
+            pool: self.clone(),
+            _permit: permit,
+        })
+    }
+
+    fn put(&self, c: C) {
+        let mut idle = self.idle.lock().unwrap();
+        if idle.len() < self.max_idle {
+            idle.push(c);
+        }
+    }
+}
+
+/// A checked-out connection; goes back to the pool when dropped unless discarded.
+pub(crate) struct Leased<C: Dedicated> {
+    conn: Option<C>,
+    pub(crate) pool: Arc<Pool<C>>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl<C: Dedicated> Leased<C> {
+    pub(crate) fn get(&mut self) -> &mut C {
+        self.conn.as_mut().expect("a live connection")
+    }
+
+    pub(crate) fn id(&self) -> i64 {
+        self.conn.as_ref().map_or(0, C::id)
+    }
+
+    /// Close it instead of returning it (broken, or in an unknown state). Closing the socket
+    /// also makes the server drop a waiter still parked on it.
+    pub(crate) fn discard(&mut self) {
+        self.conn = None;
+    }
+
+    /// One command; a connection that failed below the protocol is discarded.
+    pub(crate) async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let r = self.get().query(cmd).await;
+        if r.as_ref().is_err_and(broken) {
+            self.discard();
+        }
+        r
+    }
+}
+
+impl<C: Dedicated> Drop for Leased<C> {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn.take() {
+            self.pool.put(c);
+        }
+    }
+}
+
+/// Whether the connection can't be trusted after `e` (its stream may hold a late reply).
+pub(crate) fn broken(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error()
+}
