@@ -3,7 +3,13 @@
 
 use std::sync::Arc;
 
-use crate::api::{AsyncFencedLock, AsyncLock, FencedLock, Lock, LockCore};
+use crate::api::{
+    AsyncFencedLock, AsyncLock, AsyncReadWriteLock, FencedLock, Lock, LockCore, ReadWriteLock,
+};
+use crate::ops::lock::Flavor;
+
+const PLAIN: Flavor = Flavor::Exclusive { fence: false };
+const FENCED: Flavor = Flavor::Exclusive { fence: true };
 use crate::config::{ClientBuilder, Config};
 use crate::context::Context;
 use crate::error::Result;
@@ -111,11 +117,11 @@ impl Client {
         &self.ctx.config
     }
 
-    fn core(&self, name: String, fence: bool, policy: OwnerPolicy) -> LockCore {
+    fn core(&self, name: String, flavor: Flavor, policy: OwnerPolicy) -> LockCore {
         LockCore {
             ctx: self.ctx.clone(),
             name: Arc::from(name),
-            fence,
+            flavor,
             policy,
         }
     }
@@ -131,7 +137,7 @@ impl Client {
     /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock {
-            core: self.core(name.into(), false, OwnerPolicy::Thread),
+            core: self.core(name.into(), PLAIN, OwnerPolicy::Thread),
         }
     }
 
@@ -163,7 +169,7 @@ impl Client {
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         FencedLock {
             lock: Lock {
-                core: self.core(name.into(), true, OwnerPolicy::Thread),
+                core: self.core(name.into(), FENCED, OwnerPolicy::Thread),
             },
         }
     }
@@ -182,7 +188,7 @@ impl Client {
     /// ```
     pub fn async_lock(&self, name: impl Into<String>) -> AsyncLock {
         AsyncLock {
-            core: self.core(name.into(), false, OwnerPolicy::Task),
+            core: self.core(name.into(), PLAIN, OwnerPolicy::Task),
         }
     }
 
@@ -207,9 +213,38 @@ impl Client {
     pub fn async_fenced_lock(&self, name: impl Into<String>) -> AsyncFencedLock {
         AsyncFencedLock {
             lock: AsyncLock {
-                core: self.core(name.into(), true, OwnerPolicy::Task),
+                core: self.core(name.into(), FENCED, OwnerPolicy::Task),
             },
         }
+    }
+
+    /// A read-write lock for blocking code (Redisson `getReadWriteLock`): its
+    /// [`read_lock`](ReadWriteLock::read_lock) and [`write_lock`](ReadWriteLock::write_lock) are
+    /// [`Lock`]s acting as the calling thread. Creating it does not touch Redis.
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let rw = client.read_write_lock("catalog");
+    /// let _r = rw.read_lock().guard()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.core(name.into(), PLAIN, OwnerPolicy::Thread))
+    }
+
+    /// The async form of [`Client::read_write_lock`]: its sides are [`AsyncLock`]s acting as
+    /// the calling task.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let rw = client.async_read_write_lock("catalog");
+    /// let w = rw.write_lock().guard().await?;
+    /// w.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_read_write_lock(&self, name: impl Into<String>) -> AsyncReadWriteLock {
+        AsyncReadWriteLock::new(self.core(name.into(), PLAIN, OwnerPolicy::Task))
     }
 
     /// A new explicit owner `UUID:number`, distinct from every thread and task owner.

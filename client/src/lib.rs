@@ -140,18 +140,20 @@ mod holds;
 mod ops;
 mod owner;
 pub mod performance;
+mod permit;
 mod runtime;
 mod transport;
 mod wait;
 mod watchdog;
 
 pub use api::{
-    Async, AsyncFencedLock, AsyncLock, AsyncLockGuard, Blocking, FencedLock, Guard, Lock,
-    LockGuard, Mode, Ttl,
+    Async, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncReadWriteLock, Blocking, FencedLock,
+    Guard, Lock, LockGuard, Mode, ReadWriteLock, Ttl,
 };
 pub use client::Client;
 pub use config::{ClientBuilder, Config};
 pub use error::{Error, Result};
 pub use owner::Owner;
+pub use permit::PermitId;
 /// The `redis` crate this client is built on (its errors appear in [`Error`]).
 pub use redis;

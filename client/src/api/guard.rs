@@ -4,8 +4,9 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Instant;
 
-use futures_util::future::BoxFuture;
+use futures_util::future::{select_all, BoxFuture, FutureExt};
 
 use super::mode::{io, Async, Blocking, Mode};
 use crate::context::Context;
@@ -13,14 +14,63 @@ use crate::error::{Error, Result};
 use crate::holds::HoldState;
 use crate::owner::Owner;
 use crate::transport::Io;
+use crate::PermitId;
 
-/// What a guard gives back: one hold of one object (a lock's owner hold today).
+/// What a guard gives back: a hold of an object (an owner's hold of a lock, permits of a
+/// semaphore, the locks of a multi-lock), and what it tells about it.
 pub(crate) trait Held: Send + Sync + 'static {
     fn ctx(&self) -> &Arc<Context>;
     /// The object's name (its key).
     fn name(&self) -> &str;
     /// Give the hold back, waiting as `io` says.
     fn release(&self, io: Io) -> BoxFuture<'_, Result<()>>;
+    /// The owner that holds it (objects with owners).
+    fn owner(&self) -> Option<&Owner> {
+        None
+    }
+    /// The fencing token of the acquire (fenced locks).
+    fn token(&self) -> Option<u64> {
+        None
+    }
+    /// The permit's id (permits of a permit-expirable semaphore).
+    fn permit_id(&self) -> Option<PermitId> {
+        None
+    }
+}
+
+/// What tells whether a guard's hold is lost: the holds it stands for (lost when the watchdog
+/// finds one gone or its lease ends), how many of them may be lost before the guard is (a
+/// RedLock stands while a quorum does), and an end of validity of its own (a RedLock's).
+pub(crate) struct Watch {
+    pub(crate) states: Vec<Arc<HoldState>>,
+    pub(crate) tolerate: usize,
+    pub(crate) valid_until: Option<Instant>,
+}
+
+impl Watch {
+    /// One hold.
+    pub(crate) fn one(state: Arc<HoldState>) -> Watch {
+        Watch {
+            states: vec![state],
+            tolerate: 0,
+            valid_until: None,
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        self.valid_until.is_some_and(|t| t <= Instant::now())
+            || self.states.iter().filter(|s| s.is_lost()).count() > self.tolerate
+    }
+
+    /// The earliest moment a lease or the validity may end the hold.
+    fn next_end(&self) -> Option<Instant> {
+        self.states
+            .iter()
+            .filter(|s| !s.is_lost())
+            .filter_map(|s| s.lease_end())
+            .chain(self.valid_until)
+            .min()
+    }
 }
 
 /// A hold of an object by one owner, given back when the guard is dropped (also while a panic
@@ -50,9 +100,7 @@ pub(crate) trait Held: Send + Sync + 'static {
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct Guard<M: Mode> {
     held: Arc<dyn Held>,
-    owner: Owner,
-    state: Arc<HoldState>,
-    token: Option<u64>,
+    watch: Watch,
     armed: bool,
     mode: PhantomData<fn() -> M>,
 }
@@ -93,47 +141,53 @@ impl<M: Mode> fmt::Debug for Guard<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
             .field("name", &self.held.name())
-            .field("owner", &self.owner)
-            .field("lost", &self.state.is_lost())
+            .field("owner", &self.held.owner())
+            .field("lost", &self.is_lost())
             .finish()
     }
 }
 
 impl<M: Mode> Guard<M> {
-    pub(crate) fn new(
-        held: Arc<dyn Held>,
-        owner: Owner,
-        state: Arc<HoldState>,
-        token: Option<u64>,
-    ) -> Guard<M> {
+    pub(crate) fn new(held: Arc<dyn Held>, watch: Watch) -> Guard<M> {
         Guard {
             held,
-            owner,
-            state,
-            token,
+            watch,
             armed: true,
             mode: PhantomData,
         }
     }
 
-    /// The object's name.
+    /// The object's name (for a multi-lock, its locks' names joined with `,`).
     pub fn name(&self) -> &str {
         self.held.name()
     }
 
-    /// The owner that holds it.
-    pub fn owner(&self) -> &Owner {
-        &self.owner
+    /// The owner that holds it (`None` for semaphore permits, which have no owner).
+    pub fn owner(&self) -> Option<&Owner> {
+        self.held.owner()
     }
 
     /// The fencing token of this acquire (guards of a fenced lock only).
     pub fn token(&self) -> Option<u64> {
-        self.token
+        self.held.token()
+    }
+
+    /// The id of the permit this guard holds (guards of a
+    /// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) only).
+    pub fn permit_id(&self) -> Option<PermitId> {
+        self.held.permit_id()
     }
 
     /// Whether the hold can no longer be counted on (see "Lost holds" above).
     pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
+        self.watch.is_lost()
+    }
+
+    /// When the hold ends at the latest, by this client's clock: the end of its lease (counted
+    /// from the grant), or of a [`RedLock`](crate::RedLock)'s validity. `None` while the
+    /// watchdog keeps it (or for permits of a plain semaphore, which never end by themselves).
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.watch.next_end()
     }
 
     /// The release this guard owes; it will not release again when dropped.
@@ -166,20 +220,27 @@ impl Guard<Async> {
     /// Resolves once the hold is lost (see "Lost holds" above): use it to abort work that must
     /// not go on without the lock.
     pub async fn lost(&self) {
-        let state = &self.state;
         let bg = &self.held.ctx().bg;
-        let mut changes = state.subscribe();
-        while !state.is_lost() {
-            let lease_end = state.lease_end();
+        let mut changes: Vec<_> = self.watch.states.iter().map(|s| s.subscribe()).collect();
+        while !self.is_lost() {
+            let end = self.watch.next_end();
+            let changed = async {
+                if changes.is_empty() {
+                    return std::future::pending().await;
+                }
+                let waits = changes.iter_mut().map(|c| c.changed().boxed());
+                let (r, i, _) = select_all(waits).await;
+                Some(i).filter(|_| r.is_err())
+            };
             tokio::select! {
-                changed = changes.changed() => {
-                    // The registry let go of the hold (released): it never becomes lost.
-                    if changed.is_err() && !state.is_lost() {
-                        std::future::pending::<()>().await;
+                gone = changed => {
+                    // That hold's registry entry let go of it (released): it never becomes lost.
+                    if let Some(i) = gone {
+                        changes.remove(i);
                     }
                 }
                 _ = async {
-                    match lease_end {
+                    match end {
                         Some(t) => bg.sleep_until(t).await,
                         None => std::future::pending().await,
                     }

@@ -7,41 +7,42 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use super::guard::{Guard, Held};
+use super::guard::{Guard, Held, Watch};
 use super::mode::Mode;
 use super::ttl::Ttl;
 use crate::context::Context;
 use crate::error::Result;
-use crate::ops::lock::{self as op, Granted, Target};
+use crate::ops::lock::{self as op, Flavor, Granted, Target};
 use crate::owner::{Owner, OwnerPolicy};
 use crate::transport::Io;
 use crate::wait::Wait;
 
-/// What every lock handle is: client, name, whether it fences, whose calls it makes.
+/// What every lock handle is: client, name, which lock (plain, fenced, a side of a
+/// read-write lock), whose calls it makes.
 #[derive(Clone)]
 pub(crate) struct LockCore {
     pub(crate) ctx: Arc<Context>,
     pub(crate) name: Arc<str>,
-    pub(crate) fence: bool,
+    pub(crate) flavor: Flavor,
     pub(crate) policy: OwnerPolicy,
 }
 
 impl LockCore {
-    fn target(&self, io: Io) -> Target<'_> {
+    pub(crate) fn target(&self, io: Io) -> Target<'_> {
         Target {
             ctx: &self.ctx,
             io,
             name: &self.name,
-            fence: self.fence,
+            flavor: self.flavor,
         }
     }
 
-    fn owner(&self) -> Owner {
+    pub(crate) fn owner(&self) -> Owner {
         self.policy.resolve(&self.ctx.id)
     }
 
     /// Acquire for the calling owner per `lease` and `wait`.
-    async fn acquire(
+    pub(crate) async fn acquire(
         &self,
         io: Io,
         lease: Option<Duration>,
@@ -62,12 +63,12 @@ impl LockCore {
         let Some((owner, g)) = self.acquire(io, lease, wait).await? else {
             return Ok(None);
         };
-        let token = self.fence.then_some(g.value.max(0) as u64);
         let held = Arc::new(LockHeld {
             core: self.clone(),
-            owner: owner.clone(),
+            owner,
+            token: self.flavor.fenced().then_some(g.value.max(0) as u64),
         });
-        Ok(Some(Guard::new(held, owner, g.state, token)))
+        Ok(Some(Guard::new(held, Watch::one(g.state))))
     }
 
     /// Acquire, giving the fencing token.
@@ -85,6 +86,7 @@ impl LockCore {
 struct LockHeld {
     core: LockCore,
     owner: Owner,
+    token: Option<u64>,
 }
 
 impl Held for LockHeld {
@@ -102,6 +104,14 @@ impl Held for LockHeld {
             Ok(())
         })
     }
+
+    fn owner(&self) -> Option<&Owner> {
+        Some(&self.owner)
+    }
+
+    fn token(&self) -> Option<u64> {
+        self.token
+    }
 }
 
 /// The grant of a wait without limit (only an error ends such a wait).
@@ -109,7 +119,9 @@ fn forever<T>(got: Option<T>) -> T {
     got.expect("a wait without limit ends granted or with an error")
 }
 
-/// A reentrant distributed lock for blocking code: Redisson's `RLock`.
+/// A reentrant distributed lock for blocking code: Redisson's `RLock`. Also each side of a
+/// [`ReadWriteLock`](crate::ReadWriteLock) (Redisson's `readLock()` and `writeLock()` are
+/// `RLock`s too).
 ///
 /// The owner of each call is the calling thread (`UUID:thread-number`), so a thread that holds
 /// the lock may take it again (the hold count goes up) and must unlock as often as it locked.
@@ -233,6 +245,7 @@ macro_rules! common {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($T))
                     .field("name", &self.core.name)
+                    .field("lock", &self.core.flavor)
                     .finish_non_exhaustive()
             }
         }

@@ -6,10 +6,12 @@ mod twins;
 mod guard;
 mod lock;
 mod mode;
+mod rwlock;
 mod ttl;
 
 pub use guard::{AsyncLockGuard, Guard, LockGuard};
 pub(crate) use lock::LockCore;
 pub use lock::{AsyncFencedLock, AsyncLock, FencedLock, Lock};
 pub use mode::{Async, Blocking, Mode};
+pub use rwlock::{AsyncReadWriteLock, ReadWriteLock};
 pub use ttl::Ttl;
