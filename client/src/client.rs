@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use crate::api::{
-    AsyncFencedLock, AsyncLock, AsyncReadWriteLock, FencedLock, Lock, LockCore, ReadWriteLock,
+    AsyncFencedLock, AsyncLock, AsyncMultiLock, AsyncReadWriteLock, FencedLock, Lock, LockCore,
+    MultiLock, ReadWriteLock,
 };
 use crate::ops::lock::Flavor;
 
@@ -245,6 +246,43 @@ impl Client {
     /// ```
     pub fn async_read_write_lock(&self, name: impl Into<String>) -> AsyncReadWriteLock {
         AsyncReadWriteLock::new(self.core(name.into(), PLAIN, OwnerPolicy::Task))
+    }
+
+    /// The locks `names` of this client as one [`MultiLock`] (Redisson `getMultiLock`): taken
+    /// all or none, in one fixed order. For locks of several clients (servers), use
+    /// [`MultiLock::new`]. [`Error::InvalidArgument`](crate::Error::InvalidArgument) when
+    /// `names` is empty.
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let both = client.multi_lock(["account:1", "account:2"])?;
+    /// let _g = both.guard()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MultiLock::new(names.into_iter().map(|n| self.lock(n)))
+    }
+
+    /// The async form of [`Client::multi_lock`] (locks acting as the calling task).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let both = client.async_multi_lock(["account:1", "account:2"])?;
+    /// both.lock().await?;
+    /// both.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_multi_lock<I, S>(&self, names: I) -> Result<AsyncMultiLock>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        AsyncMultiLock::new(names.into_iter().map(|n| self.async_lock(n)))
     }
 
     /// A new explicit owner `UUID:number`, distinct from every thread and task owner.

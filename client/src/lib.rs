@@ -147,8 +147,9 @@ mod wait;
 mod watchdog;
 
 pub use api::{
-    Async, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncReadWriteLock, Blocking, FencedLock,
-    Guard, Lock, LockGuard, Mode, ReadWriteLock, Ttl,
+    Async, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock, AsyncReadWriteLock,
+    AsyncRedLock, Blocking, FencedLock, Guard, Lock, LockGuard, Mode, MultiLock, ReadWriteLock,
+    RedLock, Ttl,
 };
 pub use client::Client;
 pub use config::{ClientBuilder, Config};

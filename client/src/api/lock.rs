@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+use super::forever;
 use super::guard::{Guard, Held, Watch};
 use super::mode::Mode;
 use super::ttl::Ttl;
@@ -112,11 +113,6 @@ impl Held for LockHeld {
     fn token(&self) -> Option<u64> {
         self.token
     }
-}
-
-/// The grant of a wait without limit (only an error ends such a wait).
-fn forever<T>(got: Option<T>) -> T {
-    got.expect("a wait without limit ends granted or with an error")
 }
 
 /// A reentrant distributed lock for blocking code: Redisson's `RLock`. Also each side of a

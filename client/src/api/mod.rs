@@ -6,6 +6,7 @@ mod twins;
 mod guard;
 mod lock;
 mod mode;
+mod multi;
 mod rwlock;
 mod ttl;
 
@@ -13,5 +14,11 @@ pub use guard::{AsyncLockGuard, Guard, LockGuard};
 pub(crate) use lock::LockCore;
 pub use lock::{AsyncFencedLock, AsyncLock, FencedLock, Lock};
 pub use mode::{Async, Blocking, Mode};
+pub use multi::{AsyncMultiLock, AsyncRedLock, MultiLock, RedLock};
 pub use rwlock::{AsyncReadWriteLock, ReadWriteLock};
 pub use ttl::Ttl;
+
+/// The grant of a wait without limit (only an error ends such a wait).
+fn forever<T>(got: Option<T>) -> T {
+    got.expect("a wait without limit ends granted or with an error")
+}

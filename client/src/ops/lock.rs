@@ -294,6 +294,26 @@ pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
     r
 }
 
+/// Set `owner`'s lease to `lease` from now (`RLOCK.RENEW`, `RRWLOCK.RENEW`): whether it still
+/// held the lock. The hold's lease end is moved to match.
+pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Result<bool> {
+    let ctx = t.ctx;
+    let id = t.hold(owner);
+    let cmd = t
+        .flavor
+        .renew_cmd(t.name, owner.as_str(), lease_millis(lease)?);
+    let at = Instant::now();
+    let n: i64 = t.read(&cmd).await?;
+    let mut holds = ctx.holds.lock().unwrap();
+    let held = holds.holds(&id);
+    // Held as this client knows it (a hold whose lease ended by this client's clock is not).
+    let renewed = n >= 1 && held > 0;
+    if renewed {
+        holds.on_acquired(&id, held, Some(lease), at);
+    }
+    Ok(renewed)
+}
+
 /// `RLOCK.FORCERELEASE` (a read-write lock: deleted only in this side's mode, see
 /// [`rwlock::force_release_cmd`]): whether a lock was deleted.
 pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {

@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::wait::millis;
 
 pub(crate) mod lock;
+pub(crate) mod multi;
 pub(crate) mod rwlock;
 
 /// A lease in whole milliseconds, as the server takes it. A lease shorter than a millisecond is

@@ -72,13 +72,41 @@ impl Dedicated for BlockingConn {
         Ok(BlockingConn { conn, id })
     }
 
+    /// Written, then read after one yield: a caller driving several requests at once on its
+    /// thread (`join_all` inside `block_on`: a multi-lock's locks on several servers) sends
+    /// them all before it waits for the first reply, so their round trips overlap. A lone
+    /// request pays one extra poll.
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        cmd.query(&mut self.conn)
+        self.conn.send_packed_command(&cmd.get_packed_command())?;
+        yield_once().await;
+        loop {
+            match self.conn.recv_response()? {
+                // RESP3 pushes (invalidations, ...) are not replies.
+                Value::Push { .. } => continue,
+                reply => return reply.extract_error(),
+            }
+        }
     }
 
     fn id(&self) -> i64 {
         self.id
     }
+}
+
+/// Pending once, woken at once: lets the caller's other futures run (tokio's `yield_now` would
+/// hand the wake to a runtime's scheduler when called on one of its threads, which a thread
+/// blocked in the sync API never gives back).
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            std::task::Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
 }
 
 /// An async connection for one waiter at a time (no response timeout: a wait may be long).
