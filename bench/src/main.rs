@@ -10,6 +10,7 @@ mod bench;
 mod client;
 mod contended;
 mod expiry;
+mod family;
 mod memory;
 mod protocols;
 mod report;
@@ -65,13 +66,14 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 6] = [
+    let steps: [(&str, Step); 7] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("expiry hand-off", expiry::run),
         ("watchdog", watchdog::run),
         ("memory", memory::run),
         ("client vs raw", client::run),
+        ("family", family::run),
     ];
     for (name, step) in steps {
         if only

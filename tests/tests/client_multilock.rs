@@ -515,3 +515,40 @@ fn redlocks_exclude_each_other_and_async_works() {
     });
     assert!(servers.iter().all(|s| !held_on(s, "ex")));
 }
+
+#[test]
+fn cluster_mode_locks_on_several_nodes() {
+    let cluster = rlock_tests::cluster::Cluster::start();
+    let client = rlock::Client::builder()
+        .cluster(cluster.seeds())
+        .watchdog_timeout(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    // Names spread over the cluster's slots (and so its masters).
+    let names: Vec<String> = (0..6).map(|i| format!("cm:{i}")).collect();
+    let nodes: std::collections::BTreeSet<u16> = names
+        .iter()
+        .map(|n| cluster.master_port_of_slot(cluster.slot(n)))
+        .collect();
+    assert!(nodes.len() >= 2, "the names live on several masters");
+    let m = client.multi_lock(names.clone()).unwrap();
+    let g = m.guard().unwrap();
+    for n in &names {
+        assert!(
+            exists(&mut cluster.master_for(n).conn(), n),
+            "{n} on its master"
+        );
+    }
+    let m2 = m.clone();
+    assert!(
+        !std::thread::spawn(move || m2.try_lock_for(Duration::from_millis(100)).unwrap())
+            .join()
+            .unwrap()
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(!g.is_lost(), "renewed by the watchdog on every node");
+    drop(g);
+    for n in &names {
+        assert!(!exists(&mut cluster.master_for(n).conn(), n));
+    }
+}

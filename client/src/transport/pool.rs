@@ -75,7 +75,9 @@ impl Dedicated for BlockingConn {
     /// Written, then read after one yield: a caller driving several requests at once on its
     /// thread (`join_all` inside `block_on`: a multi-lock's locks on several servers) sends
     /// them all before it waits for the first reply, so their round trips overlap. A lone
-    /// request pays one extra poll.
+    /// request pays one extra poll. Measured (`rlock-bench --only family`, a MultiLock of 3
+    /// locks on 3 servers against the 3 locks one after another, sync): 1.71× with the yield,
+    /// 0.95× without it (the requests then go out one by one).
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         self.conn.send_packed_command(&cmd.get_packed_command())?;
         yield_once().await;

@@ -1,0 +1,222 @@
+//! Scenario 7: the rlock client's synchronizer family against the raw module commands, side by
+//! side. Raw side: one blocking connection per thread, waits parked with `BLOCK 0`. Client
+//! side: the sync API (its pooled blocking connections, waits on connections of their own).
+//! Slices alternate raw and client so both meet the same machine load.
+//!
+//! - read-write lock: 8 threads on one lock, 90 % reads (the same pseudo-random pattern both
+//!   sides), acquire → critical section → release; a checker counts a writer beside anyone;
+//! - semaphore: 16 threads on 4 permits, acquire one → critical section → release; a checker
+//!   counts a fifth holder;
+//! - MultiLock: 3 locks on 3 servers, one thread, acquire+release of the set, against the same
+//!   three locks taken and released one after another (6 round trips).
+
+use crate::bench::Bench;
+use crate::protocols::owner;
+use crate::report::{Report, Table};
+use redis::Connection;
+use rlock_tests::Server;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+/// Slices per side.
+const SLICES: u32 = 8;
+const LEASE_MS: u64 = 30_000;
+const LEASE: Duration = Duration::from_millis(LEASE_MS);
+
+pub fn run(b: &Bench, r: &mut Report) {
+    let mut t = Table::new(
+        &format!(
+            "7. The client's synchronizer family vs raw module commands ({SLICES} interleaved slices per side)"
+        ),
+        &["scenario", "raw ops/s", "client ops/s", "client / raw"],
+    );
+    let slice = b.sizes.run / (SLICES / 2);
+    let mut rw = [0.0f64; 2];
+    let mut multi = [0.0f64; 2];
+    let extra = [Server::start(), Server::start()];
+    let clients: Vec<rlock::Client> = std::iter::once(b.url.clone())
+        .chain(extra.iter().map(Server::url))
+        .map(|u| rlock::Client::open(u).expect("client"))
+        .collect();
+    for k in 0..SLICES {
+        rw[0] += rwlock(b, r, slice, k, false);
+        rw[1] += rwlock(b, r, slice, k, true);
+        multi[0] += sequential(&clients, slice, k);
+        multi[1] += multi_lock(&clients, slice, k);
+    }
+    for (what, [raw, client], goal) in [
+        (
+            "read-write lock, 8 threads, 90 % reads (acquire+release/s)",
+            rw,
+            0.85,
+        ),
+        // Semaphore: see `semaphore` below once RSEM is on this server.
+    ] {
+        let ratio = client / raw;
+        t.row(vec![
+            what.into(),
+            format!("{:.0}", raw / SLICES as f64),
+            format!("{:.0}", client / SLICES as f64),
+            format!("{ratio:.2}×"),
+        ]);
+        r.target(
+            &format!("client vs raw commands, {what}"),
+            format!("{ratio:.2}×"),
+            &format!("≥ {goal}×"),
+            ratio >= goal,
+        );
+    }
+    let [seq, set] = multi;
+    let ratio = set / seq;
+    t.row(vec![
+        "MultiLock of 3 locks on 3 servers (sync), set pairs/s vs 3 sequential lock pairs".into(),
+        format!("{:.0}", seq / SLICES as f64),
+        format!("{:.0}", set / SLICES as f64),
+        format!("{ratio:.2}×"),
+    ]);
+    r.target(
+        "MultiLock of 3 locks on 3 servers vs the 3 locks one after another, pairs/s",
+        format!("{ratio:.2}×"),
+        "> 1× (parallel round trips)",
+        ratio > 1.0,
+    );
+    r.tables.push(t);
+}
+
+/// A tiny critical section both sides pay alike.
+fn critical() {
+    for _ in 0..50 {
+        std::hint::spin_loop();
+    }
+}
+
+/// Whether thread `i`'s `n`-th operation writes: 10 % of them, the same pattern both sides.
+fn writes(i: usize, n: u64) -> bool {
+    let x = (i as u64 + 1)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(n.wrapping_mul(0xBF58_476D_1CE4_E5B9));
+    (x >> 32) % 10 == 0
+}
+
+/// One slice of the read-write lock scenario: operations per second.
+fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> f64 {
+    let key = format!("family:rw:{k}:{client}");
+    let (readers, writers) = (AtomicI64::new(0), AtomicI64::new(0));
+    let (violations, total) = (AtomicU64::new(0), AtomicU64::new(0));
+    let conns: Vec<Connection> = (0..8).map(|_| b.conn()).collect();
+    let rw = b.client.read_write_lock(key.clone());
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for (i, mut conn) in conns.into_iter().enumerate() {
+            let (key, rw) = (&key, &rw);
+            let (readers, writers, violations, total) = (&readers, &writers, &violations, &total);
+            s.spawn(move || {
+                let who = owner(700 + i);
+                let mut n = 0;
+                while start.elapsed() < run {
+                    let write = writes(i, n);
+                    let side = if write { "WRITE" } else { "READ" };
+                    if client {
+                        let l = if write {
+                            rw.write_lock()
+                        } else {
+                            rw.read_lock()
+                        };
+                        l.lock_with_lease(LEASE).expect("client acquire");
+                    } else {
+                        let got: Option<i64> = redis::cmd("RRWLOCK.ACQUIRE")
+                            .arg(key)
+                            .arg(&who)
+                            .arg(side)
+                            .arg(LEASE_MS)
+                            .arg("BLOCK")
+                            .arg(0)
+                            .query(&mut conn)
+                            .expect("RRWLOCK.ACQUIRE");
+                        assert!(got.is_some());
+                    }
+                    if write {
+                        if writers.fetch_add(1, SeqCst) != 0 || readers.load(SeqCst) != 0 {
+                            violations.fetch_add(1, SeqCst);
+                        }
+                        critical();
+                        writers.fetch_sub(1, SeqCst);
+                    } else {
+                        readers.fetch_add(1, SeqCst);
+                        if writers.load(SeqCst) != 0 {
+                            violations.fetch_add(1, SeqCst);
+                        }
+                        critical();
+                        readers.fetch_sub(1, SeqCst);
+                    }
+                    if client {
+                        let l = if write {
+                            rw.write_lock()
+                        } else {
+                            rw.read_lock()
+                        };
+                        l.unlock().expect("client release");
+                    } else {
+                        let _: i64 = redis::cmd("RRWLOCK.RELEASE")
+                            .arg(key)
+                            .arg(&who)
+                            .arg(side)
+                            .query(&mut conn)
+                            .expect("RRWLOCK.RELEASE");
+                    }
+                    n += 1;
+                }
+                total.fetch_add(n, SeqCst);
+            });
+        }
+    });
+    r.violations += violations.load(SeqCst);
+    total.load(SeqCst) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The three locks of the MultiLock scenario, one per server (client `i` for server `i`).
+fn names(k: u32) -> [String; 3] {
+    [0, 1, 2].map(|i| format!("family:multi:{k}:{i}"))
+}
+
+/// One slice of the three locks taken and released one after another: sets per second.
+fn sequential(clients: &[rlock::Client], run: Duration, k: u32) -> f64 {
+    let names = names(k);
+    let locks: Vec<rlock::Lock> = clients
+        .iter()
+        .zip(&names)
+        .map(|(c, n)| c.lock(format!("{n}:seq")))
+        .collect();
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < run {
+        for l in &locks {
+            assert!(l.try_lock_with(Duration::ZERO, LEASE).expect("acquire"));
+        }
+        for l in locks.iter().rev() {
+            l.unlock().expect("release");
+        }
+        n += 1;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+/// One slice of the MultiLock over the same three servers: sets per second.
+fn multi_lock(clients: &[rlock::Client], run: Duration, k: u32) -> f64 {
+    let names = names(k);
+    let set = rlock::MultiLock::new(
+        clients
+            .iter()
+            .zip(&names)
+            .map(|(c, n)| c.lock(format!("{n}:set"))),
+    )
+    .expect("multi-lock");
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < run {
+        assert!(set.try_lock_with(Duration::ZERO, LEASE).expect("acquire"));
+        set.unlock().expect("release");
+        n += 1;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
