@@ -35,6 +35,25 @@ pub enum Write<'a> {
     Incr { key: Target },
     /// `PUBLISH channel message` (SPUBLISH semantics in a cluster).
     Publish { channel: Vec<u8>, message: i64 },
+    /// `INCRBY key by` on a string holding an integer (creates it at 0, keeps its TTL). The
+    /// rules check that the result fits before deciding it.
+    IncrBy { key: Target, by: i64 },
+    /// `ZADD key score member` (creates the sorted set).
+    ZAdd {
+        key: Target,
+        member: Vec<u8>,
+        score: i64,
+    },
+    /// `ZREM key member` (Redis deletes a sorted set whose last member goes).
+    ZRem { key: Target, member: Vec<u8> },
+    /// `PUBLISH channel <the integer in key>`, read when this write is made: a count announced
+    /// after the writes before it (and, for tidying, after the queue was served). Absent reads
+    /// as 0; with `positive_only`, nothing is published unless it is above 0.
+    PublishCount {
+        channel: Vec<u8>,
+        key: Target,
+        positive_only: bool,
+    },
 }
 
 /// A reply, as the command (or a parked waiter) receives it.
