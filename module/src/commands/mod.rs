@@ -2,5 +2,7 @@
 //! performs, with the shared waiting mechanism (`wait`) serving queues before a newcomer is
 //! decided and after anything that may free the object.
 
+pub mod latch;
 pub mod lock;
 pub mod rwlock;
+pub mod semaphore;
