@@ -721,8 +721,8 @@ pub struct KeyState {
     pub pttl: i64,
 }
 
-/// Every key of the current database (hashes and strings rendered in full, other types by
-/// type only).
+/// Every key of the current database (hashes, strings and sorted sets rendered in full, binary
+/// members as hex; other types by type only).
 pub fn snapshot(conn: &mut redis::Connection) -> BTreeMap<String, KeyState> {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
     let mut out = BTreeMap::new();
@@ -731,6 +731,20 @@ pub fn snapshot(conn: &mut redis::Connection) -> BTreeMap<String, KeyState> {
         let value = match kind.as_str() {
             "hash" => format!("{:?}", hgetall(conn, &k)),
             "string" => string(conn, &cmd!("GET", &k)),
+            "zset" => {
+                let z: Vec<(Vec<u8>, String)> = redis::cmd("ZRANGE")
+                    .arg(&k)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query(conn)
+                    .unwrap();
+                let shown: Vec<String> = z
+                    .iter()
+                    .map(|(m, s)| format!("{}={s}", redisson::semaphore::hex(m)))
+                    .collect();
+                shown.join(",")
+            }
             _ => String::new(),
         };
         let pttl = pttl(conn, &k);
@@ -778,6 +792,9 @@ pub fn assert_same_data(
 pub mod redisson {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub mod latch;
+    pub mod semaphore;
 
     /// `RedissonLock.tryLockInnerAsync`: nil when acquired or re-entered, else the holder's PTTL.
     pub const ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) \
