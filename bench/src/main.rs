@@ -9,9 +9,12 @@
 mod bench;
 mod contended;
 mod expiry;
+mod latch;
 mod memory;
 mod protocols;
 mod report;
+mod sem_protocols;
+mod semaphore;
 mod uncontended;
 mod watchdog;
 
@@ -57,12 +60,14 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 5] = [
+    let steps: [(&str, Step); 7] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("expiry hand-off", expiry::run),
         ("watchdog", watchdog::run),
         ("memory", memory::run),
+        ("semaphore", semaphore::run),
+        ("latch fan-out", latch::run),
     ];
     for (name, step) in steps {
         eprintln!("[{:>5.1}s] {name} ...", started.elapsed().as_secs_f64());
