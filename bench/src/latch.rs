@@ -1,19 +1,25 @@
 //! Scenario 7: latch fan-out. N waiters wait on one count-down latch; one countdown opens it.
 //! Measured: the time from the countdown until the last waiter has its answer, and what the
-//! server executed (commands, counting those a script runs) and sent for the wake-up (rlock:
-//! the countdown and N replies; Redisson: the countdown script, a message to every subscriber,
-//! every waiter's GET and its UNSUBSCRIBE).
+//! server executed (commands, counting those a script runs) and sent for the wake-up.
+//!
+//! - rlock: each waiter sent `RLATCH.AWAIT key BLOCK 0`; its answer is the reply `1`.
+//! - Redisson (`RCountDownLatch.await()`, each waiter its own client): `GET`, `SUBSCRIBE` to the
+//!   latch channel, `GET` again, wait for the message `0`; then `GET` (0: answered) and, after
+//!   await returned, `UNSUBSCRIBE`.
+//!
+//! One thread drives every waiter's sockets without blocking, sweeping them in turn, so the
+//! figures are the server's and the protocol's, not those of a thousand client threads being
+//! scheduled on a few cores. A waiter's answer is timed when a sweep finds it (a sweep of every
+//! socket takes about a millisecond).
 
 use crate::bench::{commandstats, info_int, reset_stats, Bench};
 use crate::report::{ms, percentile, Bar, Report, Table};
-use crate::sem_protocols::{count_down, LatchWaiter, Scripts, Side};
+use crate::sem_protocols::{count_down, Scripts, Side};
 use rlock_tests::redisson::latch as rl;
 use rlock_tests::wait_until;
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
-
-/// Waiter threads do little: a small stack each keeps 1,000 of them cheap.
-const STACK: usize = 256 * 1024;
 
 struct Measured {
     last: Duration,
@@ -77,6 +83,142 @@ pub fn run(b: &Bench, r: &mut Report) {
     r.tables.push(t);
 }
 
+/// A command in RESP.
+fn resp(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Where a waiter is in its protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// rlock: waiting for the reply to `RLATCH.AWAIT`.
+    Reply,
+    /// Redisson: subscribed, waiting for the message `0`.
+    Message,
+    /// Redisson: the `GET` after the message sent.
+    Count,
+    /// Redisson: answered; its `UNSUBSCRIBE` sent.
+    Unsubscribe,
+    Done,
+}
+
+struct Waiter {
+    cmd: TcpStream,
+    sub: Option<TcpStream>,
+    cmd_in: Vec<u8>,
+    sub_in: Vec<u8>,
+    step: Step,
+    answered: Option<Instant>,
+}
+
+/// Send `request` on `stream` (blocking) and read until the reply ends with `end`.
+fn call(stream: &mut TcpStream, request: &[u8], end: &[u8]) {
+    stream.write_all(request).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    while !got.ends_with(end) {
+        let k = stream.read(&mut buf).expect("a reply");
+        assert!(k > 0, "connection closed");
+        got.extend_from_slice(&buf[..k]);
+    }
+}
+
+/// Read what has arrived without waiting.
+fn drain(stream: &mut TcpStream, into: &mut Vec<u8>) {
+    let mut buf = [0u8; 512];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => panic!("connection closed"),
+            Ok(k) => into.extend_from_slice(&buf[..k]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+impl Waiter {
+    fn new(side: Side, addr: &str, key: &str) -> Waiter {
+        let mut cmd = TcpStream::connect(addr).expect("connect");
+        cmd.set_nodelay(true).unwrap();
+        let mut sub = None;
+        let step = match side {
+            Side::Rlock => {
+                cmd.write_all(&resp(&[b"RLATCH.AWAIT", key.as_bytes(), b"BLOCK", b"0"]))
+                    .unwrap();
+                Step::Reply
+            }
+            Side::Redisson => {
+                let get = resp(&[b"GET", key.as_bytes()]);
+                call(&mut cmd, &get, b"\r\n1\r\n");
+                let mut s = TcpStream::connect(addr).expect("connect");
+                s.set_nodelay(true).unwrap();
+                let channel = rl::channel(key);
+                call(
+                    &mut s,
+                    &resp(&[b"SUBSCRIBE", channel.as_bytes()]),
+                    b":1\r\n",
+                );
+                // Retry after subscribing (no lost wake-up), then wait.
+                call(&mut cmd, &get, b"\r\n1\r\n");
+                sub = Some(s);
+                Step::Message
+            }
+        };
+        Waiter {
+            cmd,
+            sub,
+            cmd_in: Vec::new(),
+            sub_in: Vec::new(),
+            step,
+            answered: None,
+        }
+    }
+
+    fn nonblocking(&self) {
+        self.cmd.set_nonblocking(true).unwrap();
+        if let Some(s) = &self.sub {
+            s.set_nonblocking(true).unwrap();
+        }
+    }
+
+    /// Read what arrived and take the protocol's next step.
+    fn advance(&mut self, key: &str) {
+        drain(&mut self.cmd, &mut self.cmd_in);
+        if let Some(s) = self.sub.as_mut() {
+            drain(s, &mut self.sub_in);
+        }
+        match self.step {
+            Step::Reply if self.cmd_in.ends_with(b":1\r\n") => {
+                self.answered = Some(Instant::now());
+                self.step = Step::Done;
+            }
+            Step::Message if self.sub_in.ends_with(b"\r\n$1\r\n0\r\n") => {
+                self.cmd_in.clear();
+                self.cmd
+                    .write_all(&resp(&[b"GET", key.as_bytes()]))
+                    .unwrap();
+                self.step = Step::Count;
+            }
+            Step::Count if self.cmd_in.ends_with(b"$-1\r\n") => {
+                self.answered = Some(Instant::now());
+                self.sub_in.clear();
+                let unsubscribe = resp(&[b"UNSUBSCRIBE", rl::channel(key).as_bytes()]);
+                let s = self.sub.as_mut().expect("a subscription");
+                s.write_all(&unsubscribe).unwrap();
+                self.step = Step::Unsubscribe;
+            }
+            Step::Unsubscribe if self.sub_in.ends_with(b":0\r\n") => self.step = Step::Done,
+            _ => {}
+        }
+    }
+}
+
 /// Commands run since the stats were reset, not counting this benchmark's own (INFO, CONFIG
 /// RESETSTAT).
 fn wake_up_commands(conn: &mut redis::Connection) -> u64 {
@@ -93,57 +235,48 @@ fn net_out(conn: &mut redis::Connection) -> i64 {
 
 fn measure(b: &Bench, scripts: &Scripts, side: Side, n: usize) -> Measured {
     let key = format!("latch:{}", side.name());
+    let addr = b
+        .url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_string();
     let mut conn = b.conn();
     let _: i64 = redis::cmd("RLATCH.TRYSETCOUNT")
         .arg(&key)
         .arg(1)
         .query(&mut conn)
         .unwrap();
-    let waiters: Vec<LatchWaiter> = (0..n).map(|_| LatchWaiter::new(side, &b.url)).collect();
-    let parked = AtomicUsize::new(0);
-    let (answers, started, cmds, bytes) = std::thread::scope(|scope| {
-        let handles: Vec<_> = waiters
-            .into_iter()
-            .map(|mut w| {
-                let (key, parked) = (&key, &parked);
-                std::thread::Builder::new()
-                    .stack_size(STACK)
-                    .spawn_scoped(scope, move || {
-                        w.wait(key, || {
-                            parked.fetch_add(1, SeqCst);
-                        })
-                    })
-                    .expect("spawn a waiter")
-            })
-            .collect();
-        // Everyone waits: parked here, and (rlock) blocked on the server or (Redisson)
-        // subscribed.
+    let mut waiters: Vec<Waiter> = (0..n).map(|_| Waiter::new(side, &addr, &key)).collect();
+    if side == Side::Rlock {
         wait_until(Duration::from_secs(60), "every waiter parked", || {
-            parked.load(SeqCst) == n
-                && match side {
-                    Side::Rlock => info_int(&mut conn, "clients", "blocked_clients") == n as i64,
-                    Side::Redisson => {
-                        let subs: (String, i64) = redis::cmd("PUBSUB")
-                            .arg("NUMSUB")
-                            .arg(rl::channel(&key))
-                            .query(&mut conn)
-                            .unwrap();
-                        subs.1 == n as i64
-                    }
-                }
+            info_int(&mut conn, "clients", "blocked_clients") == n as i64
         });
-        reset_stats(&mut conn);
-        // The size of one INFO stats reply, to take out of the byte count below.
-        let a = net_out(&mut conn);
-        let before = net_out(&mut conn);
-        let info_reply = before - a;
-        let started = Instant::now();
-        count_down(side, &mut conn, scripts, &key);
-        let answers: Vec<Instant> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let bytes = net_out(&mut conn) - before - info_reply;
-        (answers, started, wake_up_commands(&mut conn), bytes)
-    });
-    let mut took: Vec<Duration> = answers.iter().map(|a| *a - started).collect();
+    }
+    for w in &waiters {
+        w.nonblocking();
+    }
+    reset_stats(&mut conn);
+    // The size of one INFO stats reply, taken out of the byte count below.
+    let first = net_out(&mut conn);
+    let before = net_out(&mut conn);
+    let info_reply = before - first;
+    let started = Instant::now();
+    count_down(side, &mut conn, scripts, &key);
+    while waiters.iter().any(|w| w.step != Step::Done) {
+        for w in waiters.iter_mut().filter(|w| w.step != Step::Done) {
+            w.advance(&key);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "waiters never answered"
+        );
+    }
+    let bytes = net_out(&mut conn) - before - info_reply;
+    let cmds = wake_up_commands(&mut conn);
+    let mut took: Vec<Duration> = waiters
+        .iter()
+        .map(|w| w.answered.expect("answered") - started)
+        .collect();
     Measured {
         last: *took.iter().max().unwrap(),
         p50: percentile(&mut took, 50.0),

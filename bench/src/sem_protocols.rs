@@ -1,13 +1,12 @@
-//! The semaphore's and the latch's protocols under comparison, as `protocols.rs` does for the
-//! lock:
-//! - rlock: `RSEM.ACQUIRE ... BLOCK` / `RSEM.RELEASE`, `RLATCH.AWAIT ... BLOCK` /
-//!   `RLATCH.COUNTDOWN`: waiters wait on the server.
+//! The semaphore's protocols under comparison (and the latch's countdown; its waiters are in
+//! `latch.rs`), as `protocols.rs` does for the lock:
+//! - rlock: `RSEM.ACQUIRE ... BLOCK` / `RSEM.RELEASE`: waiters wait on the server.
 //! - Redisson: its exact scripts via EVALSHA (`rlock_tests::redisson::{semaphore, latch}`) and
-//!   its client-side wait loops: try; subscribe to `redisson_sc:{key}` (or the latch channel);
-//!   try again after subscribing; wait for a message (a count above 0 for the semaphore, whose
-//!   pub/sub handler wakes no one on 0; `0` for the latch) or, for the expirable semaphore,
-//!   until the soonest lease end the script reported; retry; unsubscribe when done. Every
-//!   client is its own Redisson instance (its own subscription), as separate services are.
+//!   its client-side wait loops: try; subscribe to `redisson_sc:{key}`; try again after
+//!   subscribing; wait for a message with a count above 0 (its pub/sub handler wakes no one on
+//!   0) or, for the expirable semaphore, until the soonest lease end the script reported;
+//!   retry; unsubscribe when done. Every client is its own Redisson instance (its own
+//!   subscription), as separate services are.
 
 use redis::{Connection, Value};
 use rlock_tests::redisson::{latch as rl, semaphore as rs};
@@ -281,73 +280,6 @@ fn redisson_lease(conn: &mut Connection, s: &Scripts, key: &str, lease_ms: i64) 
         Some(t) if t == "OK" => Leased::Ok,
         Some(t) => Leased::Until(t.trim_start_matches(':').parse::<f64>().unwrap_or(0.0) as i64),
         None => Leased::No,
-    }
-}
-
-/// One latch waiter, connected and ready; `wait` blocks until the latch opens.
-pub struct LatchWaiter {
-    side: Side,
-    conn: Connection,
-    sub: Connection,
-}
-
-impl LatchWaiter {
-    pub fn new(side: Side, url: &str) -> LatchWaiter {
-        LatchWaiter {
-            side,
-            conn: connect(url),
-            sub: connect(url),
-        }
-    }
-
-    /// Wait for the latch to open; `parked` is called once the waiter waits (after its
-    /// last check). Returns when the waiter had its answer (before any clean-up after it).
-    pub fn wait(&mut self, key: &str, parked: impl FnOnce()) -> Instant {
-        match self.side {
-            Side::Rlock => {
-                let c = redis::cmd("RLATCH.AWAIT")
-                    .arg(key)
-                    .arg("BLOCK")
-                    .arg(0)
-                    .clone();
-                self.conn
-                    .send_packed_command(&c.get_packed_command())
-                    .unwrap();
-                parked();
-                self.conn.set_read_timeout(None).unwrap();
-                let r = self.conn.recv_response().expect("RLATCH.AWAIT reply");
-                let answered = Instant::now();
-                assert_eq!(r, Value::Int(1));
-                answered
-            }
-            // RCountDownLatch.await(): getCount; subscribe; while getCount() > 0, wait for a
-            // message (0 opens); unsubscribe.
-            Side::Redisson => {
-                let count = |c: &mut Connection| -> i64 {
-                    let v: Option<i64> = redis::cmd("GET").arg(key).query(c).unwrap();
-                    v.unwrap_or(0)
-                };
-                if count(&mut self.conn) <= 0 {
-                    parked();
-                    return Instant::now();
-                }
-                let mut ps = Subscription::new(&mut self.sub, rl::channel(key));
-                let mut parked = Some(parked);
-                while count(&mut self.conn) > 0 {
-                    if let Some(p) = parked.take() {
-                        p();
-                    }
-                    ps.wait(None, |n| n == 0);
-                }
-                let answered = Instant::now();
-                if let Some(p) = parked.take() {
-                    p();
-                }
-                // Dropping the subscription unsubscribes (the finally block of await).
-                drop(ps);
-                answered
-            }
-        }
     }
 }
 

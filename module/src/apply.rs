@@ -3,7 +3,7 @@
 //! times only, so a replay never extends a lease), and announced with the keyspace event that
 //! native command raises, for whoever listens.
 
-use crate::core::decision::{Decision, Write};
+use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
 use crate::core::store::{Int, Kind, Store, Target};
 use crate::core::wait::Io;
@@ -97,11 +97,7 @@ impl Io for RedisKeys {
                     key,
                     positive_only,
                 } => {
-                    let n = match self.get_int(key) {
-                        Int::Is(n) => n,
-                        _ => 0,
-                    };
-                    if n > 0 || !positive_only {
+                    if let Some(n) = count_message(self.get_int(key), *positive_only) {
                         self.publish(channel, n);
                     }
                 }

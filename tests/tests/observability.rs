@@ -93,21 +93,6 @@ fn info_counters_move() {
     });
 }
 
-/// A named field of a flat RESP2 map (`[name, value, name, value, ...]`).
-fn field<'a>(items: &'a [Value], name: &str) -> Option<&'a Value> {
-    items
-        .chunks(2)
-        .find(|kv| text(&kv[0]).as_deref() == Some(name))
-        .map(|kv| &kv[1])
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::Array(items) | Value::Set(items) => items.iter().filter_map(text).collect(),
-        other => panic!("expected an array, got {other:?}"),
-    }
-}
-
 #[test]
 fn command_info_gives_arity_flags_and_key_position_1() {
     let s = Server::start();
@@ -126,34 +111,7 @@ fn command_info_gives_arity_flags_and_key_position_1() {
         ("rlock.info", 2, &["readonly"], &["write", "denyoom"]),
     ];
     for (name, arity, must, must_not) in expected {
-        let reply = raw(&mut c, &cmd!("COMMAND", "INFO", *name));
-        let entry = match &reply {
-            Value::Array(v) if v.len() == 1 => match &v[0] {
-                Value::Array(e) => e.clone(),
-                other => panic!("COMMAND INFO {name}: unknown command? {other:?}"),
-            },
-            other => panic!("COMMAND INFO {name}: {other:?}"),
-        };
-        assert_eq!(text(&entry[0]).as_deref(), Some(*name));
-        assert_eq!(entry[1], Value::Int(*arity), "{name} arity");
-        let flags = strings(&entry[2]);
-        for f in *must {
-            assert!(
-                flags.iter().any(|x| x == f),
-                "{name} flags {flags:?} lack {f}"
-            );
-        }
-        for f in *must_not {
-            assert!(
-                !flags.iter().any(|x| x == f),
-                "{name} flags {flags:?} have {f}"
-            );
-        }
-        assert_eq!(
-            (&entry[3], &entry[4], &entry[5]),
-            (&Value::Int(1), &Value::Int(1), &Value::Int(1)),
-            "{name}: first key, last key, step"
-        );
+        assert_command_info(&mut c, name, *arity, must, must_not);
     }
     // COMMAND GETKEYS agrees (what cluster clients use to route).
     let keys = raw(
@@ -183,18 +141,10 @@ fn command_docs_have_a_summary_for_every_command() {
         "rlock.forcerelease",
         "rlock.info",
     ] {
-        let reply = raw(&mut c, &cmd!("COMMAND", "DOCS", name));
-        let docs = match &reply {
-            Value::Array(v) if v.len() == 2 => match &v[1] {
-                Value::Array(d) => d.clone(),
-                other => panic!("COMMAND DOCS {name}: {other:?}"),
-            },
-            other => panic!("COMMAND DOCS {name}: no entry: {other:?}"),
-        };
-        let summary = field(&docs, "summary").and_then(text).unwrap_or_default();
+        let summary = command_summary(&mut c, name);
         assert!(
             !summary.trim().is_empty(),
-            "COMMAND DOCS {name}: no summary in {docs:?}"
+            "COMMAND DOCS {name}: no summary"
         );
     }
 }

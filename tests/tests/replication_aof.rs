@@ -147,17 +147,7 @@ fn aof_written_with_the_module_reloads_without_it() {
 
     // The AOF holds native commands with absolute expiry, never the module's commands. Every
     // write above has been written to the file before its reply was sent.
-    let aof_dir = first.dir().join("appendonlydir");
-    let mut incr = String::new();
-    let mut all = String::new();
-    for entry in std::fs::read_dir(&aof_dir).unwrap() {
-        let path = entry.unwrap().path();
-        let body = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-        if path.to_string_lossy().ends_with(".incr.aof") {
-            incr.push_str(&body);
-        }
-        all.push_str(&body);
-    }
+    let (incr, all) = aof_text(&first);
     assert!(
         incr.to_uppercase().contains("PEXPIREAT"),
         "no PEXPIREAT in the AOF:\n{incr}"

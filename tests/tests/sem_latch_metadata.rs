@@ -3,13 +3,6 @@
 
 use rlock_tests::*;
 
-fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::Array(items) | Value::Set(items) => items.iter().filter_map(text).collect(),
-        other => panic!("expected an array, got {other:?}"),
-    }
-}
-
 /// (name, arity, flags it must have, flags it must not have)
 const COMMANDS: &[(&str, i64, &[&str], &[&str])] = &[
     (
@@ -50,42 +43,12 @@ fn command_info_gives_arity_flags_and_key_position_1() {
     let s = Server::start();
     let mut c = s.conn();
     for (name, arity, must, must_not) in COMMANDS {
-        let reply = raw(&mut c, &cmd!("COMMAND", "INFO", *name));
-        let entry = match &reply {
-            Value::Array(v) if v.len() == 1 => match &v[0] {
-                Value::Array(e) => e.clone(),
-                other => panic!("COMMAND INFO {name}: unknown command? {other:?}"),
-            },
-            other => panic!("COMMAND INFO {name}: {other:?}"),
-        };
-        assert_eq!(text(&entry[0]).as_deref(), Some(*name));
-        assert_eq!(entry[1], Value::Int(*arity), "{name} arity");
-        let flags = strings(&entry[2]);
-        for f in *must {
-            assert!(flags.iter().any(|x| x == f), "{name} {flags:?} lack {f}");
-        }
-        for f in *must_not {
-            assert!(!flags.iter().any(|x| x == f), "{name} {flags:?} have {f}");
-        }
-        assert_eq!(
-            (&entry[3], &entry[4], &entry[5]),
-            (&Value::Int(1), &Value::Int(1), &Value::Int(1)),
-            "{name}: first key, last key, step"
-        );
+        assert_command_info(&mut c, name, *arity, must, must_not);
         // COMMAND DOCS: a summary for redis-cli users.
-        let docs = raw(&mut c, &cmd!("COMMAND", "DOCS", *name));
-        let Value::Array(d) = &docs else {
-            panic!("COMMAND DOCS {name}: {docs:?}")
-        };
-        let Value::Array(fields) = &d[1] else {
-            panic!("COMMAND DOCS {name}: {docs:?}")
-        };
-        let summary = fields
-            .chunks(2)
-            .find(|kv| text(&kv[0]).as_deref() == Some("summary"))
-            .and_then(|kv| text(&kv[1]))
-            .unwrap_or_default();
-        assert!(!summary.trim().is_empty(), "{name}: no summary");
+        assert!(
+            !command_summary(&mut c, name).trim().is_empty(),
+            "{name}: no summary"
+        );
     }
     for args in [
         vec![

@@ -126,13 +126,7 @@ fn aof_written_with_the_module_reloads_without_it() {
         ["e", "l", "s", timeouts("s").as_str()]
     );
 
-    let mut incr = String::new();
-    for entry in std::fs::read_dir(first.dir().join("appendonlydir")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.to_string_lossy().ends_with(".incr.aof") {
-            incr.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
-        }
-    }
+    let (incr, _) = aof_text(&first);
     let upper = incr.to_uppercase();
     for native in ["INCRBY", "ZADD", "ZREM", "SET"] {
         assert!(upper.contains(native), "no {native} in the AOF:\n{incr}");

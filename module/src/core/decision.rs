@@ -4,7 +4,7 @@
 //! times only), and the keyspace event a native command would raise.
 
 use super::error::CmdError;
-use super::store::Target;
+use super::store::{Int, Target};
 use std::borrow::Cow;
 
 /// One write, shaped as the native command that replicas receive.
@@ -54,6 +54,16 @@ pub enum Write<'a> {
         key: Target,
         positive_only: bool,
     },
+}
+
+/// The message a [`Write::PublishCount`] sends, given what its key reads as now: `None` when
+/// nothing is to be published.
+pub fn count_message(read: Int, positive_only: bool) -> Option<i64> {
+    let n = match read {
+        Int::Is(n) => n,
+        _ => 0,
+    };
+    (n > 0 || !positive_only).then_some(n)
 }
 
 /// A reply, as the command (or a parked waiter) receives it.

@@ -2,7 +2,7 @@
 //! lazy expiry, as Redis) and [`Io`] (applying decisions as Redis would apply the native
 //! commands they stand for). Test-only.
 
-use super::decision::{Decision, Reply, Write};
+use super::decision::{count_message, Decision, Reply, Write};
 use super::error::CmdError;
 use super::store::{Int, Kind, Store, Target};
 use super::wait::Io;
@@ -275,11 +275,7 @@ impl Io for Mem {
                     key,
                     positive_only,
                 } => {
-                    let n = match self.get_int(key) {
-                        Int::Is(n) => n,
-                        _ => 0,
-                    };
-                    if n > 0 || !positive_only {
+                    if let Some(n) = count_message(self.get_int(key), *positive_only) {
                         self.published.push((channel.clone(), n));
                     }
                 }
