@@ -606,3 +606,75 @@ fn info_counters_move() {
     // timed out; 1 release.
     assert_eq!(before(&mut c), vec![2, 1, 1, 2, 1, 1, 0]);
 }
+
+#[test]
+fn permits_granted_to_a_waiter_killed_before_its_reply_go_back_to_the_pool() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "s", 0)), 1);
+    let w1 = Pending::send(
+        &s,
+        &cmd!(
+            "RSEM.ACQUIRE",
+            "s",
+            "PERMITS",
+            2,
+            "LEASE",
+            30_000,
+            "BLOCK",
+            0
+        ),
+    );
+    wait_blocked(&mut c, 1);
+    let w2 = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "s", "PERMITS", 2, "BLOCK", 0));
+    wait_blocked(&mut c, 2);
+    let revoked = sem_stat(&mut c, "grants_revoked");
+    // In one transaction: the release grants w1 its leased permits, then w1 is killed before
+    // its reply can be written. Its permits go back, and on to w2.
+    assert_eq!(string(&mut c, &cmd!("MULTI")), "OK");
+    assert_eq!(
+        string(&mut c, &cmd!("RSEM.RELEASE", "s", "PERMITS", 2)),
+        "QUEUED"
+    );
+    assert_eq!(
+        string(&mut c, &cmd!("CLIENT", "KILL", "ID", w1.id)),
+        "QUEUED"
+    );
+    assert_eq!(
+        raw(&mut c, &cmd!("EXEC")),
+        Value::Array(vec![Value::Int(0), Value::Int(1)])
+    );
+    assert_eq!(
+        w2.reply_int(),
+        1,
+        "the permits go on to the next live waiter"
+    );
+    assert!(
+        !exists(&mut c, &timeouts("s")),
+        "the gone waiter's leases were removed"
+    );
+    assert_eq!(get(&mut c, "s").as_deref(), Some("0"));
+    assert_eq!(sem_stat(&mut c, "grants_revoked"), revoked + 1);
+    drop(w1);
+    // Plain permits, nobody behind: they end up available.
+    let w3 = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "s", "PERMITS", 3, "BLOCK", 0));
+    wait_blocked(&mut c, 1);
+    assert_eq!(string(&mut c, &cmd!("MULTI")), "OK");
+    assert_eq!(
+        string(&mut c, &cmd!("RSEM.RELEASE", "s", "PERMITS", 3)),
+        "QUEUED"
+    );
+    assert_eq!(
+        string(&mut c, &cmd!("CLIENT", "KILL", "ID", w3.id)),
+        "QUEUED"
+    );
+    assert_eq!(
+        raw(&mut c, &cmd!("EXEC")),
+        Value::Array(vec![Value::Int(0), Value::Int(1)])
+    );
+    wait_until(
+        Duration::from_millis(100),
+        "the gone waiter's permits return",
+        || available(&mut c, "s") == 3,
+    );
+}
