@@ -11,9 +11,12 @@ mod client;
 mod contended;
 mod expiry;
 mod family;
+mod latch;
 mod memory;
 mod protocols;
 mod report;
+mod sem_protocols;
+mod semaphore;
 mod uncontended;
 mod watchdog;
 
@@ -66,7 +69,7 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 7] = [
+    let steps: [(&str, Step); 9] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("expiry hand-off", expiry::run),
@@ -74,6 +77,8 @@ fn main() {
         ("memory", memory::run),
         ("client vs raw", client::run),
         ("family", family::run),
+        ("semaphore", semaphore::run),
+        ("latch fan-out", latch::run),
     ];
     for (name, step) in steps {
         if only

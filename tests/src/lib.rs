@@ -686,6 +686,89 @@ pub fn rlock_stat_in(info: &str, field: &str) -> i64 {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Command metadata
+// ---------------------------------------------------------------------------------------------
+
+/// The strings of an array (or set) reply.
+pub fn strings(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) | Value::Set(items) => items.iter().filter_map(text).collect(),
+        other => panic!("expected an array, got {other:?}"),
+    }
+}
+
+/// Assert `COMMAND INFO name`: its arity, flags it must and must not have, and one key at
+/// position 1 (first key, last key, step = 1, 1, 1).
+#[track_caller]
+pub fn assert_command_info(
+    conn: &mut redis::Connection,
+    name: &str,
+    arity: i64,
+    must: &[&str],
+    must_not: &[&str],
+) {
+    let reply = raw(conn, &cmd!("COMMAND", "INFO", name));
+    let entry = match &reply {
+        Value::Array(v) if v.len() == 1 => match &v[0] {
+            Value::Array(e) => e.clone(),
+            other => panic!("COMMAND INFO {name}: unknown command? {other:?}"),
+        },
+        other => panic!("COMMAND INFO {name}: {other:?}"),
+    };
+    assert_eq!(text(&entry[0]).as_deref(), Some(name));
+    assert_eq!(entry[1], Value::Int(arity), "{name} arity");
+    let flags = strings(&entry[2]);
+    for f in must {
+        assert!(
+            flags.iter().any(|x| x == f),
+            "{name} flags {flags:?} lack {f}"
+        );
+    }
+    for f in must_not {
+        assert!(
+            !flags.iter().any(|x| x == f),
+            "{name} flags {flags:?} have {f}"
+        );
+    }
+    assert_eq!(
+        (&entry[3], &entry[4], &entry[5]),
+        (&Value::Int(1), &Value::Int(1), &Value::Int(1)),
+        "{name}: first key, last key, step"
+    );
+}
+
+/// The summary `COMMAND DOCS name` gives (empty when it has none).
+pub fn command_summary(conn: &mut redis::Connection, name: &str) -> String {
+    let reply = raw(conn, &cmd!("COMMAND", "DOCS", name));
+    let docs = match &reply {
+        Value::Array(v) if v.len() == 2 => match &v[1] {
+            Value::Array(d) => d.clone(),
+            other => panic!("COMMAND DOCS {name}: {other:?}"),
+        },
+        other => panic!("COMMAND DOCS {name}: no entry: {other:?}"),
+    };
+    docs.chunks(2)
+        .find(|kv| text(&kv[0]).as_deref() == Some("summary"))
+        .and_then(|kv| text(&kv[1]))
+        .unwrap_or_default()
+}
+
+/// The AOF files of a server's directory: (the incremental files, every file), as text.
+pub fn aof_text(server: &Server) -> (String, String) {
+    let mut incr = String::new();
+    let mut all = String::new();
+    for entry in std::fs::read_dir(server.dir().join("appendonlydir")).unwrap() {
+        let path = entry.unwrap().path();
+        let body = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        if path.to_string_lossy().ends_with(".incr.aof") {
+            incr.push_str(&body);
+        }
+        all.push_str(&body);
+    }
+    (incr, all)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Commands that block: sent on their own connection, reply read later
 // ---------------------------------------------------------------------------------------------
 
@@ -847,8 +930,8 @@ pub struct KeyState {
     pub pttl: i64,
 }
 
-/// Every key of the current database (hashes and strings rendered in full, other types by
-/// type only).
+/// Every key of the current database (hashes, strings and sorted sets rendered in full, binary
+/// members as hex; other types by type only).
 pub fn snapshot(conn: &mut redis::Connection) -> BTreeMap<String, KeyState> {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
     let mut out = BTreeMap::new();
@@ -857,6 +940,20 @@ pub fn snapshot(conn: &mut redis::Connection) -> BTreeMap<String, KeyState> {
         let value = match kind.as_str() {
             "hash" => format!("{:?}", hgetall(conn, &k)),
             "string" => string(conn, &cmd!("GET", &k)),
+            "zset" => {
+                let z: Vec<(Vec<u8>, String)> = redis::cmd("ZRANGE")
+                    .arg(&k)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query(conn)
+                    .unwrap();
+                let shown: Vec<String> = z
+                    .iter()
+                    .map(|(m, s)| format!("{}={s}", redisson::semaphore::hex(m)))
+                    .collect();
+                shown.join(",")
+            }
             _ => String::new(),
         };
         let pttl = pttl(conn, &k);
@@ -950,6 +1047,9 @@ pub fn reload_aof_without_module(server: &mut Server) -> (Server, Option<tempfil
 pub mod redisson {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub mod latch;
+    pub mod semaphore;
 
     /// `RedissonLock.tryLockInnerAsync`: nil when acquired or re-entered, else the holder's PTTL.
     pub const ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) \

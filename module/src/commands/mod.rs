@@ -3,6 +3,7 @@
 //! decided and after anything that may free the object, and sessions (`sessions`) for waits
 //! that do not block a connection.
 
+pub mod latch;
 pub mod lock;
 pub mod rwlock;
 
@@ -54,3 +55,4 @@ pub fn wait_or_nil(
         _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req)),
     }
 }
+pub mod semaphore;
