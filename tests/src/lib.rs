@@ -689,67 +689,11 @@ pub fn rlock_stat_in(info: &str, field: &str) -> i64 {
 // Command metadata
 // ---------------------------------------------------------------------------------------------
 
-/// The strings of an array (or set) reply.
-pub fn strings(v: &Value) -> Vec<String> {
-    match v {
-        Value::Array(items) | Value::Set(items) => items.iter().filter_map(text).collect(),
-        other => panic!("expected an array, got {other:?}"),
-    }
-}
-
-/// Assert `COMMAND INFO name`: its arity, flags it must and must not have, and one key at
-/// position 1 (first key, last key, step = 1, 1, 1).
-#[track_caller]
-pub fn assert_command_info(
-    conn: &mut redis::Connection,
-    name: &str,
-    arity: i64,
-    must: &[&str],
-    must_not: &[&str],
-) {
-    let reply = raw(conn, &cmd!("COMMAND", "INFO", name));
-    let entry = match &reply {
-        Value::Array(v) if v.len() == 1 => match &v[0] {
-            Value::Array(e) => e.clone(),
-            other => panic!("COMMAND INFO {name}: unknown command? {other:?}"),
-        },
-        other => panic!("COMMAND INFO {name}: {other:?}"),
-    };
-    assert_eq!(text(&entry[0]).as_deref(), Some(name));
-    assert_eq!(entry[1], Value::Int(arity), "{name} arity");
-    let flags = strings(&entry[2]);
-    for f in must {
-        assert!(
-            flags.iter().any(|x| x == f),
-            "{name} flags {flags:?} lack {f}"
-        );
-    }
-    for f in must_not {
-        assert!(
-            !flags.iter().any(|x| x == f),
-            "{name} flags {flags:?} have {f}"
-        );
-    }
-    assert_eq!(
-        (&entry[3], &entry[4], &entry[5]),
-        (&Value::Int(1), &Value::Int(1), &Value::Int(1)),
-        "{name}: first key, last key, step"
-    );
-}
-
 /// The summary `COMMAND DOCS name` gives (empty when it has none).
 pub fn command_summary(conn: &mut redis::Connection, name: &str) -> String {
-    let reply = raw(conn, &cmd!("COMMAND", "DOCS", name));
-    let docs = match &reply {
-        Value::Array(v) if v.len() == 2 => match &v[1] {
-            Value::Array(d) => d.clone(),
-            other => panic!("COMMAND DOCS {name}: {other:?}"),
-        },
-        other => panic!("COMMAND DOCS {name}: no entry: {other:?}"),
-    };
-    docs.chunks(2)
-        .find(|kv| text(&kv[0]).as_deref() == Some("summary"))
-        .and_then(|kv| text(&kv[1]))
+    let docs = command_docs(conn, name);
+    map_field(&docs, "summary")
+        .and_then(text)
         .unwrap_or_default()
 }
 
