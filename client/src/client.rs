@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use crate::api::{
-    AsyncFencedLock, AsyncLock, AsyncMultiLock, AsyncReadWriteLock, FencedLock, Lock, LockCore,
-    MultiLock, ReadWriteLock,
+    AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncMultiLock, AsyncPermitExpirableSemaphore,
+    AsyncReadWriteLock, AsyncSemaphore, CountDownLatch, FencedLock, LatchCore, Lock, LockCore,
+    MultiLock, PermitExpirableSemaphore, ReadWriteLock, SemCore, Semaphore,
 };
 use crate::ops::lock::Flavor;
 
@@ -283,6 +284,119 @@ impl Client {
         S: Into<String>,
     {
         AsyncMultiLock::new(names.into_iter().map(|n| self.async_lock(n)))
+    }
+
+    fn sem(&self, name: String) -> SemCore {
+        SemCore {
+            ctx: self.ctx.clone(),
+            name: Arc::from(name),
+        }
+    }
+
+    /// A counting semaphore for blocking code (Redisson `getSemaphore`). Creating the handle
+    /// does not touch Redis.
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let slots = client.semaphore("api-slots");
+    /// slots.try_set_permits(10)?;
+    /// let _permit = slots.guard()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore {
+            core: self.sem(name.into()),
+        }
+    }
+
+    /// The async form of [`Client::semaphore`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let slots = client.async_semaphore("api-slots");
+    /// slots.acquire().await?;
+    /// slots.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_semaphore(&self, name: impl Into<String>) -> AsyncSemaphore {
+        AsyncSemaphore {
+            core: self.sem(name.into()),
+        }
+    }
+
+    /// A semaphore of leased permits with ids, for blocking code (Redisson
+    /// `getPermitExpirableSemaphore`).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// let id = slots.acquire(Duration::from_secs(30))?;
+    /// slots.release(id)?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            core: self.sem(name.into()),
+        }
+    }
+
+    /// The async form of [`Client::permit_expirable_semaphore`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let slots = client.async_permit_expirable_semaphore("render-slots");
+    /// let id = slots.acquire(std::time::Duration::from_secs(30)).await?;
+    /// slots.release(id).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_permit_expirable_semaphore(
+        &self,
+        name: impl Into<String>,
+    ) -> AsyncPermitExpirableSemaphore {
+        AsyncPermitExpirableSemaphore {
+            core: self.sem(name.into()),
+        }
+    }
+
+    fn latch(&self, name: String) -> LatchCore {
+        LatchCore {
+            ctx: self.ctx.clone(),
+            name: Arc::from(name),
+        }
+    }
+
+    /// A count-down latch for blocking code (Redisson `getCountDownLatch`).
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let start = client.count_down_latch("start");
+    /// start.try_set_count(1)?;
+    /// start.count_down()?;
+    /// start.wait()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch {
+            core: self.latch(name.into()),
+        }
+    }
+
+    /// The async form of [`Client::count_down_latch`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let start = client.async_count_down_latch("start");
+    /// start.wait().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_count_down_latch(&self, name: impl Into<String>) -> AsyncCountDownLatch {
+        AsyncCountDownLatch {
+            core: self.latch(name.into()),
+        }
     }
 
     /// A new explicit owner `UUID:number`, distinct from every thread and task owner.

@@ -147,9 +147,10 @@ mod wait;
 mod watchdog;
 
 pub use api::{
-    Async, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock, AsyncReadWriteLock,
-    AsyncRedLock, Blocking, FencedLock, Guard, Lock, LockGuard, Mode, MultiLock, ReadWriteLock,
-    RedLock, Ttl,
+    Async, AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock,
+    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, Blocking,
+    CountDownLatch, FencedLock, Guard, Lock, LockGuard, Mode, MultiLock, PermitExpirableSemaphore,
+    ReadWriteLock, RedLock, Semaphore, Ttl,
 };
 pub use client::Client;
 pub use config::{ClientBuilder, Config};

@@ -52,6 +52,11 @@ pub(crate) trait Attempt: Sync {
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>>;
     /// A grant nobody will receive: give it back.
     async fn give_back(&self, ctx: &Context);
+    /// A grant nobody will receive, with the reply that granted it: give it back. Objects whose
+    /// grant is named by its reply (leased permits: their ids) override it.
+    async fn give_back_granted(&self, ctx: &Context, _reply: &Value) {
+        self.give_back(ctx).await
+    }
 }
 
 /// Acquire per `wait`: the server's reply (its "not granted" reply when the wait ended).
@@ -195,17 +200,20 @@ impl<A: Attempt> Drop for Parked<'_, A> {
         let ctx = self.ctx;
         ctx.bg.block_on(async {
             let granted = match self.withdraw().await {
-                Some(Ok(v)) => self.a.granted(&v),
-                Some(Err(_)) => false,
+                Some(Ok(v)) => self.a.granted(&v).then_some(Some(v)),
+                Some(Err(_)) => None,
                 // No last word: ask the server whether the grant came first.
-                None => matches!(self.a.took_effect(ctx).await, Ok(Some(_))),
+                None => matches!(self.a.took_effect(ctx).await, Ok(Some(_))).then_some(None),
             };
-            if granted {
+            if let Some(reply) = granted {
                 tracing::debug!(
                     key = self.a.key(),
                     "rlock: a wait was granted as its caller left; giving it back"
                 );
-                self.a.give_back(ctx).await;
+                match reply {
+                    Some(v) => self.a.give_back_granted(ctx, &v).await,
+                    None => self.a.give_back(ctx).await,
+                }
             }
         });
     }

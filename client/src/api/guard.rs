@@ -57,6 +57,15 @@ impl Watch {
         }
     }
 
+    /// Nothing to watch: never lost (plain semaphore permits have no lease or owner).
+    pub(crate) fn none() -> Watch {
+        Watch {
+            states: Vec::new(),
+            tolerate: 0,
+            valid_until: None,
+        }
+    }
+
     fn is_lost(&self) -> bool {
         self.valid_until.is_some_and(|t| t <= Instant::now())
             || self.states.iter().filter(|s| s.is_lost()).count() > self.tolerate

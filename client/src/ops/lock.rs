@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, FromRedisValue, Value};
 
-use super::lease_millis;
 use super::rwlock::{self, Side};
+use super::{lease_millis, prefix_name, Obj};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::{HoldId, HoldState, Kind};
@@ -27,16 +27,6 @@ fn renew_cmd(name: &str, owner: &str, lease_ms: u64) -> Cmd {
     let mut cmd = redis::cmd("RLOCK.RENEW");
     cmd.arg(name).arg(owner).arg(lease_ms);
     cmd
-}
-
-/// `prefix:{name}`, or `prefix:name` when the name already holds a `{` (Redisson's
-/// `RedissonObject.prefixName`), so auxiliaries share the lock's cluster slot.
-fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
 }
 
 /// The fencing token counter of a lock (Redisson `RFencedLock`).
@@ -97,16 +87,20 @@ impl Target<'_> {
         }
     }
 
+    fn obj(&self) -> Obj<'_> {
+        Obj {
+            ctx: self.ctx,
+            io: self.io,
+            name: self.name,
+        }
+    }
+
     async fn query<T: FromRedisValue>(&self, cmd: &Cmd, owner: &str, d: Delivery) -> Result<T> {
-        let ctx = self.ctx;
-        ctx.transport
-            .query(&ctx.bg, self.io, self.name, cmd, d)
-            .await
-            .map_err(|e| e.about(self.name, owner))
+        self.obj().query(cmd, owner, d).await
     }
 
     async fn read<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
-        self.query(cmd, "", Delivery::Idempotent).await
+        self.obj().read(cmd).await
     }
 }
 

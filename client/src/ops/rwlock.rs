@@ -112,30 +112,13 @@ pub(crate) fn side_locked(info: &Value, side: Side) -> redis::RedisResult<bool> 
         Side::Read => "readers",
         Side::Write => "writer",
     };
-    match info_field(info, field) {
+    match super::info_field(info, field) {
         Some(Value::Array(holders)) => Ok(!holders.is_empty()),
         Some(Value::Nil) => Ok(false),
         _ => Err(redis::RedisError::from((
             redis::ErrorKind::UnexpectedReturnType,
             "unexpected RRWLOCK.INFO reply",
         ))),
-    }
-}
-
-/// A field of an introspection reply: a map (RESP3) or a flat array of name/value pairs.
-pub(crate) fn info_field<'a>(reply: &'a Value, name: &str) -> Option<&'a Value> {
-    let is = |k: &Value| match k {
-        Value::BulkString(b) => b == name.as_bytes(),
-        Value::SimpleString(s) => s == name,
-        _ => false,
-    };
-    match reply {
-        Value::Map(pairs) => pairs.iter().find(|(k, _)| is(k)).map(|(_, v)| v),
-        Value::Array(flat) => flat
-            .chunks(2)
-            .find(|kv| kv.len() == 2 && is(&kv[0]))
-            .map(|kv| &kv[1]),
-        _ => None,
     }
 }
 
