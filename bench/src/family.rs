@@ -6,7 +6,7 @@
 //! - read-write lock: 8 threads on one lock, 90 % reads (the same pseudo-random pattern both
 //!   sides), acquire → critical section → release; a checker counts a writer beside anyone;
 //! - semaphore: 16 threads on 4 permits, acquire one → critical section → release; a checker
-//!   counts a fifth holder;
+//!   counts a fifth holder (a violation);
 //! - MultiLock: 3 locks on 3 servers, one thread, acquire+release of the set, against the same
 //!   three locks taken and released one after another (6 round trips).
 
@@ -32,6 +32,7 @@ pub fn run(b: &Bench, r: &mut Report) {
     );
     let slice = b.sizes.run / (SLICES / 2);
     let mut rw = [0.0f64; 2];
+    let mut sem = [0.0f64; 2];
     let mut multi = [0.0f64; 2];
     let extra = [Server::start(), Server::start()];
     let clients: Vec<rlock::Client> = std::iter::once(b.url.clone())
@@ -41,6 +42,8 @@ pub fn run(b: &Bench, r: &mut Report) {
     for k in 0..SLICES {
         rw[0] += rwlock(b, r, slice, k, false);
         rw[1] += rwlock(b, r, slice, k, true);
+        sem[0] += semaphore(b, r, slice, k, false);
+        sem[1] += semaphore(b, r, slice, k, true);
         multi[0] += sequential(&clients, slice, k);
         multi[1] += multi_lock(&clients, slice, k);
     }
@@ -50,7 +53,11 @@ pub fn run(b: &Bench, r: &mut Report) {
             rw,
             0.85,
         ),
-        // Semaphore: see `semaphore` below once RSEM is on this server.
+        (
+            "semaphore, 16 threads on 4 permits (acquire+release/s)",
+            sem,
+            0.85,
+        ),
     ] {
         let ratio = client / raw;
         t.row(vec![
@@ -163,6 +170,56 @@ fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> f64
                             .arg(side)
                             .query(&mut conn)
                             .expect("RRWLOCK.RELEASE");
+                    }
+                    n += 1;
+                }
+                total.fetch_add(n, SeqCst);
+            });
+        }
+    });
+    r.violations += violations.load(SeqCst);
+    total.load(SeqCst) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// One slice of the semaphore scenario: operations per second.
+fn semaphore(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> f64 {
+    const PERMITS: u64 = 4;
+    let key = format!("family:sem:{k}:{client}");
+    let sem = b.client.semaphore(key.clone());
+    assert!(sem.try_set_permits(PERMITS).expect("set permits"));
+    let (inside, violations, total) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let conns: Vec<Connection> = (0..16).map(|_| b.conn()).collect();
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for mut conn in conns {
+            let (key, sem) = (&key, &sem);
+            let (inside, violations, total) = (&inside, &violations, &total);
+            s.spawn(move || {
+                let mut n = 0;
+                while start.elapsed() < run {
+                    if client {
+                        sem.acquire().expect("client acquire");
+                    } else {
+                        let got: Option<i64> = redis::cmd("RSEM.ACQUIRE")
+                            .arg(key)
+                            .arg("BLOCK")
+                            .arg(0)
+                            .query(&mut conn)
+                            .expect("RSEM.ACQUIRE");
+                        assert!(got.is_some());
+                    }
+                    if inside.fetch_add(1, SeqCst) >= PERMITS {
+                        violations.fetch_add(1, SeqCst);
+                    }
+                    critical();
+                    inside.fetch_sub(1, SeqCst);
+                    if client {
+                        sem.release().expect("client release");
+                    } else {
+                        let _: i64 = redis::cmd("RSEM.RELEASE")
+                            .arg(key)
+                            .query(&mut conn)
+                            .expect("RSEM.RELEASE");
                     }
                     n += 1;
                 }
