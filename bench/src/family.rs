@@ -102,83 +102,92 @@ fn writes(i: usize, n: u64) -> bool {
     let x = (i as u64 + 1)
         .wrapping_mul(0x9E37_79B9_7F4A_7C15)
         .wrapping_add(n.wrapping_mul(0xBF58_476D_1CE4_E5B9));
-    (x >> 32) % 10 == 0
+    (x >> 32).is_multiple_of(10)
 }
 
-/// One slice of the read-write lock scenario: operations per second.
-fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> f64 {
-    let key = format!("family:rw:{k}:{client}");
-    let (readers, writers) = (AtomicI64::new(0), AtomicI64::new(0));
-    let (violations, total) = (AtomicU64::new(0), AtomicU64::new(0));
-    let conns: Vec<Connection> = (0..8).map(|_| b.conn()).collect();
-    let rw = b.client.read_write_lock(key.clone());
+/// `threads` threads, each with a blocking connection of its own, each running
+/// `op(thread, connection, n)` for its `n`-th operation until `run` is over: operations per
+/// second.
+fn contend(
+    b: &Bench,
+    threads: usize,
+    run: Duration,
+    op: impl Fn(usize, &mut Connection, u64) + Sync,
+) -> f64 {
+    let total = AtomicU64::new(0);
+    let conns: Vec<Connection> = (0..threads).map(|_| b.conn()).collect();
     let start = Instant::now();
     std::thread::scope(|s| {
         for (i, mut conn) in conns.into_iter().enumerate() {
-            let (key, rw) = (&key, &rw);
-            let (readers, writers, violations, total) = (&readers, &writers, &violations, &total);
+            let (op, total) = (&op, &total);
             s.spawn(move || {
-                let who = owner(700 + i);
                 let mut n = 0;
                 while start.elapsed() < run {
-                    let write = writes(i, n);
-                    let side = if write { "WRITE" } else { "READ" };
-                    if client {
-                        let l = if write {
-                            rw.write_lock()
-                        } else {
-                            rw.read_lock()
-                        };
-                        l.lock_with_lease(LEASE).expect("client acquire");
-                    } else {
-                        let got: Option<i64> = redis::cmd("RRWLOCK.ACQUIRE")
-                            .arg(key)
-                            .arg(&who)
-                            .arg(side)
-                            .arg(LEASE_MS)
-                            .arg("BLOCK")
-                            .arg(0)
-                            .query(&mut conn)
-                            .expect("RRWLOCK.ACQUIRE");
-                        assert!(got.is_some());
-                    }
-                    if write {
-                        if writers.fetch_add(1, SeqCst) != 0 || readers.load(SeqCst) != 0 {
-                            violations.fetch_add(1, SeqCst);
-                        }
-                        critical();
-                        writers.fetch_sub(1, SeqCst);
-                    } else {
-                        readers.fetch_add(1, SeqCst);
-                        if writers.load(SeqCst) != 0 {
-                            violations.fetch_add(1, SeqCst);
-                        }
-                        critical();
-                        readers.fetch_sub(1, SeqCst);
-                    }
-                    if client {
-                        let l = if write {
-                            rw.write_lock()
-                        } else {
-                            rw.read_lock()
-                        };
-                        l.unlock().expect("client release");
-                    } else {
-                        let _: i64 = redis::cmd("RRWLOCK.RELEASE")
-                            .arg(key)
-                            .arg(&who)
-                            .arg(side)
-                            .query(&mut conn)
-                            .expect("RRWLOCK.RELEASE");
-                    }
+                    op(i, &mut conn, n);
                     n += 1;
                 }
                 total.fetch_add(n, SeqCst);
             });
         }
     });
-    r.violations += violations.load(SeqCst);
     total.load(SeqCst) as f64 / start.elapsed().as_secs_f64()
+}
+
+/// One slice of the read-write lock scenario: operations per second.
+fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> f64 {
+    let key = format!("family:rw:{k}:{client}");
+    let (readers, writers, violations) = (AtomicI64::new(0), AtomicI64::new(0), AtomicU64::new(0));
+    let rw = b.client.read_write_lock(key.clone());
+    let owners: Vec<String> = (0..8).map(|i| owner(700 + i)).collect();
+    let rate = contend(b, 8, run, |i, conn, n| {
+        let write = writes(i, n);
+        let side = if write { "WRITE" } else { "READ" };
+        let lock = || {
+            if write {
+                rw.write_lock()
+            } else {
+                rw.read_lock()
+            }
+        };
+        if client {
+            lock().lock_with_lease(LEASE).expect("client acquire");
+        } else {
+            let got: Option<i64> = redis::cmd("RRWLOCK.ACQUIRE")
+                .arg(&key)
+                .arg(&owners[i])
+                .arg(side)
+                .arg(LEASE_MS)
+                .arg("BLOCK")
+                .arg(0)
+                .query(conn)
+                .expect("RRWLOCK.ACQUIRE");
+            assert!(got.is_some());
+        }
+        // A writer beside anyone, or a reader beside a writer, is a violation.
+        let (mine, others) = if write {
+            (&writers, &readers)
+        } else {
+            (&readers, &writers)
+        };
+        let before = mine.fetch_add(1, SeqCst);
+        if others.load(SeqCst) != 0 || (write && before != 0) {
+            violations.fetch_add(1, SeqCst);
+        }
+        critical();
+        mine.fetch_sub(1, SeqCst);
+        if client {
+            lock().unlock().expect("client release");
+        } else {
+            let _: i64 = redis::cmd("RRWLOCK.RELEASE")
+                .arg(&key)
+                .arg(&owners[i])
+                .arg(side)
+                .query(conn)
+                .expect("RRWLOCK.RELEASE");
+        }
+    });
+    r.violations += violations.load(SeqCst);
+    rate
 }
 
 /// One slice of the semaphore scenario: operations per second.
@@ -187,48 +196,36 @@ fn semaphore(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> 
     let key = format!("family:sem:{k}:{client}");
     let sem = b.client.semaphore(key.clone());
     assert!(sem.try_set_permits(PERMITS).expect("set permits"));
-    let (inside, violations, total) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
-    let conns: Vec<Connection> = (0..16).map(|_| b.conn()).collect();
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for mut conn in conns {
-            let (key, sem) = (&key, &sem);
-            let (inside, violations, total) = (&inside, &violations, &total);
-            s.spawn(move || {
-                let mut n = 0;
-                while start.elapsed() < run {
-                    if client {
-                        sem.acquire().expect("client acquire");
-                    } else {
-                        let got: Option<i64> = redis::cmd("RSEM.ACQUIRE")
-                            .arg(key)
-                            .arg("BLOCK")
-                            .arg(0)
-                            .query(&mut conn)
-                            .expect("RSEM.ACQUIRE");
-                        assert!(got.is_some());
-                    }
-                    if inside.fetch_add(1, SeqCst) >= PERMITS {
-                        violations.fetch_add(1, SeqCst);
-                    }
-                    critical();
-                    inside.fetch_sub(1, SeqCst);
-                    if client {
-                        sem.release().expect("client release");
-                    } else {
-                        let _: i64 = redis::cmd("RSEM.RELEASE")
-                            .arg(key)
-                            .query(&mut conn)
-                            .expect("RSEM.RELEASE");
-                    }
-                    n += 1;
-                }
-                total.fetch_add(n, SeqCst);
-            });
+    let (inside, violations) = (AtomicU64::new(0), AtomicU64::new(0));
+    let rate = contend(b, 16, run, |_, conn, _| {
+        if client {
+            sem.acquire().expect("client acquire");
+        } else {
+            let got: Option<i64> = redis::cmd("RSEM.ACQUIRE")
+                .arg(&key)
+                .arg("BLOCK")
+                .arg(0)
+                .query(conn)
+                .expect("RSEM.ACQUIRE");
+            assert!(got.is_some());
+        }
+        // A fifth holder is a violation.
+        if inside.fetch_add(1, SeqCst) >= PERMITS {
+            violations.fetch_add(1, SeqCst);
+        }
+        critical();
+        inside.fetch_sub(1, SeqCst);
+        if client {
+            sem.release().expect("client release");
+        } else {
+            let _: i64 = redis::cmd("RSEM.RELEASE")
+                .arg(&key)
+                .query(conn)
+                .expect("RSEM.RELEASE");
         }
     });
     r.violations += violations.load(SeqCst);
-    total.load(SeqCst) as f64 / start.elapsed().as_secs_f64()
+    rate
 }
 
 /// The three locks of the MultiLock scenario, one per server (client `i` for server `i`).

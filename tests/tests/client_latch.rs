@@ -7,7 +7,7 @@ mod client_support;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use client_support::client;
+use client_support::{client, runtime};
 use rlock_tests::redisson::latch as java;
 use rlock_tests::*;
 
@@ -90,12 +90,7 @@ fn a_start_barrier_from_async_tasks_and_cancellation() {
     let s = Server::start();
     let mut c = s.conn();
     let client = client(&s);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    runtime(2).block_on(async {
         let go = client.async_count_down_latch("go");
         assert!(go.try_set_count(1).await.unwrap());
         // A wait dropped mid-way leaves nothing on the server.

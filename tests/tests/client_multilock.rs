@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use client_support::client;
+use client_support::{client, runtime};
 use rlock::{Error, MultiLock, RedLock};
 use rlock_tests::*;
 
@@ -39,12 +39,31 @@ fn queued(s: &Server, key: &str) -> i64 {
     client_support::waiters(&mut s.conn(), key)
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+/// `threads` threads each take a guard from their `take` (made by `make(thread)`) `rounds`
+/// times and increment a counter non-atomically under it: the count is right only if the
+/// guards exclude each other.
+fn count_exclusively<T, G>(threads: usize, rounds: u64, make: impl Fn(usize) -> T) -> u64
+where
+    T: Fn() -> G + Send + 'static,
+{
+    let counter = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let (take, counter) = (make(i), counter.clone());
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    let _g = take();
+                    let v = counter.load(SeqCst);
+                    std::thread::yield_now();
+                    counter.store(v + 1, SeqCst);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    counter.load(SeqCst)
 }
 
 #[test]
@@ -242,30 +261,15 @@ fn opposite_orders_do_not_deadlock_and_exclude_each_other() {
     let client = client(&s);
     let forward = client.multi_lock(["o:1", "o:2", "o:3"]).unwrap();
     let backward = client.multi_lock(["o:3", "o:2", "o:1"]).unwrap();
-    let counter = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..6)
-        .map(|i| {
-            let m = if i % 2 == 0 {
-                forward.clone()
-            } else {
-                backward.clone()
-            };
-            let counter = counter.clone();
-            std::thread::spawn(move || {
-                for _ in 0..50 {
-                    let _g = m.try_guard_for(Duration::from_secs(20)).unwrap().unwrap();
-                    // A non-atomic increment: only mutual exclusion keeps it right.
-                    let v = counter.load(SeqCst);
-                    std::thread::yield_now();
-                    counter.store(v + 1, SeqCst);
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert_eq!(counter.load(SeqCst), 300);
+    let count = count_exclusively(6, 50, |i| {
+        let m = if i % 2 == 0 {
+            forward.clone()
+        } else {
+            backward.clone()
+        };
+        move || m.try_guard_for(Duration::from_secs(20)).unwrap().unwrap()
+    });
+    assert_eq!(count, 300);
     assert_eq!(dbsize(&mut s.conn()), 0);
 }
 
@@ -337,7 +341,7 @@ fn the_servers_deadlock_error_ends_the_acquire() {
 #[test]
 fn async_multi_lock_and_cancellation() {
     let (servers, clients) = three();
-    runtime().block_on(async {
+    runtime(2).block_on(async {
         let m = rlock::AsyncMultiLock::new(
             clients
                 .iter()
@@ -485,29 +489,16 @@ fn redlock_needs_a_majority_of_free_locks() {
 #[test]
 fn redlocks_exclude_each_other_and_async_works() {
     let (servers, clients) = three();
-    let counter = Arc::new(AtomicU64::new(0));
-    let threads: Vec<_> = (0..4)
-        .map(|_| {
-            let red = RedLock::new(clients.iter().map(|c| c.lock("ex"))).unwrap();
-            let counter = counter.clone();
-            std::thread::spawn(move || {
-                for _ in 0..25 {
-                    let _g = red
-                        .try_guard_with(Duration::from_secs(20), Duration::from_secs(5))
-                        .unwrap()
-                        .unwrap();
-                    let v = counter.load(SeqCst);
-                    std::thread::yield_now();
-                    counter.store(v + 1, SeqCst);
-                }
-            })
-        })
-        .collect();
-    for t in threads {
-        t.join().unwrap();
-    }
-    assert_eq!(counter.load(SeqCst), 100);
-    runtime().block_on(async {
+    let count = count_exclusively(4, 25, |_| {
+        let red = RedLock::new(clients.iter().map(|c| c.lock("ex"))).unwrap();
+        move || {
+            red.try_guard_with(Duration::from_secs(20), Duration::from_secs(5))
+                .unwrap()
+                .unwrap()
+        }
+    });
+    assert_eq!(count, 100);
+    runtime(2).block_on(async {
         let red = rlock::AsyncRedLock::new(clients.iter().map(|c| c.async_lock("ex"))).unwrap();
         let g = red.guard().await.unwrap();
         assert!(red.is_held().await.unwrap());

@@ -10,21 +10,13 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use client_support::client;
+use client_support::{client, runtime};
 use rlock::{Error, Ttl};
 use rlock_tests::cluster::Cluster;
 use rlock_tests::*;
 
 fn fields(p: &[(&str, String)]) -> BTreeMap<String, String> {
     p.iter().map(|(a, b)| (a.to_string(), b.clone())).collect()
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
 }
 
 #[test]
@@ -304,7 +296,7 @@ fn async_sides_from_tasks() {
     let s = Server::start();
     let mut c = s.conn();
     let client = client(&s);
-    runtime().block_on(async {
+    runtime(2).block_on(async {
         let rw = client.async_read_write_lock("ar");
         let (read, write) = (rw.read_lock(), rw.write_lock());
         read.lock().await.unwrap();

@@ -10,18 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use client_support::client;
+use client_support::{client, runtime};
 use rlock::{Error, PermitId};
 use rlock_tests::redisson::semaphore as java;
 use rlock_tests::*;
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn count(c: &mut redis::Connection, key: &str) -> i64 {
     string(c, &cmd!("GET", key)).parse().unwrap()
@@ -385,7 +377,7 @@ fn async_semaphores() {
     let s = Server::start();
     let mut c = s.conn();
     let client = client(&s);
-    runtime().block_on(async {
+    runtime(2).block_on(async {
         let sem = client.async_semaphore("as");
         assert!(sem.try_set_permits(2).await.unwrap());
         sem.acquire_many(2).await.unwrap();

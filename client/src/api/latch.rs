@@ -1,7 +1,6 @@
 //! The count-down latch handles: [`CountDownLatch`] and [`AsyncCountDownLatch`] (Redisson's
 //! `RCountDownLatch`), written once.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,26 +69,7 @@ pub struct AsyncCountDownLatch {
     pub(crate) core: LatchCore,
 }
 
-macro_rules! common {
-    ($($T:ident)*) => {$(
-        impl fmt::Debug for $T {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($T))
-                    .field("name", &self.core.name)
-                    .finish_non_exhaustive()
-            }
-        }
-
-        impl $T {
-            /// The latch's name (its Redis key).
-            pub fn name(&self) -> &str {
-                &self.core.name
-            }
-        }
-    )*};
-}
-
-common!(CountDownLatch AsyncCountDownLatch);
+named!("latch": CountDownLatch AsyncCountDownLatch);
 
 twins! {
     CountDownLatch, AsyncCountDownLatch, io = io, mode = M;

@@ -42,6 +42,11 @@ impl LockCore {
         self.policy.resolve(&self.ctx.id)
     }
 
+    /// Acquire for the calling owner per `lease` and `wait`: whether acquired.
+    async fn took(&self, io: Io, lease: Option<Duration>, wait: Wait) -> Result<bool> {
+        Ok(self.acquire(io, lease, wait).await?.is_some())
+    }
+
     /// Acquire for the calling owner per `lease` and `wait`.
     pub(crate) async fn acquire(
         &self,
@@ -281,32 +286,6 @@ common!(Lock AsyncLock);
 twins! {
     Lock, AsyncLock, io = io, mode = M;
 
-    /// Wait until the lock is acquired, then hold it until unlocked (watchdog mode).
-    fn lock(&self) -> Result<()> {
-        self.core.acquire(io, None, Wait::Forever).await.map(drop)
-    }
-
-    /// Wait until the lock is acquired; it frees by itself after `lease` (no watchdog).
-    fn lock_with_lease(&self, lease: Duration) -> Result<()> {
-        self.core.acquire(io, Some(lease), Wait::Forever).await.map(drop)
-    }
-
-    /// One attempt, no waiting: `true` if acquired (watchdog mode).
-    fn try_lock(&self) -> Result<bool> {
-        Ok(self.core.acquire(io, None, Wait::No).await?.is_some())
-    }
-
-    /// Wait at most `wait` for the lock: `true` if acquired (watchdog mode). A zero `wait`
-    /// makes one attempt.
-    fn try_lock_for(&self, wait: Duration) -> Result<bool> {
-        Ok(self.core.acquire(io, None, Wait::For(wait)).await?.is_some())
-    }
-
-    /// Wait at most `wait` for the lock, then hold it for at most `lease`.
-    fn try_lock_with(&self, wait: Duration, lease: Duration) -> Result<bool> {
-        Ok(self.core.acquire(io, Some(lease), Wait::For(wait)).await?.is_some())
-    }
-
     /// Release one hold of the calling owner. At the last one the lock frees and the next
     /// waiter gets it; the watchdog stops renewing it at once.
     /// [`Error::NotOwner`](crate::Error::NotOwner) when the owner does not hold it (Redisson's
@@ -339,32 +318,9 @@ twins! {
     fn remain_time_to_live(&self) -> Result<Ttl> {
         op::pttl(self.core.target(io)).await.map(Ttl::from_pttl)
     }
-
-    /// [`lock`](Lock::lock), returning a guard that releases the hold when dropped.
-    fn guard(&self) -> Result<Guard<M>> {
-        self.core.guard(io, None, Wait::Forever).await.map(forever)
-    }
-
-    /// [`lock_with_lease`](Lock::lock_with_lease), returning a guard.
-    fn guard_with_lease(&self, lease: Duration) -> Result<Guard<M>> {
-        self.core.guard(io, Some(lease), Wait::Forever).await.map(forever)
-    }
-
-    /// [`try_lock`](Lock::try_lock), returning a guard when acquired.
-    fn try_guard(&self) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, None, Wait::No).await
-    }
-
-    /// [`try_lock_for`](Lock::try_lock_for), returning a guard when acquired.
-    fn try_guard_for(&self, wait: Duration) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, None, Wait::For(wait)).await
-    }
-
-    /// [`try_lock_with`](Lock::try_lock_with), returning a guard when acquired.
-    fn try_guard_with(&self, wait: Duration, lease: Duration) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, Some(lease), Wait::For(wait)).await
-    }
 }
+
+lock_api!(Lock, AsyncLock);
 
 impl Lock {
     /// Whether the calling thread holds the lock (`HEXISTS`).

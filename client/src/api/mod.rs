@@ -3,6 +3,8 @@
 
 #[macro_use]
 mod twins;
+#[macro_use]
+mod acquire;
 mod guard;
 mod latch;
 mod lock;

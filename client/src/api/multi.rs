@@ -75,7 +75,7 @@ impl MultiCore {
             .collect()
     }
 
-    async fn acquire(&self, io: Io, lease: Option<Duration>, wait: Wait) -> Result<bool> {
+    async fn took(&self, io: Io, lease: Option<Duration>, wait: Wait) -> Result<bool> {
         let parts = self.parts(io);
         Ok(op::acquire(&parts, self.rule, lease, wait).await?.is_some())
     }
@@ -390,32 +390,6 @@ multi!(
 twins! {
     MultiLock, AsyncMultiLock, io = io, mode = M;
 
-    /// Wait until every lock (a RedLock: a majority) is taken, then hold them until unlocked
-    /// (watchdog mode).
-    fn lock(&self) -> Result<()> {
-        self.core.acquire(io, None, Wait::Forever).await.map(drop)
-    }
-
-    /// Wait until taken; every lock frees by itself after `lease`.
-    fn lock_with_lease(&self, lease: Duration) -> Result<()> {
-        self.core.acquire(io, Some(lease), Wait::Forever).await.map(drop)
-    }
-
-    /// One round of attempts, no waiting: `true` if taken (watchdog mode).
-    fn try_lock(&self) -> Result<bool> {
-        self.core.acquire(io, None, Wait::No).await
-    }
-
-    /// Wait at most `wait` in all: `true` if taken (watchdog mode).
-    fn try_lock_for(&self, wait: Duration) -> Result<bool> {
-        self.core.acquire(io, None, Wait::For(wait)).await
-    }
-
-    /// Wait at most `wait` in all, then hold for at most `lease`.
-    fn try_lock_with(&self, wait: Duration, lease: Duration) -> Result<bool> {
-        self.core.acquire(io, Some(lease), Wait::For(wait)).await
-    }
-
     /// Release one hold of every lock, all at once. A multi-lock returns the first error
     /// (e.g. [`Error::NotOwner`](crate::Error::NotOwner)) after trying every lock; a RedLock
     /// succeeds when any lock was released.
@@ -428,29 +402,6 @@ twins! {
     fn is_held(&self) -> Result<bool> {
         self.core.is_held(io).await
     }
-
-    /// [`lock`](MultiLock::lock), returning one guard that releases every lock when dropped.
-    fn guard(&self) -> Result<Guard<M>> {
-        self.core.guard(io, None, Wait::Forever).await.map(forever)
-    }
-
-    /// [`lock_with_lease`](MultiLock::lock_with_lease), returning a guard.
-    fn guard_with_lease(&self, lease: Duration) -> Result<Guard<M>> {
-        self.core.guard(io, Some(lease), Wait::Forever).await.map(forever)
-    }
-
-    /// [`try_lock`](MultiLock::try_lock), returning a guard when taken.
-    fn try_guard(&self) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, None, Wait::No).await
-    }
-
-    /// [`try_lock_for`](MultiLock::try_lock_for), returning a guard when taken.
-    fn try_guard_for(&self, wait: Duration) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, None, Wait::For(wait)).await
-    }
-
-    /// [`try_lock_with`](MultiLock::try_lock_with), returning a guard when taken.
-    fn try_guard_with(&self, wait: Duration, lease: Duration) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, Some(lease), Wait::For(wait)).await
-    }
 }
+
+lock_api!(MultiLock, AsyncMultiLock);

@@ -2,8 +2,6 @@
 //! `RReadWriteLock`). Each side is a lock with the whole lock API: a [`Lock`] or an
 //! [`AsyncLock`] whose operations are the read-write lock's (`RRWLOCK.*`).
 
-use std::fmt;
-
 use super::lock::{AsyncLock, Lock, LockCore};
 use crate::ops::lock::Flavor;
 use crate::ops::rwlock::Side;
@@ -68,14 +66,6 @@ pub struct AsyncReadWriteLock {
 
 macro_rules! rw {
     ($($T:ident => $L:ident),*) => {$(
-        impl fmt::Debug for $T {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($T))
-                    .field("name", &self.core.name)
-                    .finish_non_exhaustive()
-            }
-        }
-
         impl $T {
             pub(crate) fn new(core: LockCore) -> $T {
                 $T { core }
@@ -85,11 +75,6 @@ macro_rules! rw {
                 let mut core = self.core.clone();
                 core.flavor = Flavor::Rw(side);
                 $L { core }
-            }
-
-            /// The lock's name (its Redis key).
-            pub fn name(&self) -> &str {
-                &self.core.name
             }
 
             /// The read side: shared with other readers (Redisson's `readLock()`).
@@ -113,3 +98,4 @@ macro_rules! rw {
 }
 
 rw!(ReadWriteLock => Lock, AsyncReadWriteLock => AsyncLock);
+named!("lock": ReadWriteLock AsyncReadWriteLock);

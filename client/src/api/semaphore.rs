@@ -2,7 +2,6 @@
 //! [`PermitExpirableSemaphore`] / [`AsyncPermitExpirableSemaphore`]
 //! (`RPermitExpirableSemaphore`), each pair written once, on the same keys.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -233,26 +232,7 @@ pub struct AsyncPermitExpirableSemaphore {
     pub(crate) core: SemCore,
 }
 
-macro_rules! common {
-    ($($T:ident)*) => {$(
-        impl fmt::Debug for $T {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.debug_struct(stringify!($T))
-                    .field("name", &self.core.name)
-                    .finish_non_exhaustive()
-            }
-        }
-
-        impl $T {
-            /// The semaphore's name (its Redis key).
-            pub fn name(&self) -> &str {
-                &self.core.name
-            }
-        }
-    )*};
-}
-
-common!(Semaphore AsyncSemaphore PermitExpirableSemaphore AsyncPermitExpirableSemaphore);
+named!("semaphore": Semaphore AsyncSemaphore PermitExpirableSemaphore AsyncPermitExpirableSemaphore);
 
 /// What both kinds of semaphore have: the count.
 macro_rules! counts {

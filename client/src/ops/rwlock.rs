@@ -125,15 +125,7 @@ pub(crate) fn side_locked(info: &Value, side: Side) -> redis::RedisResult<bool> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(c: &Cmd) -> Vec<String> {
-        c.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".into(),
-            })
-            .collect()
-    }
+    use crate::ops::words;
 
     #[test]
     fn requests_follow_the_wire_contract() {

@@ -295,15 +295,7 @@ pub(crate) async fn leased(s: Obj<'_>) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn words(c: &Cmd) -> Vec<String> {
-        c.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".into(),
-            })
-            .collect()
-    }
+    use crate::ops::words;
 
     #[test]
     fn requests_follow_the_wire_contract() {

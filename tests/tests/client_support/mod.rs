@@ -24,6 +24,15 @@ pub fn client_with(
     .expect("build client")
 }
 
+/// A multi-thread tokio runtime with `workers` worker threads, as an application runs one.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// `RLOCK.INFO key` as (field -> value) pairs from the flat RESP2 array.
 pub fn lock_info(c: &mut redis::Connection, key: &str) -> Vec<(String, redis::Value)> {
     let v: Vec<redis::Value> = redis::cmd("RLOCK.INFO").arg(key).query(c).unwrap();
