@@ -543,3 +543,53 @@ fn cluster_mode_locks_on_several_nodes() {
         assert!(!exists(&mut cluster.master_for(n).conn(), n));
     }
 }
+
+#[test]
+fn redissons_lock_scripts_and_a_multi_lock_share_the_locks_both_ways() {
+    let (servers, clients) = three();
+    let m = MultiLock::new(
+        clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| c.lock(format!("j:{i}"))),
+    )
+    .unwrap();
+    // A Java service holds j:1 (Redisson's acquire script): the multi-lock can't take the set,
+    // and keeps nothing.
+    let mut c1 = servers[1].conn();
+    assert_eq!(
+        redisson::acquire(&mut c1, "j:1", "java:1", 30_000),
+        Value::Nil
+    );
+    assert!(!m.try_lock().unwrap());
+    assert!(!held_on(&servers[0], "j:0") && !held_on(&servers[2], "j:2"));
+    // It waits on the server; Java's unlock script hands j:1 over and the set is taken.
+    let m2 = m.clone();
+    let waiter = std::thread::spawn(move || {
+        let got = m2.try_lock_for(Duration::from_secs(10)).unwrap();
+        (got, m2.is_held().unwrap())
+    });
+    wait_until(Duration::from_secs(5), "queued on j:1", || {
+        queued(&servers[1], "j:1") == 1
+    });
+    assert_eq!(
+        redisson::unlock(&mut c1, "j:1", "java:1", 30_000),
+        Value::Int(1)
+    );
+    let (got, held) = waiter.join().unwrap();
+    assert!(got && held);
+    // Redisson's scripts see the multi-lock's holds and release them as its owner.
+    let owner = hgetall(&mut c1, "j:1").into_keys().next().unwrap();
+    assert!(matches!(
+        redisson::acquire(&mut c1, "j:1", "java:2", 30_000),
+        Value::Int(_)
+    ));
+    for (i, s) in servers.iter().enumerate() {
+        let key = format!("j:{i}");
+        assert_eq!(
+            redisson::unlock(&mut s.conn(), &key, &owner, 30_000),
+            Value::Int(1)
+        );
+        assert!(!held_on(s, &key));
+    }
+}

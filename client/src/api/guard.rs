@@ -82,8 +82,12 @@ impl Watch {
     }
 }
 
-/// A hold of an object by one owner, given back when the guard is dropped (also while a panic
-/// unwinds) unless given back before with `unlock`. Re-entry works: each guard is one hold.
+/// A hold of an object, given back when the guard is dropped (also while a panic unwinds)
+/// unless given back before with `unlock`: one owner's hold of a lock or of a side of a
+/// read-write lock (re-entry works: each guard is one hold), the locks of a
+/// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) (all released together),
+/// permits of a [`Semaphore`](crate::Semaphore), or one leased permit of a
+/// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore). One type for every object.
 ///
 /// - [`LockGuard`] (`Guard<Blocking>`): dropping it releases the hold and waits for the
 ///   server's answer, blocking the thread for one round trip.
@@ -91,7 +95,8 @@ impl Watch {
 ///   release in the client's background runtime and the lock frees a moment later; prefer
 ///   `guard.unlock().await`, which also reports errors.
 ///
-/// A guard remembers its owner, so it releases correctly wherever it ends.
+/// A guard remembers its owner (and a permit guard its permit id), so it releases correctly
+/// wherever it ends.
 ///
 /// # Lost holds
 ///
@@ -105,7 +110,11 @@ impl Watch {
 /// - **with an explicit lease**, nothing renews or checks the lock: the hold counts as lost
 ///   once its lease has run out (by this client's clock, counted from the grant). A deletion or
 ///   force release before the lease ends is not noticed. (The lock handle's `is_lost` reports
-///   the watchdog's findings only, so it stays `false` for a lease hold.)
+///   the watchdog's findings only, so it stays `false` for a lease hold.) A leased permit is
+///   lost when its lease ends.
+/// - a **multi-lock** is lost when any of its locks is; a **RedLock** when it no longer holds a
+///   majority, or when its validity ([`valid_until`](Guard::valid_until)) has passed.
+/// - plain semaphore permits are never lost (they have no lease).
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct Guard<M: Mode> {
     held: Arc<dyn Held>,
@@ -114,8 +123,9 @@ pub struct Guard<M: Mode> {
     mode: PhantomData<fn() -> M>,
 }
 
-/// A held hold of a [`Lock`](crate::Lock) or [`FencedLock`](crate::FencedLock), for blocking
-/// code.
+/// A guard for blocking code: of a [`Lock`](crate::Lock), [`FencedLock`](crate::FencedLock), a
+/// side of a [`ReadWriteLock`](crate::ReadWriteLock), a [`MultiLock`](crate::MultiLock), a
+/// [`Semaphore`](crate::Semaphore)'s permits, ...
 ///
 /// ```no_run
 /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
@@ -130,8 +140,11 @@ pub struct Guard<M: Mode> {
 /// ```
 pub type LockGuard = Guard<Blocking>;
 
-/// A held hold of an [`AsyncLock`](crate::AsyncLock) or
-/// [`AsyncFencedLock`](crate::AsyncFencedLock).
+/// A guard for async code: of an [`AsyncLock`](crate::AsyncLock),
+/// [`AsyncFencedLock`](crate::AsyncFencedLock), a side of an
+/// [`AsyncReadWriteLock`](crate::AsyncReadWriteLock), an
+/// [`AsyncMultiLock`](crate::AsyncMultiLock), an [`AsyncSemaphore`](crate::AsyncSemaphore)'s
+/// permits, ...
 ///
 /// ```no_run
 /// # async fn work() {}

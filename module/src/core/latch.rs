@@ -310,7 +310,7 @@ mod prop_tests {
                     }
                     Op::Await { block } => {
                         if !is_open(&m).unwrap() && block {
-                            let req: Req = Box::new(LatchWait);
+                            let req: Req = std::rc::Rc::new(LatchWait);
                             q.push(&id, Waiter { handle: next, serial: next as u64, req, deadline: None });
                             queued.push(next);
                             next += 1;

@@ -811,7 +811,7 @@ mod tests {
         let mut q: Queues<u32, Req> = Queues::default();
         m.apply_ok(&try_set(&m, 1).unwrap());
         for (h, permits) in [(0, 5), (1, 1), (2, 1)] {
-            let req: Req = Box::new(SemWait {
+            let req: Req = std::rc::Rc::new(SemWait {
                 permits,
                 lease_ms: None,
             });
@@ -854,7 +854,7 @@ mod tests {
         m.apply_ok(&try_set(&m, 3).unwrap());
         m.published.clear();
         take(&mut m, 3, Some(200));
-        let req: Req = Box::new(SemWait {
+        let req: Req = std::rc::Rc::new(SemWait {
             permits: 2,
             lease_ms: Some(50),
         });
@@ -1074,7 +1074,7 @@ mod prop_tests {
                             if block {
                                 let h = self.next;
                                 self.next += 1;
-                                let req: Req = Box::new(SemWait {
+                                let req: Req = std::rc::Rc::new(SemWait {
                                     permits,
                                     lease_ms: lease,
                                 });
