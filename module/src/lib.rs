@@ -30,7 +30,7 @@ mod wait;
 
 #[cfg(not(test))]
 mod module {
-    use crate::ffi::{boundary, command, Ctx, Handlers};
+    use crate::ffi::{alarm, boundary, command, Ctx, Handlers};
     use crate::{events, info, propagation, registry, wait};
     use redis_module::{Context, RedisString, Status};
 
@@ -56,8 +56,19 @@ mod module {
             },
             events::CLASSES,
         );
+        // Without it, timers fire up to 2 ms late (see ffi/alarm.rs); still correct.
+        alarm::install(c);
         propagation::init(c);
         Status::Ok
+    }
+
+    fn deinit(ctx: &Context) -> Status {
+        if alarm::uninstall() {
+            Status::Ok
+        } else {
+            Ctx(ctx.ctx).log_warning("rlock: a timer is pending; unload later");
+            Status::Err
+        }
     }
 
     redis_module::redis_module! {
@@ -66,6 +77,7 @@ mod module {
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
         data_types: [],
         init: init,
+        deinit: deinit,
         commands: [],
     }
 }

@@ -20,6 +20,7 @@ use crate::core::error::CmdError;
 use crate::core::stats::{self, ObjectKind};
 use crate::core::store::Store;
 use crate::core::wait::{self, KeyId, Outcome, Queues, Req, TimerKey, Timers, Waiter};
+use crate::ffi::alarm::Wakeup;
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
@@ -54,8 +55,8 @@ struct InFlight {
 struct State {
     queues: Queues<Handle, Req>,
     timers: Timers<Job>,
-    /// The Redis timer armed for the earliest job: (its id, when it fires).
-    armed: Option<(u64, i64)>,
+    /// The wake-up armed for the earliest job, and when it fires.
+    armed: Option<(Wakeup, i64)>,
     in_flight: HashMap<usize, InFlight>,
     serial: u64,
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
@@ -93,15 +94,13 @@ impl State {
         let Some(next) = self.timers.next_at() else {
             return;
         };
-        if let Some((id, at)) = self.armed {
+        if let Some((w, at)) = self.armed {
             if at <= next {
                 return; // fires in time; it re-arms for whatever is left
             }
-            ctx.stop_timer(id);
+            ctx.cancel_wakeup(w);
         }
-        let now = ctx.now_ms();
-        let delay = next.saturating_sub(now).clamp(0, block::MAX_TIMER_DELAY_MS);
-        self.armed = Some((ctx.create_timer(delay), now + delay));
+        self.armed = Some((ctx.wake_at(next), next));
     }
 
     fn schedule(&mut self, ctx: Ctx, at: i64, job: Job) -> TimerKey {

@@ -32,6 +32,7 @@ macro_rules! has {
     }};
 }
 
+pub mod alarm;
 pub mod block;
 pub mod boundary;
 pub mod command;
