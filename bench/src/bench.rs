@@ -28,7 +28,7 @@ impl Sizes {
             pipe_pairs: 64,
             cost_calls: 50_000,
             contended: &[2, 8, 32],
-            expiry_rounds: 150,
+            expiry_rounds: 300,
             watchdog_locks: 10_000,
             waiters: 1_000,
         }

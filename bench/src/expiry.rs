@@ -16,7 +16,7 @@ use crate::rw_protocols::{self, Mode, RwKind, RwProtocol, RwShas};
 use redis::Connection;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-const LEASE_MS: i64 = 15;
+const LEASE_MS: i64 = 10;
 /// The waiter's lease: long enough never to expire during a round.
 const WAITER_LEASE_MS: i64 = 30_000;
 
