@@ -9,10 +9,15 @@
 mod bench;
 mod client;
 mod contended;
+mod exclusion;
 mod expiry;
+mod handoff;
 mod memory;
 mod protocols;
 mod report;
+mod rw_protocols;
+mod rwlock;
+mod subscriber;
 mod uncontended;
 mod watchdog;
 
@@ -65,9 +70,11 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 6] = [
+    let steps: [(&str, Step); 8] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
+        ("hand-off floor", handoff::run),
+        ("read-heavy rwlock", rwlock::run),
         ("expiry hand-off", expiry::run),
         ("watchdog", watchdog::run),
         ("memory", memory::run),
