@@ -26,7 +26,7 @@ use crate::keys::RedisKeys;
 use crate::timers;
 use crate::wait::{self, Ended, Handle};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use crate::core::wait::HashMap;
 
 /// What undoing a grant needs, kept until the grant is acknowledged.
 type Grant = (KeyId, Req, Reply);

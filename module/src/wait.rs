@@ -29,7 +29,7 @@ use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
 use crate::timers;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use crate::core::wait::HashMap;
 use std::sync::OnceLock;
 
 /// How a waiter is reached.
@@ -109,7 +109,7 @@ pub fn shown(db: i32, key: &[u8]) -> Vec<Reply> {
 /// Queued waiters per object kind.
 pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
     state(|s| {
-        let mut counts: HashMap<ObjectKind, usize> = HashMap::new();
+        let mut counts: HashMap<ObjectKind, usize> = HashMap::default();
         for id in s.queues.ids(None) {
             if let Some(q) = s.queues.get(&id) {
                 for w in q.iter() {

@@ -6,7 +6,8 @@
 //! disconnect remove its waiter without scanning every queue.
 
 use super::timers::TimerKey;
-use std::collections::{HashMap, VecDeque};
+use super::HashMap;
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::rc::Rc;
 
@@ -70,8 +71,8 @@ pub struct Queues<H, R> {
 impl<H, R> Default for Queues<H, R> {
     fn default() -> Self {
         Queues {
-            keys: HashMap::new(),
-            index: HashMap::new(),
+            keys: HashMap::default(),
+            index: HashMap::default(),
         }
     }
 }
