@@ -12,11 +12,14 @@ mod contended;
 mod exclusion;
 mod expiry;
 mod handoff;
+mod latch;
 mod memory;
 mod protocols;
 mod report;
 mod rw_protocols;
 mod rwlock;
+mod sem_protocols;
+mod semaphore;
 mod subscriber;
 mod uncontended;
 mod watchdog;
@@ -70,7 +73,7 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 8] = [
+    let steps: [(&str, Step); 10] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("hand-off floor", handoff::run),
@@ -78,6 +81,8 @@ fn main() {
         ("expiry hand-off", expiry::run),
         ("watchdog", watchdog::run),
         ("memory", memory::run),
+        ("semaphore", semaphore::run),
+        ("latch fan-out", latch::run),
         ("client vs raw", client::run),
     ];
     for (name, step) in steps {

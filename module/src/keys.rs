@@ -177,4 +177,19 @@ impl Store for RedisKeys {
     fn expire_at(&self, key: &Target) -> Option<i64> {
         self.with(key, Key::abs_expire)
     }
+
+    fn zscore(&self, key: &Target, member: &[u8]) -> Option<f64> {
+        let member = OwnedStr::new(member);
+        self.with(key, |k| k.zset_score(member.get()))
+    }
+
+    fn zrange(&self, key: &Target, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
+        self.with(key, |k| k.zset_range(max, limit))
+    }
+
+    fn random_id(&self) -> [u8; 16] {
+        let mut id = [0u8; 16];
+        crate::ffi::random_bytes(&mut id);
+        id
+    }
 }

@@ -19,6 +19,7 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counter;
 use crate::core::wait::session::{self as rules, Kind, Outcomes};
+use crate::core::wait::HashMap;
 use crate::core::wait::{KeyId, Req, TimerKey};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Args, Ctx};
@@ -26,7 +27,6 @@ use crate::keys::RedisKeys;
 use crate::timers;
 use crate::wait::{self, Ended, Handle};
 use std::cell::RefCell;
-use crate::core::wait::HashMap;
 
 /// What undoing a grant needs, kept until the grant is acknowledged.
 type Grant = (KeyId, Req, Reply);

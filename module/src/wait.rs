@@ -23,13 +23,13 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{self, ObjectKind};
 use crate::core::store::{Kind, Store, Target};
+use crate::core::wait::HashMap;
 use crate::core::wait::{self, Io, KeyId, Outcome, Queues, Req, TimerKey, Waiter};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
 use crate::timers;
 use std::cell::RefCell;
-use crate::core::wait::HashMap;
 use std::sync::OnceLock;
 
 /// How a waiter is reached.

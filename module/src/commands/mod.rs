@@ -3,8 +3,10 @@
 //! decided and after anything that may free the object, and sessions (`sessions`) for waits
 //! that do not block a connection.
 
+pub mod latch;
 pub mod lock;
 pub mod rwlock;
+pub mod semaphore;
 
 use crate::core::args::{Wait, WaitArgs};
 use crate::core::error::CmdError;

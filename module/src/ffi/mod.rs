@@ -136,6 +136,12 @@ impl Drop for OwnedStr {
     }
 }
 
+/// Fill `buf` with random bytes from Redis' own generator (seeded from the OS at start).
+pub fn random_bytes(buf: &mut [u8]) {
+    // SAFETY: Redis writes exactly `buf.len()` bytes into the buffer.
+    unsafe { api!(RedisModule_GetRandomBytes)(buf.as_mut_ptr(), buf.len()) };
+}
+
 /// The argument vector of a command call.
 pub struct Args<'a>(pub(crate) &'a [*mut RedisModuleString]);
 

@@ -30,6 +30,14 @@ pub trait Pending: Debug {
         Ok(Decision::default())
     }
 
+    /// Writes made once the queue was served, when `tidy` changed the object: news of what
+    /// tidying freed, announced after the waiters took their share (the semaphore publishes
+    /// the count its reclaimed permits left). Decided before serving, so it must read what it
+    /// announces when it is made (`Write::PublishCount`).
+    fn after_tidy(&self, _store: &dyn Store) -> Decision<'static> {
+        Decision::default()
+    }
+
     /// Can this waiter be granted now, given the object's keys?
     fn serve(&self, store: &dyn Store) -> Serve<'_>;
 
