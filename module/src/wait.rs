@@ -23,13 +23,14 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{self, ObjectKind};
 use crate::core::store::{Kind, Store, Target};
+use crate::core::wait::deadlock::{self, Place};
 use crate::core::wait::{self, Io, KeyId, Outcome, Queues, Req, Waiter};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
 use crate::timers;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 /// How a waiter is reached.
@@ -75,6 +76,8 @@ struct State {
     queues: Queues<Handle, Req>,
     /// The waits of each owner (for deadlock detection).
     by_owner: HashMap<OwnerId, Vec<Handle>>,
+    /// The owners with more than one wait (usually none; deadlock detection follows them).
+    multi: HashSet<OwnerId>,
     in_flight: HashMap<usize, InFlight>,
     serial: u64,
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
@@ -176,10 +179,12 @@ impl State {
 impl State {
     fn index(&mut self, db: i32, waiter: &Waiter<Handle, Req>) {
         if let Some(o) = waiter.req.owner() {
-            self.by_owner
-                .entry((db, o.into()))
-                .or_default()
-                .push(waiter.handle);
+            let id: OwnerId = (db, o.into());
+            let hs = self.by_owner.entry(id.clone()).or_default();
+            hs.push(waiter.handle);
+            if hs.len() == 2 {
+                self.multi.insert(id);
+            }
         }
     }
 
@@ -190,6 +195,9 @@ impl State {
         let id = (db, Box::<[u8]>::from(o));
         if let Some(hs) = self.by_owner.get_mut(&id) {
             hs.retain(|h| *h != waiter.handle);
+            if hs.len() < 2 {
+                self.multi.remove(&id);
+            }
             if hs.is_empty() {
                 self.by_owner.remove(&id);
             }
@@ -297,22 +305,58 @@ fn after_leaving(ctx: Ctx, id: &KeyId) {
 
 // ---- deadlock detection -----------------------------------------------------------------------
 
-/// Owners visited at most by one search (a larger graph is allowed to wait, as without
-/// detection).
+/// Work one search may do (queues and holders looked at, owners followed): a larger graph is
+/// allowed to wait, as without detection.
 const DEADLOCK_BUDGET: usize = 100_000;
 
-/// The wait-for graph of one database, read from the queues and the keys.
+/// The wait-for graph of one database, read from the queues and the keys. Its keys are queue
+/// ids; the key the new request is about to wait on may have no queue yet (`new`).
 struct WaitGraph<'a> {
     ctx: Ctx,
     db: i32,
     s: &'a State,
+    new: (&'a KeyId, &'a Req, &'a RedisKeys),
 }
 
-impl crate::core::wait::deadlock::Graph for WaitGraph<'_> {
-    type Owner = Box<[u8]>;
-    type Key = std::rc::Rc<[u8]>;
+impl WaitGraph<'_> {
+    fn at(&self, key: &KeyId, pos: usize) -> Option<&Req> {
+        self.s.queues.get(key)?.iter().nth(pos).map(|w| &w.req)
+    }
+}
 
-    fn waits(&self, owner: &Box<[u8]>) -> Vec<(std::rc::Rc<[u8]>, Vec<Box<[u8]>>)> {
+impl deadlock::Graph for WaitGraph<'_> {
+    type Owner = Box<[u8]>;
+    type Key = KeyId;
+
+    fn holders(&self, key: &KeyId) -> Vec<(Box<[u8]>, bool)> {
+        let held = |req: &Req, keys: &RedisKeys| {
+            let hs = req.holders(keys).into_iter();
+            hs.map(|(o, x)| (o.into_boxed_slice(), x)).collect()
+        };
+        let (new_key, new_req, new_keys) = self.new;
+        if key == new_key {
+            return held(new_req, new_keys);
+        }
+        match self.s.queues.get(key).and_then(|q| q.front()) {
+            Some(w) => held(&w.req, &RedisKeys::peek(self.ctx, &key.key)),
+            None => Vec::new(),
+        }
+    }
+
+    fn queue_len(&self, key: &KeyId) -> usize {
+        self.s.queues.len(key)
+    }
+
+    fn exclusive_at(&self, key: &KeyId, pos: usize) -> Option<bool> {
+        let req = self.at(key, pos)?;
+        req.owner().map(|_| req.exclusive())
+    }
+
+    fn owner_at(&self, key: &KeyId, pos: usize) -> Option<Box<[u8]>> {
+        self.at(key, pos)?.owner().map(Box::from)
+    }
+
+    fn waits(&self, owner: &Box<[u8]>) -> Vec<Place<KeyId>> {
         let Some(handles) = self.s.by_owner.get(&(self.db, owner.clone())) else {
             return Vec::new();
         };
@@ -324,21 +368,20 @@ impl crate::core::wait::deadlock::Graph for WaitGraph<'_> {
             let Some(q) = self.s.queues.get(id) else {
                 continue;
             };
-            let keys = RedisKeys::peek(self.ctx, &id.key);
-            let mut ahead: Vec<&dyn crate::core::wait::Pending> = Vec::new();
-            for w in q.iter() {
-                if w.handle == *h {
-                    let blockers = w.req.waits_for(&keys, &ahead);
-                    out.push((
-                        id.key.clone(),
-                        blockers.into_iter().map(Vec::into_boxed_slice).collect(),
-                    ));
-                    break;
-                }
-                ahead.push(&*w.req);
+            if let Some((pos, w)) = q.iter().enumerate().find(|(_, w)| w.handle == *h) {
+                out.push(Place {
+                    key: id.clone(),
+                    pos,
+                    exclusive: w.req.exclusive(),
+                });
             }
         }
         out
+    }
+
+    fn multi(&self) -> Vec<Box<[u8]>> {
+        let of_db = self.s.multi.iter().filter(|(db, _)| *db == self.db);
+        of_db.map(|(_, o)| o.clone()).collect()
     }
 }
 
@@ -354,23 +397,14 @@ pub fn check_deadlock(ctx: Ctx, keys: &RedisKeys, req: &Req) -> Result<(), CmdEr
             return None; // nobody waits anywhere: no cycle can close
         }
         let id = KeyId::new(db, keys.key_name());
-        let ahead: Vec<&dyn crate::core::wait::Pending> = s
-            .queues
-            .get(&id)
-            .map_or_else(Vec::new, |q| q.iter().map(|w| &*w.req).collect());
-        let blockers: Vec<Box<[u8]>> = req
-            .waits_for(keys, &ahead)
-            .into_iter()
-            .map(Vec::into_boxed_slice)
-            .collect();
-        let graph = WaitGraph { ctx, db, s };
-        crate::core::wait::deadlock::find_cycle(
-            &graph,
-            &Box::from(owner),
-            &id.key,
-            &blockers,
-            DEADLOCK_BUDGET,
-        )
+        let graph = WaitGraph {
+            ctx,
+            db,
+            s,
+            new: (&id, req, keys),
+        };
+        let owner = Box::from(owner);
+        deadlock::find_cycle(&graph, &owner, &id, req.exclusive(), DEADLOCK_BUDGET)
     });
     let Some(steps) = cycle else {
         return Ok(());
@@ -386,7 +420,7 @@ pub fn check_deadlock(ctx: Ctx, keys: &RedisKeys, req: &Req) -> Result<(), CmdEr
                 "'{}' waits for '{}' on '{}'",
                 echo(&st.owner),
                 echo(next),
-                echo(&st.key)
+                echo(&st.key.key)
             )
         })
         .collect();
