@@ -311,12 +311,7 @@ fn end(ctx: Ctx, id: u32) {
 /// Watch the hold `req` stands for on `id` for session `session`; its key is looked at on the
 /// next turn, and then at each lease end.
 fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
-    state(|s| {
-        s.tracked
-            .entry(id.clone())
-            .or_default()
-            .push(Tracked { session, req })
-    });
+    state(|s| s.add_watch(&id, session, req));
     check_at(ctx, &id, ctx.now_ms());
 }
 
@@ -327,14 +322,23 @@ pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req) {
     if until.is_none() {
         return;
     }
-    state(|s| {
-        s.tracked
-            .entry(id.clone())
-            .or_default()
-            .push(Tracked { session, req })
-    });
+    state(|s| s.add_watch(&id, session, req));
     if let Some(Some(at)) = until {
         check_at(ctx, &id, at.saturating_add(1));
+    }
+}
+
+impl State {
+    /// Watch `req`'s hold for `session`, unless that hold (same object, owner and mode) is
+    /// watched already: a re-entry is the same hold, and one loss is one `lost` outcome.
+    fn add_watch(&mut self, id: &KeyId, session: u32, req: Req) {
+        let holds = self.tracked.entry(id.clone()).or_default();
+        let same = |t: &Tracked| {
+            t.session == session && t.req.kind() == req.kind() && t.req.show() == req.show()
+        };
+        if !holds.iter().any(same) {
+            holds.push(Tracked { session, req });
+        }
     }
 }
 

@@ -906,6 +906,56 @@ fn a_read_write_hold_ended_by_force_release_is_reported_lost() {
     assert_lost(&outcomes(&reader.reply()), "rw", "w1");
 }
 
+#[test]
+fn the_owners_own_release_partial_release_and_renewal_are_not_losses() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut l = Listener::open(&s, "app", 5000);
+    let take = cmd!("RLOCK.ACQUIRE", "k", "o1", 300, "SESSION", "app");
+    assert_eq!(int(&mut c, &take), 1);
+    // A re-entry is the same hold: watched once, lost once.
+    assert_eq!(int(&mut c, &take), 2);
+    assert_eq!(rlock_stat(&mut c, "session_holds_watched"), 1);
+    assert_eq!(field_int(&session_info(&mut c, "app"), "holds"), 1);
+    // Renewed past its first lease end (a loss check runs then and finds it held).
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "k", "o1", 60_000)), 1);
+    let marker = cmd!("RLOCK.ACQUIRE", "m", "o2", 350, "SESSION", "app");
+    assert_eq!(int(&mut c, &marker), 1);
+    // The marker's lease ends after k's first one: when its loss arrives, k's check has run.
+    let got = l.read_n(1);
+    assert_lost(&got, "m", "o2");
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.RELEASE", "k", "o1")),
+        1,
+        "partial release"
+    );
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.RELEASE", "k", "o1")),
+        0,
+        "full release"
+    );
+    // Another marker, ended by DEL, after the releases: the only outcome.
+    assert_eq!(
+        int(
+            &mut c,
+            &cmd!("RLOCK.ACQUIRE", "m2", "o3", 60_000, "SESSION", "app")
+        ),
+        1
+    );
+    assert_eq!(int(&mut c, &cmd!("DEL", "m2")), 1);
+    assert_lost(&l.read_n(1), "m2", "o3");
+    assert_eq!(rlock_stat(&mut c, "holds_lost"), 2);
+    assert_eq!(rlock_stat(&mut c, "session_holds_watched"), 0);
+
+    // A re-entered hold that is then lost gives one outcome, not one per re-entry.
+    assert_eq!(int(&mut c, &take), 1);
+    assert_eq!(int(&mut c, &take), 2);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.FORCERELEASE", "k")), 1);
+    assert_lost(&l.read_n(1), "k", "o1");
+    assert_eq!(int(&mut c, &cmd!("DEL", "nothing")), 0);
+    assert_eq!(l.read(), vec![]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Limits and errors
 // ---------------------------------------------------------------------------------------------
