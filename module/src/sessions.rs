@@ -275,7 +275,7 @@ fn end(ctx: Ctx, id: u32) {
         for holds in s.tracked.values_mut() {
             holds.retain(|t| t.session != id);
         }
-        s.tracked.retain(|_, v| !v.is_empty());
+        s.forget_unwatched();
         Some(sess)
     }) else {
         return;
@@ -329,6 +329,27 @@ pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req) {
 }
 
 impl State {
+    /// Stop watching `id`: no hold there is watched any more.
+    fn unwatch(&mut self, id: &KeyId) {
+        self.tracked.remove(id);
+        if let Some(t) = self.checks.remove(id) {
+            timers::cancel(t);
+        }
+    }
+
+    /// Drop the keys no hold is watched on any more, with their pending checks.
+    fn forget_unwatched(&mut self) {
+        let empty: Vec<KeyId> = self
+            .tracked
+            .iter()
+            .filter(|(_, holds)| holds.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in empty {
+            self.unwatch(&id);
+        }
+    }
+
     /// Watch `req`'s hold for `session`, unless that hold (same object, owner and mode) is
     /// watched already: a re-entry is the same hold, and one loss is one `lost` outcome.
     fn add_watch(&mut self, id: &KeyId, session: u32, req: Req) {
@@ -394,6 +415,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
         }
     }
     if kept.is_empty() {
+        state(|s| s.unwatch(id));
         return;
     }
     state(|s| s.tracked.entry(id.clone()).or_default().extend(kept));
@@ -413,7 +435,7 @@ pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
         if let Some(holds) = s.tracked.get_mut(&id) {
             holds.retain(|t| t.req.owner() != Some(owner) || t.req.held_until(keys).is_some());
             if holds.is_empty() {
-                s.tracked.remove(&id);
+                s.unwatch(&id);
             }
         }
     });

@@ -568,6 +568,79 @@ fn cancel_withdraws_a_queued_request_and_a_grant_that_won_is_still_delivered() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+fn after_the_grace_period_queued_requests_leave_and_unacknowledged_grants_go_on() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut l = Listener::open(&s, "app", 400);
+    for k in ["acked", "unacked", "queued"] {
+        acquire(&mut c, k, "holder", 60_000);
+    }
+    queued(&mut c, &queue_cmd("acked", "qa", 60_000, "app", 1, 0));
+    queued(&mut c, &queue_cmd("unacked", "qu", 60_000, "app", 2, 0));
+    queued(&mut c, &queue_cmd("queued", "qq", 60_000, "app", 3, 0));
+    let taken = cmd!("RLOCK.ACQUIRE", "taken", "qt", 60_000, "SESSION", "app");
+    assert_eq!(int(&mut c, &taken), 1);
+    release(&mut c, "acked", "holder");
+    let got = l.read_n(1);
+    assert_eq!((got[0].kind.as_str(), got[0].request), ("granted", Some(1)));
+    assert_eq!(l.read(), vec![], "acknowledged by the cursor");
+    let wu = park(&s, &mut c, "unacked", "wu", 60_000, &[], 1);
+    let wq = park(&s, &mut c, "queued", "wq", 60_000, &[], 2);
+
+    // The listener goes; then a grant arrives for nobody.
+    let reader = l.park(&s, &mut c);
+    let gone = Instant::now();
+    assert_eq!(int(&mut c, &cmd!("CLIENT", "KILL", "ID", reader.id)), 1);
+    release(&mut c, "unacked", "holder");
+    assert_eq!(hgetall(&mut c, "unacked"), holder("qu", 1));
+    // Within the grace period everything is kept for a listener that comes back.
+    let info = session_info(&mut c, "app");
+    assert_eq!(
+        (field_int(&info, "queued"), field_int(&info, "pending")),
+        (1, 1)
+    );
+    assert_eq!(
+        field_int(&info, "holds"),
+        3,
+        "acked, unacked and taken are watched"
+    );
+
+    // After it, the unacknowledged grant is undone and handed to the next waiter.
+    assert_eq!(wu.reply_within(Duration::from_secs(5)), Value::Int(1));
+    let after = gone.elapsed();
+    println!(
+        "grant handed on {} ms after the listener was killed (grace 400 ms)",
+        after.as_millis()
+    );
+    assert_between("ms until the hand-off", after.as_millis() as i64, 398, 3000);
+    assert_eq!(hgetall(&mut c, "unacked"), holder("wu", 1));
+    let e = err(&mut c, &cmd!("RSESSION.INFO", "app"));
+    assert!(e.starts_with("NOSESSION"), "{e}");
+    // The queued request left its queue; acknowledged holds are untouched.
+    assert_eq!(queue_of(&mut c, "queued"), ["wq"]);
+    assert_eq!(hgetall(&mut c, "acked"), holder("qa", 1));
+    assert_eq!(hgetall(&mut c, "taken"), holder("qt", 1));
+    assert_between("acked pttl", pttl(&mut c, "acked"), 50_000, 60_000);
+    for (field, want) in [
+        ("sessions", 0),
+        ("session_requests", 0),
+        ("session_outcomes_pending", 0),
+        ("session_holds_watched", 0),
+        ("sessions_expired", 1),
+        ("grants_revoked", 1),
+        ("waiters", 1),
+    ] {
+        assert_eq!(rlock_stat(&mut c, field), want, "INFO rlock {field}");
+    }
+    assert!(
+        rlock_stat(&mut c, "timer_jobs") <= 1,
+        "no job left for the session"
+    );
+    release(&mut c, "queued", "holder");
+    assert_eq!(wq.reply_int(), 1);
+}
+
+#[test]
 fn a_listener_that_stops_reading_loses_its_session_after_the_grace_period() {
     let s = Server::start();
     let mut c = s.conn();
