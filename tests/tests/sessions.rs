@@ -774,11 +774,22 @@ fn a_frozen_client_loses_its_requests_and_grants_to_the_next_waiter() {
     acquire(&mut c, "fz:2", "holder", 60_000);
     let (mut child, mut out) = spawn_self("frozen_listener_child", &[(CHILD_URL, s.url())]);
     read_until(&mut out, "QUEUED");
-    let w1 = park(&s, &mut c, "fz:1", "w1", 60_000, &[], 1);
-    let w2 = park(&s, &mut c, "fz:2", "w2", 60_000, &[], 2);
-    assert_eq!(queue_of(&mut c, "fz:1"), ["child:1", "w1"]);
+    // (Not wait_blocked: the child's parked reads count as blocked clients too.)
+    let w1 = Pending::send(&s, &cmd!("RLOCK.ACQUIRE", "fz:1", "w1", 60_000, "BLOCK", 0));
+    let w2 = Pending::send(&s, &cmd!("RLOCK.ACQUIRE", "fz:2", "w2", 60_000, "BLOCK", 0));
+    wait_until(Duration::from_secs(10), "both waiters queued", || {
+        queue_of(&mut c, "fz:1") == ["child:1", "w1"]
+            && queue_of(&mut c, "fz:2") == ["child:2", "w2"]
+    });
 
     signal(child.id(), "-STOP");
+    // kill(1) returns before the process has stopped (measured: up to 0.6 ms later).
+    let status = format!("/proc/{}/status", child.id());
+    wait_until(Duration::from_secs(5), "child stopped", || {
+        let st = std::fs::read_to_string(&status).unwrap_or_default();
+        st.lines()
+            .any(|l| l.starts_with("State:") && l.contains("stopped"))
+    });
     let frozen = Instant::now();
     // Granted to the frozen client, which cannot acknowledge it.
     release(&mut c, "fz:1", "holder");
