@@ -1455,6 +1455,63 @@ fn readers_queued_in_a_session_are_granted_together() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+fn a_demoted_master_ends_queued_session_requests_with_a_readonly_outcome() {
+    let m = Server::with(ServerOptions {
+        args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
+        ..ServerOptions::default()
+    });
+    let r = Server::with(ServerOptions {
+        replica_of: Some(m.port),
+        ..ServerOptions::default()
+    });
+    let mut rc = r.conn();
+    let mut c = m.conn();
+    let online = format!("port={},state=online", r.port);
+    wait_until(Duration::from_secs(10), "replica online", || {
+        info_field(&mut rc, "replication", "master_link_status").as_deref() == Some("up")
+            && string(&mut c, &cmd!("INFO", "replication")).contains(&online)
+    });
+    let l = Listener::open(&m, "app", 10_000);
+    for i in 1..=2 {
+        acquire(&mut c, &format!("k{i}"), "holder", 60_000);
+        queued(
+            &mut c,
+            &queue_cmd(&format!("k{i}"), &format!("o{i}"), 60_000, "app", i, 0),
+        );
+    }
+    let reader = l.park(&m, &mut c);
+    assert_eq!(
+        int(&mut c, &cmd!("WAIT", 1, 5000)),
+        1,
+        "the locks reached the replica"
+    );
+
+    assert_eq!(string(&mut rc, &cmd!("REPLICAOF", "NO", "ONE")), "OK");
+    assert_eq!(
+        string(&mut c, &cmd!("REPLICAOF", "127.0.0.1", r.port)),
+        "OK"
+    );
+    // Redis itself ends every blocked client of a demoted master, the parked read too.
+    let e = error_text(&reader.reply()).unwrap_or_default();
+    assert!(e.starts_with("UNBLOCKED"), "{e}");
+    // The listener reads the outcomes on the demoted server (sessions answer on a replica).
+    let mut c = m.conn();
+    let mut got = outcomes(&raw(&mut c, &cmd!("RSESSION.READ", "app", 0)));
+    assert_eq!(got.len(), 2, "{got:?}");
+    got.sort_by_key(|o| o.request);
+    for (i, o) in got.iter().enumerate() {
+        assert_eq!((o.kind.as_str(), o.request), ("error", Some(i as i64 + 1)));
+        assert!(o.text().starts_with("READONLY"), "{o:?}");
+    }
+    assert_eq!(rlock_stat(&mut c, "session_requests"), 0);
+    assert_eq!(rlock_stat(&mut c, "waiters"), 0);
+    // The client queues again on the new master.
+    let _l2 = Listener::open(&r, "app", 10_000);
+    queued(&mut rc, &queue_cmd("k1", "o1", 60_000, "app", 3, 0));
+    assert_eq!(queue_of(&mut rc, "k1"), ["o1"]);
+}
+
+#[test]
 fn a_slot_migration_ends_queued_session_requests_with_tryagain() {
     let cluster = Cluster::start();
     let name = "{mig}:session-lock";
