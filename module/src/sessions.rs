@@ -85,7 +85,7 @@ pub static LOST: Counter = Counter::new();
 
 /// Install this file as the destination of session requests' outcomes.
 pub fn init() {
-    wait::set_session_sink(sink);
+    wait::set_session_sink(sink, watch);
 }
 
 /// The session called `name`.
@@ -311,6 +311,9 @@ fn end(ctx: Ctx, id: u32) {
 /// Watch the hold `req` stands for on `id` for session `session`; its key is looked at on the
 /// next turn, and then at each lease end.
 fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
+    if state(|s| !s.sessions.contains_key(&session)) {
+        return; // the session ended while its client waited
+    }
     state(|s| s.add_watch(&id, session, req));
     check_at(ctx, &id, ctx.now_ms());
 }

@@ -54,11 +54,14 @@ pub enum Ended {
 
 /// Where outcomes of session requests go (installed by `sessions` at load).
 pub type SessionSink = fn(Ctx, u32, u64, Ended);
+/// Where a hold granted to a blocked client that named a session goes to be watched for loss
+/// (installed by `sessions` at load): the session, the key, the request.
+pub type HoldSink = fn(Ctx, u32, KeyId, Req);
 
-static SESSION_SINK: OnceLock<SessionSink> = OnceLock::new();
+static SESSION_SINK: OnceLock<(SessionSink, HoldSink)> = OnceLock::new();
 
-pub fn set_session_sink(sink: SessionSink) {
-    let _ = SESSION_SINK.set(sink);
+pub fn set_session_sink(sink: SessionSink, holds: HoldSink) {
+    let _ = SESSION_SINK.set((sink, holds));
 }
 
 /// A grant on its way to a parked client (its reply is sent from `beforeSleep`).
@@ -66,6 +69,8 @@ struct InFlight {
     id: KeyId,
     req: Req,
     reply: Reply,
+    /// The session that watches the hold once the reply is sent (`BLOCK` with `SESSION`).
+    session: Option<u32>,
 }
 
 /// An owner within a database (the same name in two databases is two owners).
@@ -79,6 +84,8 @@ struct State {
     /// The owners with more than one wait (usually none; deadlock detection follows them).
     multi: HashSet<OwnerId>,
     in_flight: HashMap<usize, InFlight>,
+    /// Parked clients whose acquire named a session, by blocked-client id.
+    watched: HashMap<usize, u32>,
     serial: u64,
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
     /// blocked-client disconnect callback), to tell a real disconnect from CLIENT UNBLOCK.
@@ -218,11 +225,21 @@ fn retire(db: i32, waiter: &Waiter<Handle, Req>) {
 
 /// Park the calling client behind `keys`' queue with request `req` (`BLOCK`), or reply nil at
 /// once when the request may not wait (no BLOCK; or inside MULTI, Lua or RM_Call, where a wait
-/// degrades to one attempt, as BLPOP's). Session waits (`QUEUE`) go through `sessions`.
-pub fn park_or_nil(ctx: Ctx, keys: &RedisKeys, wait: Wait, req: Req) -> Answer {
+/// degrades to one attempt, as BLPOP's). Session waits (`QUEUE`) go through `sessions`; a
+/// blocked acquire that names a session has its hold watched by it once granted.
+pub fn park_or_nil(
+    ctx: Ctx,
+    keys: &RedisKeys,
+    wait: Wait,
+    req: Req,
+    session: Option<u32>,
+) -> Answer {
     match wait {
         Wait::Block(ms) if ctx.may_block() => {
             let bc = ctx.block();
+            if let Some(session) = session {
+                state(|s| s.watched.insert(bc.id(), session));
+            }
             enqueue(ctx, keys, Handle::Blocked(bc), ms, req);
             Answer::Parked
         }
@@ -562,10 +579,17 @@ pub fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
 fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
     match handle {
         Handle::Blocked(bc) => {
+            let session = state(|s| s.watched.remove(&bc.id()));
             let reply = match ended {
                 Ended::Granted { id, req, reply } => {
                     let wake = reply.clone();
-                    state(|s| s.in_flight.insert(bc.id(), InFlight { id, req, reply }));
+                    let grant = InFlight {
+                        id,
+                        req,
+                        reply,
+                        session,
+                    };
+                    state(|s| s.in_flight.insert(bc.id(), grant));
                     wake
                 }
                 Ended::TimedOut => Reply::Nil,
@@ -580,7 +604,7 @@ fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
             );
         }
         Handle::Session { session, request } => {
-            if let Some(sink) = SESSION_SINK.get() {
+            if let Some((sink, _)) = SESSION_SINK.get() {
                 sink(ctx, session, request, ended);
             }
         }
@@ -591,8 +615,14 @@ fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
 pub fn on_woken(ctx: Ctx, wake: Option<&Wake>) {
     match wake {
         Some(w) => {
-            state(|s| s.in_flight.remove(&w.handle));
+            let grant = state(|s| s.in_flight.remove(&w.handle));
             ctx.reply(&w.reply);
+            // The grant reached its client: a session it named watches the hold from now.
+            if let (Some(g), Some((_, watch))) = (grant, SESSION_SINK.get()) {
+                if let Some(session) = g.session {
+                    watch(ctx, session, g.id, g.req);
+                }
+            }
         }
         None => ctx.reply(&Reply::Nil),
     }
@@ -607,6 +637,7 @@ fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, timed_out: bool) -> bool {
     let Some(kind) = withdraw(ctx, Handle::Blocked(bc)) else {
         return false;
     };
+    state(|s| s.watched.remove(&bc.id()));
     let c = kind.counters();
     if timed_out {
         c.waits_timed_out.incr();

@@ -1040,6 +1040,22 @@ fn the_owners_own_release_partial_release_and_renewal_are_not_losses() {
     assert_eq!(l.read(), vec![]);
 }
 
+#[test]
+fn a_blocked_acquire_that_names_a_session_has_its_later_grant_watched() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut l = Listener::open(&s, "app", 5000);
+    acquire(&mut c, "k", "holder", 60_000);
+    let w = park(&s, &mut c, "k", "w", 60_000, &["SESSION", "app"], 1);
+    release(&mut c, "k", "holder");
+    assert_eq!(w.reply_int(), 1);
+    wait_until(Duration::from_secs(5), "hold watched", || {
+        rlock_stat(&mut c, "session_holds_watched") == 1
+    });
+    assert_eq!(int(&mut c, &cmd!("RLOCK.FORCERELEASE", "k")), 1);
+    assert_lost(&l.read_n(1), "k", "w");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Limits and errors
 // ---------------------------------------------------------------------------------------------
