@@ -24,7 +24,7 @@ use crate::core::error::CmdError;
 use crate::core::stats::{self, ObjectKind};
 use crate::core::store::{Kind, Store, Target};
 use crate::core::wait::deadlock::{self, Place};
-use crate::core::wait::{self, Io, KeyId, Outcome, Queues, Req, Waiter};
+use crate::core::wait::{self, queue, Io, KeyId, Outcome, Queues, Req, Waiter};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
@@ -207,6 +207,7 @@ impl State {
             }
             if hs.is_empty() {
                 self.by_owner.remove(&id);
+                queue::shrink(&mut self.by_owner);
             }
         }
     }
