@@ -150,6 +150,24 @@ fn queue_of(c: &mut redis::Connection, key: &str) -> Vec<String> {
     lock_info(c, key).queue
 }
 
+/// Hold `k1`..`kn` for `holder` and queue one request per key in session `s` (request `i`,
+/// owner `o<i>`).
+fn hold_and_queue(c: &mut redis::Connection, n: i64, s: &str) {
+    for i in 1..=n {
+        let key = format!("k{i}");
+        acquire(c, &key, "holder", 60_000);
+        queued(c, &queue_cmd(&key, &format!("o{i}"), 60_000, s, i, 0));
+    }
+}
+
+/// The outcomes' kinds and requests, in order.
+#[track_caller]
+fn assert_kinds(got: &[Outcome], want: &[(&str, Option<i64>)]) {
+    let kinds: Vec<(&str, Option<i64>)> =
+        got.iter().map(|o| (o.kind.as_str(), o.request)).collect();
+    assert_eq!(kinds, want, "{got:?}");
+}
+
 /// A session's listener on its own connection. `read` returns the outcomes after the cursor
 /// and moves the cursor past them, so the next read acknowledges them (a client's loop).
 struct Listener {
@@ -218,6 +236,14 @@ impl Listener {
     }
 }
 
+/// A server, a connection to it, and the listener of session `app` with `grace_ms`.
+fn start(grace_ms: i64) -> (Server, redis::Connection, Listener) {
+    let s = Server::start();
+    let c = s.conn();
+    let l = Listener::open(&s, "app", grace_ms);
+    (s, c, l)
+}
+
 /// The reply of a parked read, as outcomes, and how long after `since` it arrived.
 fn parked_outcomes(p: Pending, since: Instant) -> (Vec<Outcome>, Duration) {
     let v = p.reply_within(Duration::from_secs(10));
@@ -230,9 +256,7 @@ fn parked_outcomes(p: Pending, since: Instant) -> (Vec<Outcome>, Duration) {
 
 #[test]
 fn a_free_lock_is_granted_at_once_in_one_round_trip() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (_s, mut c, mut l) = start(5000);
     // The reply is the grant itself: no outcome follows, nothing is queued.
     assert_eq!(
         int(&mut c, &queue_cmd("free", "o1", 30_000, "app", 1, 5000)),
@@ -268,9 +292,7 @@ fn a_free_lock_is_granted_at_once_in_one_round_trip() {
 
 #[test]
 fn a_queued_request_is_granted_with_the_reply_a_blocked_waiter_gets() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (s, mut c, mut l) = start(5000);
     assert_eq!(
         int(
             &mut c,
@@ -324,9 +346,7 @@ fn a_queued_request_is_granted_with_the_reply_a_blocked_waiter_gets() {
 
 #[test]
 fn session_requests_and_block_waiters_share_one_fifo() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (s, mut c, mut l) = start(5000);
     acquire(&mut c, "k", "holder", 30_000);
     let b1 = park(&s, &mut c, "k", "b1", 30_000, &[], 1);
     queued(&mut c, &queue_cmd("k", "q1", 30_000, "app", 1, 0));
@@ -363,9 +383,7 @@ fn session_requests_and_block_waiters_share_one_fifo() {
 
 #[test]
 fn a_server_side_deadline_ends_a_request_with_a_timeout_outcome() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let l = Listener::open(&s, "app", 5000);
+    let (s, mut c, l) = start(5000);
     acquire(&mut c, "k", "holder", 30_000);
     let reader = l.park(&s, &mut c);
     let t0 = Instant::now();
@@ -401,9 +419,7 @@ fn a_server_side_deadline_ends_a_request_with_a_timeout_outcome() {
 
 #[test]
 fn a_request_that_can_never_be_granted_ends_with_an_error_outcome() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (_s, mut c, mut l) = start(5000);
     acquire(&mut c, "k", "holder", 60_000);
     queued(&mut c, &queue_cmd("k", "o1", 60_000, "app", 1, 0));
     // The lock's key is overwritten with a string: the request can never be granted.
@@ -423,9 +439,7 @@ fn a_request_that_can_never_be_granted_ends_with_an_error_outcome() {
 
 #[test]
 fn a_parked_read_is_woken_at_once_by_an_outcome() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let _l = Listener::open(&s, "app", 5000);
+    let (s, mut c, _l) = start(5000);
     acquire(&mut c, "k", "holder", 30_000);
     queued(&mut c, &queue_cmd("k", "o1", 30_000, "app", 1, 0));
     // Parked for up to 10 s: only the grant can end it early.
@@ -441,23 +455,15 @@ fn a_parked_read_is_woken_at_once_by_an_outcome() {
         after.as_micros()
     );
     assert_eq!(got.len(), 1);
-    assert_eq!((got[0].kind.as_str(), got[0].request), ("granted", Some(1)));
+    assert_kinds(&got, &[("granted", Some(1))]);
     assert!(after < Duration::from_millis(500), "woken after {after:?}");
     assert_eq!(field_int(&session_info(&mut c, "app"), "reading"), 0);
 }
 
 #[test]
 fn outcomes_stay_until_acknowledged_and_a_new_listener_reads_what_it_missed() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let l = Listener::open(&s, "app", 10_000);
-    for i in 1..=3 {
-        acquire(&mut c, &format!("k{i}"), "holder", 30_000);
-        queued(
-            &mut c,
-            &queue_cmd(&format!("k{i}"), &format!("o{i}"), 30_000, "app", i, 0),
-        );
-    }
+    let (s, mut c, l) = start(10_000);
+    hold_and_queue(&mut c, 3, "app");
     // The first listener is parked, then killed; the grants arrive after it is gone.
     let reader = l.park(&s, &mut c);
     assert_eq!(int(&mut c, &cmd!("CLIENT", "KILL", "ID", reader.id)), 1);
@@ -527,9 +533,7 @@ fn outcomes_stay_until_acknowledged_and_a_new_listener_reads_what_it_missed() {
 
 #[test]
 fn cancel_withdraws_a_queued_request_and_a_grant_that_won_is_still_delivered() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (_s, mut c, mut l) = start(5000);
     acquire(&mut c, "k", "holder", 30_000);
     queued(&mut c, &queue_cmd("k", "o1", 30_000, "app", 1, 0));
     queued(&mut c, &queue_cmd("k", "o2", 30_000, "app", 2, 0));
@@ -552,7 +556,7 @@ fn cancel_withdraws_a_queued_request_and_a_grant_that_won_is_still_delivered() {
     assert_eq!(int(&mut c, &cmd!("RSESSION.CANCEL", "app", 2)), 0);
     let got = l.read();
     assert_eq!(got.len(), 1);
-    assert_eq!((got[0].kind.as_str(), got[0].request), ("granted", Some(2)));
+    assert_kinds(&got, &[("granted", Some(2))]);
     assert_eq!(
         hgetall(&mut c, "k"),
         holder("o2", 1),
@@ -569,9 +573,7 @@ fn cancel_withdraws_a_queued_request_and_a_grant_that_won_is_still_delivered() {
 
 #[test]
 fn after_the_grace_period_queued_requests_leave_and_unacknowledged_grants_go_on() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 400);
+    let (s, mut c, mut l) = start(400);
     for k in ["acked", "unacked", "queued"] {
         acquire(&mut c, k, "holder", 60_000);
     }
@@ -582,7 +584,7 @@ fn after_the_grace_period_queued_requests_leave_and_unacknowledged_grants_go_on(
     assert_eq!(int(&mut c, &taken), 1);
     release(&mut c, "acked", "holder");
     let got = l.read_n(1);
-    assert_eq!((got[0].kind.as_str(), got[0].request), ("granted", Some(1)));
+    assert_kinds(&got, &[("granted", Some(1))]);
     assert_eq!(l.read(), vec![], "acknowledged by the cursor");
     let wu = park(&s, &mut c, "unacked", "wu", 60_000, &[], 1);
     let wq = park(&s, &mut c, "queued", "wq", 60_000, &[], 2);
@@ -666,9 +668,7 @@ fn a_listener_that_stops_reading_loses_its_session_after_the_grace_period() {
 
 #[test]
 fn a_parked_listener_keeps_its_session_beyond_the_grace_period() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let l = Listener::open(&s, "app", 200);
+    let (s, mut c, l) = start(200);
     let reader = l.park(&s, &mut c);
     // Nothing can be awaited here: the behaviour is that nothing happens for a while.
     std::thread::sleep(Duration::from_millis(800));
@@ -690,9 +690,7 @@ fn a_parked_listener_keeps_its_session_beyond_the_grace_period() {
 
 #[test]
 fn rsession_close_ends_a_session_at_once_as_expiry_would() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let _l = Listener::open(&s, "app", 60_000);
+    let (s, mut c, _l) = start(60_000);
     acquire(&mut c, "granted", "holder", 60_000);
     acquire(&mut c, "queued", "holder", 60_000);
     queued(&mut c, &queue_cmd("granted", "qg", 60_000, "app", 1, 0));
@@ -938,9 +936,7 @@ fn a_hold_ended_by_anything_but_its_owner_is_reported_lost_within_milliseconds()
 
 #[test]
 fn a_read_write_hold_ended_by_force_release_is_reported_lost() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (s, mut c, mut l) = start(5000);
     let read = cmd!(
         "RRWLOCK.ACQUIRE",
         "rw",
@@ -984,7 +980,7 @@ fn a_read_write_hold_ended_by_force_release_is_reported_lost() {
         0
     );
     let got = l.read_n(1);
-    assert_eq!((got[0].kind.as_str(), got[0].request), ("granted", Some(5)));
+    assert_kinds(&got, &[("granted", Some(5))]);
     let reader = l.park(&s, &mut c);
     assert_eq!(int(&mut c, &cmd!("RRWLOCK.FORCERELEASE", "rw")), 1);
     assert_lost(&outcomes(&reader.reply()), "rw", "w1");
@@ -992,9 +988,7 @@ fn a_read_write_hold_ended_by_force_release_is_reported_lost() {
 
 #[test]
 fn the_owners_own_release_partial_release_and_renewal_are_not_losses() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (_s, mut c, mut l) = start(5000);
     let take = cmd!("RLOCK.ACQUIRE", "k", "o1", 300, "SESSION", "app");
     assert_eq!(int(&mut c, &take), 1);
     // A re-entry is the same hold: watched once, lost once.
@@ -1042,9 +1036,7 @@ fn the_owners_own_release_partial_release_and_renewal_are_not_losses() {
 
 #[test]
 fn a_blocked_acquire_that_names_a_session_has_its_later_grant_watched() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (s, mut c, mut l) = start(5000);
     acquire(&mut c, "k", "holder", 60_000);
     let w = park(&s, &mut c, "k", "w", 60_000, &["SESSION", "app"], 1);
     release(&mut c, "k", "holder");
@@ -1185,61 +1177,27 @@ fn unknown_sessions_and_bad_combinations_are_refused_before_anything_is_written(
     let _l = Listener::open(&s, "app", 1000);
     for (command, want) in [
         (
-            cmd!(
-                "RLOCK.ACQUIRE",
-                "k",
-                "o",
-                1000,
-                "BLOCK",
-                10,
-                "SESSION",
-                "app",
-                "QUEUE",
-                1,
-                0
-            ),
+            "RLOCK.ACQUIRE k o 1000 BLOCK 10 SESSION app QUEUE 1 0",
             "ERR syntax error, BLOCK and QUEUE exclude each other",
         ),
         (
-            cmd!(
-                "RLOCK.ACQUIRE",
-                "k",
-                "o",
-                1000,
-                "SESSION",
-                "app",
-                "QUEUE",
-                1,
-                0,
-                "BLOCK",
-                10
-            ),
+            "RLOCK.ACQUIRE k o 1000 SESSION app QUEUE 1 0 BLOCK 10",
             "ERR syntax error, BLOCK and QUEUE exclude each other",
         ),
         (
-            cmd!("RLOCK.ACQUIRE", "k", "o", 1000, "QUEUE", 1, 0),
+            "RLOCK.ACQUIRE k o 1000 QUEUE 1 0",
             "ERR syntax error, QUEUE needs SESSION",
         ),
         (
-            cmd!(
-                "RLOCK.ACQUIRE",
-                "k",
-                "o",
-                1000,
-                "SESSION",
-                "app",
-                "QUEUE",
-                1,
-                -1
-            ),
+            "RLOCK.ACQUIRE k o 1000 SESSION app QUEUE 1 -1",
             "ERR timeout is negative",
         ),
-        (
-            cmd!("RSESSION.OPEN", "app", -1),
-            "ERR grace_ms must be at least 0",
-        ),
+        ("RSESSION.OPEN app -1", "ERR grace_ms must be at least 0"),
     ] {
-        assert_eq!(err(&mut c, &command), want, "{}", show(&command));
+        let mut words = command.split(' ');
+        let mut c2 = redis::cmd(words.next().unwrap());
+        c2.arg(words.collect::<Vec<_>>());
+        assert_eq!(err(&mut c, &c2), want, "{command}");
     }
     // A request id may be queued once at a time in a session.
     queued(&mut c, &queue_cmd("k", "o1", 1000, "app", 5, 0));
@@ -1253,9 +1211,7 @@ fn unknown_sessions_and_bad_combinations_are_refused_before_anything_is_written(
 
 #[test]
 fn queue_works_inside_multi_and_lua_where_block_cannot() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (_s, mut c, mut l) = start(5000);
     acquire(&mut c, "k", "holder", 60_000);
     // Queueing never blocks the connection, so a transaction or a script may queue.
     let mut p = redis::pipe();
@@ -1274,10 +1230,10 @@ fn queue_works_inside_multi_and_lua_where_block_cannot() {
     assert_eq!(queue_of(&mut c, "k"), ["in-multi", "in-lua"]);
     release(&mut c, "k", "holder");
     let got = l.read_n(1);
-    assert_eq!((got[0].kind.as_str(), got[0].request), ("granted", Some(1)));
+    assert_kinds(&got, &[("granted", Some(1))]);
     release(&mut c, "k", "in-multi");
     let got = l.read_n(1);
-    assert_eq!((got[0].kind.as_str(), got[0].request), ("granted", Some(2)));
+    assert_kinds(&got, &[("granted", Some(2))]);
     assert_eq!(hgetall(&mut c, "k"), holder("in-lua", 1));
 }
 
@@ -1359,9 +1315,7 @@ fn rsession_info_and_list_show_each_session() {
 
 #[test]
 fn client_unblock_of_a_parked_read_returns_an_empty_array() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let l = Listener::open(&s, "app", 5000);
+    let (s, mut c, l) = start(5000);
     let reader = l.park(&s, &mut c);
     assert_eq!(int(&mut c, &cmd!("CLIENT", "UNBLOCK", reader.id)), 1);
     assert_eq!(reader.reply(), Value::Array(vec![]));
@@ -1386,9 +1340,7 @@ fn client_unblock_of_a_parked_read_returns_an_empty_array() {
 
 #[test]
 fn readers_queued_in_a_session_are_granted_together() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut l = Listener::open(&s, "app", 5000);
+    let (s, mut c, mut l) = start(5000);
     let rw = |owner: &str, mode: &str, req: i64| {
         cmd!(
             "RRWLOCK.ACQUIRE",
@@ -1443,23 +1395,12 @@ fn readers_queued_in_a_session_are_granted_together() {
     );
     assert_eq!(b.reply_int(), 1);
     let got = l.read();
-    assert_eq!(
-        got.iter()
-            .map(|o| (o.kind.as_str(), o.request))
-            .collect::<Vec<_>>(),
-        [("granted", Some(1)), ("granted", Some(3))],
-        "both in one read"
-    );
+    assert_kinds(&got, &[("granted", Some(1)), ("granted", Some(3))]);
     for r in ["r1", "r2", "r3"] {
         assert_eq!(int(&mut c, &cmd!("RRWLOCK.RELEASE", "rw", r, "READ")), 0);
     }
     let got = l.read();
-    assert_eq!(
-        got.iter()
-            .map(|o| (o.kind.as_str(), o.request))
-            .collect::<Vec<_>>(),
-        [("granted", Some(4))]
-    );
+    assert_kinds(&got, &[("granted", Some(4))]);
     assert_eq!(
         hgetall(&mut c, "rw").get("w4:write").map(String::as_str),
         Some("1")
@@ -1597,13 +1538,7 @@ fn a_demoted_master_ends_queued_session_requests_with_a_readonly_outcome() {
             && string(&mut c, &cmd!("INFO", "replication")).contains(&online)
     });
     let l = Listener::open(&m, "app", 10_000);
-    for i in 1..=2 {
-        acquire(&mut c, &format!("k{i}"), "holder", 60_000);
-        queued(
-            &mut c,
-            &queue_cmd(&format!("k{i}"), &format!("o{i}"), 60_000, "app", i, 0),
-        );
-    }
+    hold_and_queue(&mut c, 2, "app");
     let reader = l.park(&m, &mut c);
     assert_eq!(
         int(&mut c, &cmd!("WAIT", 1, 5000)),
@@ -1655,7 +1590,7 @@ fn a_slot_migration_ends_queued_session_requests_with_tryagain() {
     });
     let got = outcomes(&reader.reply());
     assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!((got[0].kind.as_str(), got[0].request), ("error", Some(1)));
+    assert_kinds(&got, &[("error", Some(1))]);
     assert!(got[0].text().starts_with("TRYAGAIN"), "{got:?}");
     let info = lock_info(&mut target.conn(), name);
     assert_eq!((info.owner.as_deref(), info.waiters), (Some("holder"), 0));
