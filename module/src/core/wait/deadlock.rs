@@ -130,6 +130,20 @@ pub fn find_cycle<G: Graph>(
     exclusive: bool,
     budget: usize,
 ) -> Option<Vec<Step<G::Owner, G::Key>>> {
+    // The usual case, decided without a search: when nobody waits twice, the owner waits
+    // nowhere yet and no holder of the key waits, everyone the request waits for leads back
+    // only to this key's queue and holders, none of which waits for the owner.
+    let start_waits = g.waits(start);
+    let multi = g.multi();
+    if start_waits.is_empty() && multi.iter().all(|o| o == start) {
+        let holders = g.holders(key);
+        if holders
+            .iter()
+            .all(|(h, _)| h != start && g.waits(h).is_empty())
+        {
+            return None;
+        }
+    }
     let mut s = Search {
         g,
         start: start.clone(),
@@ -141,11 +155,11 @@ pub fn find_cycle<G: Graph>(
         todo: vec![(key.clone(), g.queue_len(key), exclusive, start.clone())],
         budget,
     };
-    for p in g.waits(start) {
+    for p in start_waits {
         let at = s.start_waits.entry(p.key).or_default();
         at.push((p.pos, p.exclusive));
     }
-    for o in g.multi() {
+    for o in multi {
         if &o == start {
             continue;
         }
@@ -545,7 +559,7 @@ mod tests {
     const C: u8 = 2;
     const D: u8 = 3;
 
-    fn owners(c: &[Step<u8, usize>]) -> Vec<u8> {
+    fn owners<O: Copy>(c: &[Step<O, usize>]) -> Vec<O> {
         c.iter().map(|s| s.owner).collect()
     }
 
@@ -596,7 +610,8 @@ mod tests {
         assert!(find_cycle(&m, &A, &0, true, 1000).is_some());
     }
 
-    /// One key held by owner 1, with `n` waiters (owners 10, 11, ...) each waiting once.
+    /// Key 0 held by owner 1, with `n` waiters (owners 10, 11, ...) each waiting once; owner 1
+    /// waits for key 1, held by owner 2.
     struct HotKey {
         n: usize,
     }
@@ -604,29 +619,36 @@ mod tests {
     impl Graph for HotKey {
         type Owner = usize;
         type Key = usize;
-        fn holders(&self, _key: &usize) -> Vec<(usize, bool)> {
-            vec![(1, true)]
+        fn holders(&self, key: &usize) -> Vec<(usize, bool)> {
+            vec![(1 + key, true)]
         }
-        fn queue_len(&self, _key: &usize) -> usize {
-            self.n
+        fn queue_len(&self, key: &usize) -> usize {
+            if *key == 0 {
+                self.n
+            } else {
+                1
+            }
         }
-        fn exclusive_at(&self, _key: &usize, pos: usize) -> Option<bool> {
-            (pos < self.n).then_some(true)
+        fn exclusive_at(&self, key: &usize, pos: usize) -> Option<bool> {
+            (pos < self.queue_len(key)).then_some(true)
         }
-        fn owner_at(&self, _key: &usize, pos: usize) -> Option<usize> {
-            (pos < self.n).then_some(10 + pos)
+        fn owner_at(&self, key: &usize, pos: usize) -> Option<usize> {
+            match key {
+                0 => (pos < self.n).then_some(10 + pos),
+                _ => (pos == 0).then_some(1),
+            }
         }
         fn waits(&self, owner: &usize) -> Vec<Place<usize>> {
-            let pos = owner.wrapping_sub(10);
-            if pos < self.n {
-                vec![Place {
-                    key: 0,
-                    pos,
-                    exclusive: true,
-                }]
-            } else {
-                Vec::new()
-            }
+            let (key, pos) = match owner {
+                1 => (1, 0),
+                o if *o >= 10 && o - 10 < self.n => (0, o - 10),
+                _ => return Vec::new(),
+            };
+            vec![Place {
+                key,
+                pos,
+                exclusive: true,
+            }]
         }
         fn multi(&self) -> Vec<usize> {
             Vec::new()
@@ -635,10 +657,13 @@ mod tests {
 
     #[test]
     fn a_long_queue_is_one_step() {
-        // A budget far below the queue's length is enough to know there is no cycle.
+        // A budget far below the queue's length is enough to follow it to the holder and on.
         let g = HotKey { n: 1_000_000 };
         assert!(find_cycle(&g, &0, &0, true, 20).is_none());
         assert!(find_cycle(&g, &0, &0, false, 20).is_none());
+        let c = find_cycle(&g, &2, &0, true, 20).unwrap();
+        assert_eq!(owners(&c), [2, 1]);
+        assert_eq!(c.iter().map(|s| s.key).collect::<Vec<_>>(), [0, 1]);
     }
 
     #[test]
