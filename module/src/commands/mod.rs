@@ -53,6 +53,6 @@ pub fn wait_or_nil(
             },
             Some(s),
         ) => sessions::queue(ctx, keys, s, request, timeout_ms, req),
-        _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req)),
+        _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req, session)),
     }
 }
