@@ -86,8 +86,8 @@ impl Protocol for Token {
 }
 
 #[derive(Default, Clone, Copy)]
-struct Passed {
-    rate: f64,
+pub struct Passed {
+    pub rate: f64,
     jain: f64,
 }
 
@@ -103,7 +103,7 @@ impl Passed {
 
 /// Every client loops take → critical section → give back on `key` for `run`; a second
 /// client inside the critical section is counted as a mutual-exclusion violation.
-fn pass_around(
+pub fn pass_around(
     r: &mut Report,
     clients: Vec<Box<dyn Protocol>>,
     key: &str,

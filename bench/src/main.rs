@@ -9,6 +9,7 @@
 mod bench;
 mod client;
 mod contended;
+mod deadlock;
 mod exclusion;
 mod expiry;
 mod handoff;
@@ -73,11 +74,12 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 10] = [
+    let steps: [(&str, Step); 11] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("hand-off floor", handoff::run),
         ("read-heavy rwlock", rwlock::run),
+        ("deadlock detection", deadlock::run),
         ("expiry hand-off", expiry::run),
         ("watchdog", watchdog::run),
         ("memory", memory::run),
