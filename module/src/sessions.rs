@@ -86,7 +86,11 @@ pub static LOST: Counter = Counter::new();
 /// Install this file as the destination of session requests' outcomes; counters start from
 /// zero at each load.
 pub fn init() {
-    wait::set_session_sink(sink, watch);
+    wait::set_session_hooks(wait::SessionHooks {
+        sink,
+        watch,
+        after_write,
+    });
     for c in [&OPENED, &EXPIRED, &CLOSED, &LOST] {
         c.reset();
     }

@@ -5,7 +5,7 @@
 //!
 //! A waiter is reached through its [`Handle`]: a client parked with `BLOCK` gets its reply
 //! through Redis' blocked-client machinery; a request queued through a session gets it through
-//! the session's outcome list (`sessions`, which installs itself as the [`SessionSink`]).
+//! the session's outcome list (`sessions`, which installs itself through [`SessionHooks`]).
 //!
 //! Invariants:
 //! - a waiter is in exactly one queue until it is granted, fails, times out or leaves, and its
@@ -53,16 +53,28 @@ pub enum Ended {
     Failed(CmdError),
 }
 
-/// Where outcomes of session requests go (installed by `sessions` at load).
-pub type SessionSink = fn(Ctx, u32, u64, Ended);
-/// Where a hold granted to a blocked client that named a session goes to be watched for loss
-/// (installed by `sessions` at load): the session, the key, the request.
-pub type HoldSink = fn(Ctx, u32, KeyId, Req);
+/// What `sessions` (above this file) does for it, installed at load, so that this file never
+/// calls up into it.
+pub struct SessionHooks {
+    /// Where outcomes of session requests go: the session, the request id, how it ended.
+    pub sink: fn(Ctx, u32, u64, Ended),
+    /// Where a hold granted to a blocked client that named a session goes to be watched for
+    /// loss: the session, the key, the request.
+    pub watch: fn(Ctx, u32, KeyId, Req),
+    /// A background write (expired holds tidied) may have ended watched holds on these keys.
+    pub after_write: fn(Ctx, &RedisKeys),
+}
 
-static SESSION_SINK: OnceLock<(SessionSink, HoldSink)> = OnceLock::new();
+static SESSION_HOOKS: OnceLock<SessionHooks> = OnceLock::new();
 
-pub fn set_session_sink(sink: SessionSink, holds: HoldSink) {
-    let _ = SESSION_SINK.set((sink, holds));
+pub fn set_session_hooks(hooks: SessionHooks) {
+    let _ = SESSION_HOOKS.set(hooks);
+}
+
+fn session_after_write(ctx: Ctx, keys: &RedisKeys) {
+    if let Some(h) = SESSION_HOOKS.get() {
+        (h.after_write)(ctx, keys);
+    }
 }
 
 /// A grant on its way to a parked client (its reply is sent from `beforeSleep`).
@@ -565,12 +577,12 @@ fn schedule_upkeep(ctx: Ctx, id: KeyId, at: i64, req: Req) {
         if state(|s| s.queues.is_queued(&key)) {
             // Serving tidies first (and counts what follows as a grant after expiry).
             serve(&mut keys, &key);
-            crate::sessions::after_write(ctx, &keys);
+            session_after_write(ctx, &keys);
             return;
         }
         if let Ok(tidy) = req.tidy(&keys) {
             if !tidy.writes.is_empty() && keys.apply(&tidy).is_ok() {
-                crate::sessions::after_write(ctx, &keys);
+                session_after_write(ctx, &keys);
             }
         }
         if let Some(next) = req.wake_at(&keys) {
@@ -651,7 +663,7 @@ fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
             );
         }
         Handle::Session { session, request } => {
-            if let Some((sink, _)) = SESSION_SINK.get() {
+            if let Some(SessionHooks { sink, .. }) = SESSION_HOOKS.get() {
                 sink(ctx, session, request, ended);
             }
         }
@@ -665,7 +677,7 @@ pub fn on_woken(ctx: Ctx, wake: Option<&Wake>) {
             let grant = state(|s| s.in_flight.remove(&w.handle));
             ctx.reply(&w.reply);
             // The grant reached its client: a session it named watches the hold from now.
-            if let (Some(g), Some((_, watch))) = (grant, SESSION_SINK.get()) {
+            if let (Some(g), Some(SessionHooks { watch, .. })) = (grant, SESSION_HOOKS.get()) {
                 if let Some(session) = g.session {
                     watch(ctx, session, g.id, g.req);
                 }
