@@ -87,13 +87,23 @@ struct InFlight {
 }
 
 /// An owner within a database (the same name in two databases is two owners).
-type OwnerId = (i32, Box<[u8]>);
+/// An owner within a database (the same name in two databases is two owners), as a hash:
+/// the index keeps no copy of the name (a queued request's memory matters when thousands
+/// wait). Two owners with the same hash share an entry; readers of the index check the
+/// waiter's own owner and database.
+type OwnerId = u64;
+
+fn owner_id(db: i32, owner: &[u8]) -> OwnerId {
+    use std::hash::BuildHasher;
+    static SEED: std::sync::OnceLock<foldhash::fast::RandomState> = std::sync::OnceLock::new();
+    SEED.get_or_init(Default::default).hash_one((db, owner))
+}
 
 #[derive(Default)]
 struct State {
     queues: Queues<Handle, Req>,
     /// The waits of each owner (for deadlock detection).
-    by_owner: HashMap<OwnerId, Vec<Handle>>,
+    by_owner: HashMap<OwnerId, smallvec::SmallVec<[Handle; 1]>>,
     /// Keys looked at when a single hold's lease ends although nobody waits (see `upkeep`).
     upkeep: HashMap<KeyId, TimerKey>,
     /// The owners with more than one wait (usually none; deadlock detection follows them).
@@ -201,8 +211,8 @@ impl State {
 impl State {
     fn index(&mut self, db: i32, waiter: &Waiter<Handle, Req>) {
         if let Some(o) = waiter.req.owner() {
-            let id: OwnerId = (db, o.into());
-            let hs = self.by_owner.entry(id.clone()).or_default();
+            let id = owner_id(db, o);
+            let hs = self.by_owner.entry(id).or_default();
             hs.push(waiter.handle);
             if hs.len() == 2 {
                 self.multi.insert(id);
@@ -214,7 +224,7 @@ impl State {
         let Some(o) = waiter.req.owner() else {
             return;
         };
-        let id = (db, Box::<[u8]>::from(o));
+        let id = owner_id(db, o);
         if let Some(hs) = self.by_owner.get_mut(&id) {
             hs.retain(|h| *h != waiter.handle);
             if hs.len() < 2 {
@@ -391,14 +401,17 @@ impl deadlock::Graph for WaitGraph<'_> {
     }
 
     fn waits(&self, owner: &Box<[u8]>) -> Vec<Place<KeyId>> {
-        let Some(handles) = self.s.by_owner.get(&(self.db, owner.clone())) else {
+        let Some(handles) = self.s.by_owner.get(&owner_id(self.db, owner)) else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for h in handles {
-            let Some((id, _)) = self.s.queues.find(*h) else {
+            let Some((id, w)) = self.s.queues.find(*h) else {
                 continue;
             };
+            if id.db != self.db || w.req.owner() != Some(&owner[..]) {
+                continue; // another owner with the same hash
+            }
             let Some(q) = self.s.queues.get(id) else {
                 continue;
             };
@@ -414,8 +427,20 @@ impl deadlock::Graph for WaitGraph<'_> {
     }
 
     fn multi(&self) -> Vec<Box<[u8]>> {
-        let of_db = self.s.multi.iter().filter(|(db, _)| *db == self.db);
-        of_db.map(|(_, o)| o.clone()).collect()
+        let mut out: Vec<Box<[u8]>> = Vec::new();
+        for id in &self.s.multi {
+            for h in self.s.by_owner.get(id).into_iter().flatten() {
+                let Some((key, w)) = self.s.queues.find(*h) else {
+                    continue;
+                };
+                if let Some(o) = w.req.owner().filter(|_| key.db == self.db) {
+                    if !out.iter().any(|x| &x[..] == o) {
+                        out.push(o.into());
+                    }
+                }
+            }
+        }
+        out
     }
 }
 
