@@ -1,4 +1,4 @@
-//! Scenario 7: the rlock client's synchronizer family against the raw module commands, side by
+//! Scenario 8: the rlock client's synchronizer family against the raw module commands, side by
 //! side. Raw side: one blocking connection per thread, waits parked with `BLOCK 0`. Client
 //! side: the sync API (its pooled blocking connections, waits on connections of their own).
 //! Slices alternate raw and client so both meet the same machine load.
@@ -26,7 +26,7 @@ const LEASE: Duration = Duration::from_millis(LEASE_MS);
 pub fn run(b: &Bench, r: &mut Report) {
     let mut t = Table::new(
         &format!(
-            "7. The client's synchronizer family vs raw module commands ({SLICES} interleaved slices per side)"
+            "8. The client's synchronizer family vs raw module commands ({SLICES} interleaved slices per side)"
         ),
         &["scenario", "raw ops/s", "client ops/s", "client / raw"],
     );

@@ -7,7 +7,7 @@ use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
 use crate::core::store::{Int, Kind, Store, Target};
 use crate::core::wait::Io;
-use crate::ffi::{Key, OwnedStr};
+use crate::ffi::{IntStr, Key, OwnedStr};
 use crate::keys::RedisKeys;
 use crate::propagation;
 use redis_module::raw;
@@ -30,7 +30,7 @@ impl Io for RedisKeys {
             match w {
                 Write::Incr { key } => token = Some(self.incr(key)?),
                 Write::HSetInt { key, field, value } => {
-                    let value = OwnedStr::from_i64(*value);
+                    let value = IntStr::new(*value);
                     self.hset(key, field, value.get().bytes(), notify, |k, f| {
                         k.hash_set(f, value.get())
                     });
@@ -51,15 +51,18 @@ impl Io for RedisKeys {
                     self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
                 }
                 Write::SetInt { key, value } => {
-                    let v = OwnedStr::from_i64(*value);
+                    let v = IntStr::new(*value);
                     self.on(key, |k| k.string_set(v.get()));
                     self.replicate(c"SET", key, &[v.get().bytes()]);
                     self.notify(notify, raw::REDISMODULE_NOTIFY_STRING, c"set", key);
                 }
                 Write::PExpireAt { key, at } => {
                     self.on(key, |k| k.set_abs_expire(*at));
-                    let at = itoa::Buffer::new().format(*at).as_bytes().to_vec();
-                    self.replicate(c"PEXPIREAT", key, &[&at]);
+                    self.replicate(
+                        c"PEXPIREAT",
+                        key,
+                        &[itoa::Buffer::new().format(*at).as_bytes()],
+                    );
                     self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
                 }
                 Write::Publish { channel, message } => self.publish(channel, *message),
@@ -141,13 +144,14 @@ impl RedisKeys {
 
     /// PUBLISH (SPUBLISH semantics in a cluster).
     fn publish(&self, channel: &[u8], message: i64) {
-        let message = itoa::Buffer::new().format(message).as_bytes().to_vec();
         let cluster = self.ctx.is_cluster();
-        self.ctx.publish(channel, &message, cluster);
+        self.ctx.publish(channel, message, cluster);
         // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so do we, when
         // one is connected: a later replica has no use for old messages.
         if !cluster && propagation::needed(true) {
-            self.ctx.replicate(c"PUBLISH", &[channel, &message], true);
+            let mut text = itoa::Buffer::new();
+            let message = text.format(message).as_bytes();
+            self.ctx.replicate(c"PUBLISH", &[channel, message], true);
         }
     }
 

@@ -428,6 +428,16 @@ pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool)
     }
 }
 
+/// Send a signal (`"-STOP"`, `"-CONT"`, `"-KILL"`) to a process.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
 /// Wait until the server reports exactly `n` blocked clients (as Redis' own test suite does
 /// with `wait_for_blocked_clients_count`).
 pub fn wait_blocked(conn: &mut redis::Connection, n: i64) {
@@ -691,8 +701,7 @@ pub fn rlock_stat_in(info: &str, field: &str) -> i64 {
 
 /// The summary `COMMAND DOCS name` gives (empty when it has none).
 pub fn command_summary(conn: &mut redis::Connection, name: &str) -> String {
-    let docs = command_docs(conn, name);
-    map_field(&docs, "summary")
+    map_field(&command_docs(conn, name), "summary")
         .and_then(text)
         .unwrap_or_default()
 }

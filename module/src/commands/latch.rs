@@ -1,5 +1,6 @@
 //! `RLATCH.*`: the count-down latch (Redisson's RCountDownLatch layout).
 
+use super::{session_of, wait_or_nil};
 use crate::core::args::Wait;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
@@ -9,6 +10,7 @@ use crate::core::wait::Io;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
 use crate::wait;
+use std::rc::Rc;
 
 /// `RLATCH.TRYSETCOUNT key n`
 pub fn try_set_count(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
@@ -36,9 +38,12 @@ pub fn count_down(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
 
-/// `RLATCH.AWAIT key [BLOCK timeout_ms]`
+/// `RLATCH.AWAIT key [BLOCK timeout_ms] [SESSION s [QUEUE request timeout_ms]]`
 pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
-    let waits = latch::parse_await(&args.bytes())?.check(ctx.now_ms())?;
+    let argv = args.bytes();
+    let w = latch::parse_await(&argv)?;
+    w.wait.check(ctx.now_ms())?;
+    let session = session_of(&w)?;
     let keys = RedisKeys::read(ctx, args.get(1));
     if latch::is_open(&keys)? {
         ObjectKind::Latch.counters().acquired.incr();
@@ -46,15 +51,15 @@ pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     }
     // A replica never serves queues (its data changes by replication only): a wait there
     // would only end at its deadline.
-    if matches!(waits, Wait::Block(_)) && ctx.may_block() && ctx.is_replica() {
+    let waits = match w.wait {
+        Wait::Block(_) => ctx.may_block(),
+        Wait::Queue { .. } => true,
+        Wait::No => false,
+    };
+    if waits && ctx.is_replica() {
         return Err(CmdError::WaitOnReplica);
     }
-    Ok(wait::park_or_nil(
-        ctx,
-        &keys,
-        waits,
-        std::rc::Rc::new(LatchWait),
-    ))
+    wait_or_nil(ctx, &keys, &w, session, Rc::new(LatchWait))
 }
 
 /// `RLATCH.COUNT key`

@@ -6,6 +6,7 @@
 pub mod latch;
 pub mod lock;
 pub mod rwlock;
+pub mod semaphore;
 
 use crate::core::args::{Wait, WaitArgs};
 use crate::core::error::CmdError;
@@ -52,7 +53,6 @@ pub fn wait_or_nil(
             },
             Some(s),
         ) => sessions::queue(ctx, keys, s, request, timeout_ms, req),
-        _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req)),
+        _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req, session)),
     }
 }
-pub mod semaphore;

@@ -1,6 +1,7 @@
 //! `RSEM.*`: the semaphore with optional expiring permits (Redisson's RSemaphore and
 //! RPermitExpirableSemaphore layout).
 
+use super::{session_of, wait_or_nil};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::semaphore::{self, Release, SemWait};
@@ -9,6 +10,7 @@ use crate::core::wait::Io;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
 use crate::wait;
+use std::rc::Rc;
 
 /// What every writing RSEM command does first, as each of Redisson's expirable-semaphore
 /// scripts does: return expired leased permits to the pool, let queued waiters take them, and
@@ -35,10 +37,13 @@ fn settle(keys: &mut RedisKeys, publish: bool) -> Result<Reply, CmdError> {
     Ok(d.reply.unwrap_or(Reply::Nil))
 }
 
-/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms] [BLOCK timeout_ms]`
+/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms] [BLOCK timeout_ms] [SESSION s [QUEUE request
+/// timeout_ms]]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
-    let a = semaphore::parse_acquire(&args.bytes())?;
-    let waits = a.wait.check(ctx.now_ms())?;
+    let argv = args.bytes();
+    let a = semaphore::parse_acquire(&argv)?;
+    a.wait.wait.check(ctx.now_ms())?;
+    let session = session_of(&a.wait)?;
     let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
     let queued = prepare(&mut keys)?;
     match semaphore::acquire(&keys, a.permits, a.lease_ms, queued)? {
@@ -48,11 +53,11 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
         }
         None => {
-            let req = std::rc::Rc::new(SemWait {
+            let req = Rc::new(SemWait {
                 permits: a.permits,
                 lease_ms: a.lease_ms,
             });
-            Ok(wait::park_or_nil(ctx, &keys, waits, req))
+            wait_or_nil(ctx, &keys, &a.wait, session, req)
         }
     }
 }

@@ -8,7 +8,7 @@
 //! [`LatchWait`] can be granted as soon as the latch is open, so the serving loop grants the
 //! whole queue in one step.
 
-use super::args::{self, Wait, BLOCK};
+use super::args::{self, WaitArgs, WAIT_OPTS};
 use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
 use super::names;
@@ -28,15 +28,12 @@ pub fn parse_try_set(argv: &[&[u8]]) -> Result<i64, CmdError> {
     args::at_least(argv[2], "count", 1)
 }
 
-/// `RLATCH.AWAIT key [BLOCK timeout_ms]`
-pub fn parse_await(argv: &[&[u8]]) -> Result<Wait, CmdError> {
+/// `RLATCH.AWAIT key [BLOCK timeout_ms] [SESSION s [QUEUE request timeout_ms]]`
+pub fn parse_await<'a>(argv: &[&'a [u8]]) -> Result<WaitArgs<'a>, CmdError> {
     args::arity(argv, |n| n >= 2, "rlatch.await")?;
-    let mut wait = Wait::No;
-    args::options(&argv[2..], &[&BLOCK], |_, v| {
-        wait = args::block(v[0])?;
-        Ok(())
-    })?;
-    Ok(wait)
+    let mut wait = WaitArgs::new();
+    args::options(&argv[2..], &WAIT_OPTS, |k, v| wait.take(k, v))?;
+    wait.finish()
 }
 
 /// `RLATCH.COUNTDOWN key`, `RLATCH.COUNT key`: the key only.
@@ -151,6 +148,7 @@ impl Pending for LatchWait {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::args::Wait;
     use crate::core::mem::Mem;
 
     fn argv<'a>(v: &[&'a str]) -> Vec<&'a [u8]> {
@@ -169,9 +167,12 @@ mod tests {
             parse_try_set(&argv(&["rlatch.trysetcount", "l", "0"])),
             Err(CmdError::TooSmall("count", 1))
         );
-        assert_eq!(parse_await(&argv(&["rlatch.await", "l"])), Ok(Wait::No));
         assert_eq!(
-            parse_await(&argv(&["rlatch.await", "l", "block", "10"])),
+            parse_await(&argv(&["rlatch.await", "l"])).map(|w| w.wait),
+            Ok(Wait::No)
+        );
+        assert_eq!(
+            parse_await(&argv(&["rlatch.await", "l", "block", "10"])).map(|w| w.wait),
             Ok(Wait::Block(10))
         );
         assert_eq!(

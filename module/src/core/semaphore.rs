@@ -11,7 +11,7 @@
 //! next command (as Redisson's scripts do), and by the waiting mechanism's timer while waiters
 //! are queued ([`SemWait::tidy`]), straight to the head of the queue.
 
-use super::args::{self, Opt, Wait, BLOCK};
+use super::args::{self, Opt, WaitArgs, WAIT_OPTS};
 use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
 use super::names;
@@ -60,12 +60,13 @@ pub fn parse_id(text: &[u8]) -> Result<PermitId, CmdError> {
 
 // ---- arguments ---------------------------------------------------------------------------------
 
-/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms] [BLOCK timeout_ms]`
+/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms] [BLOCK timeout_ms] [SESSION s [QUEUE request
+/// timeout_ms]]`
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AcquireArgs {
+pub struct AcquireArgs<'a> {
     pub permits: i64,
     pub lease_ms: Option<i64>,
-    pub wait: Wait,
+    pub wait: WaitArgs<'a>,
 }
 
 const PERMITS: Opt = Opt {
@@ -84,21 +85,27 @@ fn permits(bytes: &[u8]) -> Result<i64, CmdError> {
     args::at_least(bytes, "permits", 1)
 }
 
-pub fn parse_acquire(argv: &[&[u8]]) -> Result<AcquireArgs, CmdError> {
+pub fn parse_acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, CmdError> {
     args::arity(argv, |n| n >= 2, "rsem.acquire")?;
     let mut req = AcquireArgs {
         permits: 1,
         lease_ms: None,
-        wait: Wait::No,
+        wait: WaitArgs::new(),
     };
-    args::options(&argv[2..], &[&PERMITS, &LEASE, &BLOCK], |k, v| {
-        match k {
-            0 => req.permits = permits(v[0])?,
-            1 => req.lease_ms = Some(args::lease(v[0])?),
-            _ => req.wait = args::block(v[0])?,
-        }
-        Ok(())
-    })?;
+    let [block, session, queue] = WAIT_OPTS;
+    args::options(
+        &argv[2..],
+        &[block, session, queue, &PERMITS, &LEASE],
+        |k, v| {
+            match k {
+                0..=2 => req.wait.take(k, v)?,
+                3 => req.permits = permits(v[0])?,
+                _ => req.lease_ms = Some(args::lease(v[0])?),
+            }
+            Ok(())
+        },
+    )?;
+    req.wait = req.wait.finish()?;
     if req.lease_ms.is_some() && req.permits > MAX_LEASED {
         return Err(CmdError::TooLarge("permits with LEASE", MAX_LEASED));
     }
@@ -486,6 +493,14 @@ impl Pending for SemWait {
         None
     }
 
+    fn aux_keys(&self, store: &dyn Store) -> Vec<Vec<u8>> {
+        // Leased permits are recorded in `{key}:timeout`.
+        match (self.lease_ms, timeouts(store)) {
+            (Some(_), Target::Aux(k)) => vec![k],
+            _ => Vec::new(),
+        }
+    }
+
     fn show(&self) -> Reply {
         Reply::Array(vec![
             Reply::Int(self.permits),
@@ -553,7 +568,7 @@ mod tests {
             Ok(AcquireArgs {
                 permits: 1,
                 lease_ms: None,
-                wait: Wait::No
+                wait: WaitArgs::new()
             })
         );
         assert_eq!(
@@ -570,7 +585,10 @@ mod tests {
             Ok(AcquireArgs {
                 permits: 3,
                 lease_ms: Some(50),
-                wait: Wait::Block(0)
+                wait: WaitArgs {
+                    wait: crate::core::args::Wait::Block(0),
+                    session: None
+                }
             })
         );
         assert_eq!(

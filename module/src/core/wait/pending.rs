@@ -60,15 +60,16 @@ pub trait Pending: Debug {
     fn owner(&self) -> Option<&[u8]>;
 
     /// Whether granting this request excludes every other holder (a lock, a write lock), as
-    /// opposed to sharing (a read lock). Deadlock detection reads it.
+    /// opposed to sharing (a read lock). For deadlock detection, a shared request waits only
+    /// for exclusive holds and exclusive requests ahead of it; an exclusive one for all.
     fn exclusive(&self) -> bool {
         true
     }
 
-    /// The owners this request waits for, were it queued behind `ahead` (the waiters before it
-    /// in its queue): those whose hold, or whose earlier place in the queue, stands between it
-    /// and its grant. Objects without owners wait for no one in particular.
-    fn waits_for(&self, _store: &dyn Store, _ahead: &[&dyn Pending]) -> Vec<Vec<u8>> {
+    /// The owners holding the object now, each with whether its hold is exclusive (deadlock
+    /// detection reads it; any request queued on a key may answer for the key). Objects
+    /// without owners have none.
+    fn holders(&self, _store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
         Vec::new()
     }
 
