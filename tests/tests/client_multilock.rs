@@ -578,16 +578,18 @@ fn redissons_lock_scripts_and_a_multi_lock_share_the_locks_both_ways() {
     );
     let (got, held) = waiter.join().unwrap();
     assert!(got && held);
-    // Redisson's scripts see the multi-lock's holds and release them as its owner.
-    let owner = hgetall(&mut c1, "j:1").into_keys().next().unwrap();
+    // Redisson's scripts see the multi-lock's holds and release them as their owners (each
+    // lock's client has its own UUID).
     assert!(matches!(
         redisson::acquire(&mut c1, "j:1", "java:2", 30_000),
         Value::Int(_)
     ));
     for (i, s) in servers.iter().enumerate() {
-        let key = format!("j:{i}");
+        let (key, mut c) = (format!("j:{i}"), s.conn());
+        let owner = hgetall(&mut c, &key).into_keys().next().unwrap();
+        assert!(owner.starts_with(clients[i].id()));
         assert_eq!(
-            redisson::unlock(&mut s.conn(), &key, &owner, 30_000),
+            redisson::unlock(&mut c, &key, &owner, 30_000),
             Value::Int(1)
         );
         assert!(!held_on(s, &key));
