@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::ops::lock as lock_op;
 use crate::ops::multi::{self as op, Part, Rule};
 use crate::owner::{Owner, OwnerPolicy};
-use crate::transport::Io;
+use crate::transport::{overlapped, Io};
 use crate::wait::Wait;
 
 /// What every multi-lock handle is: its locks in acquisition order, and how many make it held.
@@ -128,7 +128,7 @@ impl MultiCore {
             .iter()
             .map(|p| p.t.ctx.bg.enter(lock_op::is_held_by(p.t, &p.owner)));
         let mut held = 0;
-        for r in join_all(checks).await {
+        for r in overlapped(join_all(checks)).await {
             match r {
                 Ok(h) => held += usize::from(h),
                 // A RedLock's server that can't answer holds nothing for it.

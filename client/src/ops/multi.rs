@@ -22,6 +22,7 @@ use super::lock::{self as op, Target};
 use crate::error::{Error, Result};
 use crate::holds::HoldState;
 use crate::owner::Owner;
+use crate::transport::overlapped;
 use crate::wait::Wait;
 
 /// One lock of the set, with the owner it is taken for in this call.
@@ -186,7 +187,7 @@ impl Taking<'_, '_> {
                 .bg
                 .enter(op::acquire(p.t, &p.owner, lease, Wait::No))
         });
-        for (i, r) in todo.iter().zip(join_all(tries).await) {
+        for (i, r) in todo.iter().zip(overlapped(join_all(tries)).await) {
             self.got[*i] = match r {
                 Ok(Some(g)) => Got::Held {
                     state: g.state,
@@ -223,7 +224,7 @@ impl Taking<'_, '_> {
             let p = &self.parts[i];
             p.t.ctx.bg.enter(op::renew(p.t, &p.owner, lease))
         });
-        let outcomes = join_all(renewals).await;
+        let outcomes = overlapped(join_all(renewals)).await;
         let mut lost = Vec::new();
         for (i, r) in held.into_iter().zip(outcomes) {
             match r {
@@ -288,7 +289,7 @@ pub(crate) async fn release_each(parts: &[Part<'_>], which: &[usize]) -> Vec<Res
         let p = &parts[i];
         p.t.ctx.bg.enter(op::release(p.t, &p.owner))
     });
-    let outcomes = join_all(releases).await;
+    let outcomes = overlapped(join_all(releases)).await;
     for e in outcomes.iter().filter_map(|r| r.as_ref().err()) {
         if !matches!(e, Error::NotOwner { .. }) {
             tracing::warn!(error = %e, "rlock: can't release one lock of a multi-lock");

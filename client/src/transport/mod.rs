@@ -14,6 +14,7 @@ use std::time::Duration;
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 use tokio::sync::Semaphore;
 
+pub(crate) use pool::overlapped;
 pub(crate) use retry::{classify, Delivery, Failure, Redirect, RetryPolicy};
 pub(crate) use waiter::Waiter;
 
