@@ -13,8 +13,8 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::HoldState;
 use crate::owner::Owner;
+use crate::permit::PermitId;
 use crate::transport::Io;
-use crate::PermitId;
 
 /// What a guard gives back: a hold of an object (an owner's hold of a lock, permits of a
 /// semaphore, the locks of a multi-lock), and what it tells about it.
