@@ -5,6 +5,7 @@
 use crate::core::names;
 use crate::ffi::{Ctx, RStr, ServerEvent};
 use crate::{propagation, sessions, wait};
+use std::cell::Cell;
 use std::ffi::c_int;
 
 /// Keyspace events of these classes may free an object or change what its waiters wait for:
@@ -53,7 +54,39 @@ pub fn check_eviction(ctx: Ctx) {
     }
 }
 
+thread_local! {
+    /// The database of the last `move_from` event, until its `move_to` follows.
+    static MOVE_FROM: Cell<Option<i32>> = const { Cell::new(None) };
+}
+
+/// Keep the calling client on its own database across MOVE's events (Valkey 8.1).
+///
+/// Valkey 8.1 runs a module's keyspace-event callback on the client that ran the command and
+/// selects the event's database on it without selecting the client's own back afterwards
+/// (valkey-io/valkey#4024, fixed in 9.x): `MOVE key 1` (whose `move_to` is in db 1) would leave
+/// the caller on db 1. MOVE announces the source first (`move_from`, where the caller is), then
+/// the target: remember the first and select it again once `move_to` is handled. Elsewhere the
+/// callback runs on a temporary client, or the server restores the database itself, so this
+/// changes nothing. `COPY ... DB n` names only its target, so on Valkey 8.1 its caller is left
+/// on db n (README's server table; `tests/tests/servers.rs`).
+fn keep_callers_db(ctx: Ctx, event: &[u8]) {
+    match event {
+        b"move_from" => MOVE_FROM.with(|m| m.set(Some(ctx.db()))),
+        b"move_to" => {
+            if let Some(db) = MOVE_FROM.with(Cell::take) {
+                ctx.select_db(db);
+            }
+        }
+        _ => {}
+    }
+}
+
 pub fn on_keyspace(ctx: Ctx, _class: c_int, event: &[u8], key: RStr, ours: bool) {
+    touched_key(ctx, event, key, ours);
+    keep_callers_db(ctx, event);
+}
+
+fn touched_key(ctx: Ctx, event: &[u8], key: RStr, ours: bool) {
     let (db, key) = (ctx.db(), key.bytes());
     wait::key_touched(ctx, db, key, event == b"expired", ours);
     sessions::key_touched(ctx, db, key);

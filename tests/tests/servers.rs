@@ -4,7 +4,7 @@
 //! Valkey 8.1 runs a module's keyspace-event callback on the client that ran the command and
 //! leaves that client selected on the event's database (valkey-io/valkey#4024, fixed in 9.x).
 //! rlock listens to generic events, so every cross-database command is exposed: the module puts
-//! the caller back after MOVE (`module/src/client_db.rs`), but `COPY ... DB n` names only its
+//! the caller back after MOVE (`module/src/events.rs`), but `COPY ... DB n` names only its
 //! target and leaves the caller on db n.
 
 use rlock_tests::{cmd, int, raw, string, Server, ServerOptions, Value};

@@ -201,10 +201,13 @@ impl Key {
 
     /// Absolute expiry time in ms, or `None` without one (or for an empty key).
     pub fn abs_expire(&self) -> Option<i64> {
-        if self.ptr.is_null() {
+        // An empty key opened for writing has a handle but no value: Redis 8.2's
+        // RM_GetAbsExpire reads the value without a NULL check and crashes (seen in CI, from a
+        // lease-end job on a key deleted meanwhile), so an empty key is answered here.
+        if self.ptr.is_null() || self.kind() == Kind::Empty {
             return None;
         }
-        // SAFETY: open key handle.
+        // SAFETY: open key handle on a key that holds a value (checked above).
         let at = unsafe { api!(RedisModule_GetAbsExpire)(self.ptr) };
         (at >= 0).then_some(at)
     }
