@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::{cmd, info_field, int, string, wait_until, Server, ServerOptions, Value};
+use crate::{cmd, info_field, int, raw, string, wait_until, Server, ServerOptions, Value};
 
 /// A running cluster. `masters[i]`'s replica (if any) is `replicas[i]` as created; after a
 /// failover use [`Cluster::master_port_of_slot`] / [`Cluster::by_port`] instead of the indexes.
@@ -194,6 +194,58 @@ impl Cluster {
     pub fn other_master(&self, key: &str) -> &Server {
         let owner = self.master_port_of_slot(self.slot(key));
         self.masters.iter().find(|s| s.port != owner).unwrap()
+    }
+
+    /// Move `slot` from `from` to `to` the way `redis-cli --cluster reshard` does, with a hook
+    /// between copying the keys and handing the slot over.
+    pub fn migrate_slot(&self, slot: u16, from: &Server, to: &Server, between: impl FnOnce()) {
+        let (from_id, to_id) = (node_id(from), node_id(to));
+        let mut src = from.conn();
+        let mut dst = to.conn();
+        assert_eq!(
+            string(
+                &mut dst,
+                &cmd!("CLUSTER", "SETSLOT", slot, "IMPORTING", &from_id)
+            ),
+            "OK"
+        );
+        assert_eq!(
+            string(
+                &mut src,
+                &cmd!("CLUSTER", "SETSLOT", slot, "MIGRATING", &to_id)
+            ),
+            "OK"
+        );
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(1000)
+            .query(&mut src)
+            .unwrap();
+        assert!(!keys.is_empty(), "slot {slot} has keys to move");
+        let mut migrate = cmd!("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS");
+        for k in &keys {
+            migrate.arg(k);
+        }
+        assert_eq!(string(&mut src, &migrate), "OK");
+        between();
+        for n in [to, from] {
+            let mut c = n.conn();
+            assert_eq!(
+                string(&mut c, &cmd!("CLUSTER", "SETSLOT", slot, "NODE", &to_id)),
+                "OK"
+            );
+        }
+        for n in &self.masters {
+            if n.port != to.port && n.port != from.port {
+                let _ = raw(
+                    &mut n.conn(),
+                    &cmd!("CLUSTER", "SETSLOT", slot, "NODE", &to_id),
+                );
+            }
+        }
+        self.wait_ok();
+        assert_eq!(self.master_port_of_slot(slot), to.port);
     }
 
     /// The replica replicating the master on `master_port`.

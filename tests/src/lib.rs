@@ -428,6 +428,16 @@ pub fn wait_until(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool)
     }
 }
 
+/// Send a signal (`"-STOP"`, `"-CONT"`, `"-KILL"`) to a process.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
 /// Wait until the server reports exactly `n` blocked clients (as Redis' own test suite does
 /// with `wait_for_blocked_clients_count`).
 pub fn wait_blocked(conn: &mut redis::Connection, n: i64) {

@@ -5,9 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rlock_tests::cluster::{node_id, Cluster};
+use rlock_tests::cluster::Cluster;
 use rlock_tests::{
-    cmd, exists, hgetall, info_int, int, lock_channel, lock_info, raw, redis, string, token_key,
+    cmd, exists, hgetall, info_int, int, lock_channel, lock_info, raw, string, token_key,
     wait_until, Server, Value,
 };
 
@@ -229,58 +229,6 @@ fn waiters_are_served_in_arrival_order() {
     assert!(!exists(&mut master.conn(), name));
 }
 
-/// Move `slot` from `from` to `to` the way `redis-cli --cluster reshard` does, with a hook
-/// between copying the keys and handing the slot over.
-fn migrate_slot(cluster: &Cluster, slot: u16, from: &Server, to: &Server, between: impl FnOnce()) {
-    let (from_id, to_id) = (node_id(from), node_id(to));
-    let mut src = from.conn();
-    let mut dst = to.conn();
-    assert_eq!(
-        string(
-            &mut dst,
-            &cmd!("CLUSTER", "SETSLOT", slot, "IMPORTING", &from_id)
-        ),
-        "OK"
-    );
-    assert_eq!(
-        string(
-            &mut src,
-            &cmd!("CLUSTER", "SETSLOT", slot, "MIGRATING", &to_id)
-        ),
-        "OK"
-    );
-    let keys: Vec<String> = redis::cmd("CLUSTER")
-        .arg("GETKEYSINSLOT")
-        .arg(slot)
-        .arg(1000)
-        .query(&mut src)
-        .unwrap();
-    assert!(!keys.is_empty(), "slot {slot} has keys to move");
-    let mut migrate = cmd!("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS");
-    for k in &keys {
-        migrate.arg(k);
-    }
-    assert_eq!(string(&mut src, &migrate), "OK");
-    between();
-    for n in [to, from] {
-        let mut c = n.conn();
-        assert_eq!(
-            string(&mut c, &cmd!("CLUSTER", "SETSLOT", slot, "NODE", &to_id)),
-            "OK"
-        );
-    }
-    for n in &cluster.masters {
-        if n.port != to.port && n.port != from.port {
-            let _ = raw(
-                &mut n.conn(),
-                &cmd!("CLUSTER", "SETSLOT", slot, "NODE", &to_id),
-            );
-        }
-    }
-    cluster.wait_ok();
-    assert_eq!(cluster.master_port_of_slot(slot), to.port);
-}
-
 #[test]
 fn waiters_follow_a_migrated_slot() {
     let cluster = Cluster::start();
@@ -321,7 +269,7 @@ fn waiters_follow_a_migrated_slot() {
         queued(source, name).len() == 3
     });
 
-    migrate_slot(&cluster, slot, source, target, || {
+    cluster.migrate_slot(slot, source, target, || {
         // The lock is on the target now; nobody may be left waiting for it on the source.
         let mut src = source.conn();
         wait_until(WAIT, "source waiters released", || {

@@ -12,13 +12,13 @@
 
 mod client_support;
 
-use std::process::{Child, Command};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use client_support::{client_with, read_until, spawn_self};
 use rlock_tests::{
-    cmd, hgetall, info_int, int, lock_info, nil, pttl, raw, redis, rlock_stat, wait_blocked,
-    wait_until, Pending, Server, ServerOptions, Value,
+    cmd, hgetall, info_int, int, lock_info, nil, pttl, raw, redis, rlock_stat, signal,
+    wait_blocked, wait_until, Pending, Server, ServerOptions, Value,
 };
 
 const CHILD_URL: &str = "RLOCK_FAULT_CHILD_URL";
@@ -79,15 +79,6 @@ fn assert_sane(c: &mut redis::Connection, keys: &[&str], max_lease_ms: i64) {
 
 fn waiters(c: &mut redis::Connection, key: &str) -> i64 {
     lock_info(c, key).waiters
-}
-
-fn signal(pid: u32, sig: &str) {
-    let ok = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("run kill")
-        .success();
-    assert!(ok, "kill {sig} {pid}");
 }
 
 // ---------------------------------------------------------------------------------------------
