@@ -141,6 +141,7 @@ mod ops;
 mod owner;
 pub mod performance;
 mod runtime;
+mod session;
 mod transport;
 mod wait;
 mod watchdog;

@@ -1,0 +1,465 @@
+//! [`Listener`]: one server's session as the client keeps it. A task of the client's runtime
+//! ([`run`]) holds a connection of its own to the server (`rlock-session` in `CLIENT LIST`),
+//! opens the session there, reads its outcomes (`RSESSION.READ ... BLOCK`), hands each to the
+//! task waiting for that request, and reconnects when the connection fails.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::{RedisError, RedisResult, Value};
+use tokio::sync::{oneshot, watch, Notify};
+
+use super::wire::{self, Kind, Outcome};
+use super::{Delivered, Settings, Ticket};
+use crate::holds::Registry;
+use crate::transport::{AsyncConn, Node};
+
+/// Longest pause between connection attempts of a listener whose server is down.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Where the listener is.
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Connecting and opening its session.
+    Starting,
+    /// Its session is open: requests may be queued in it.
+    Open,
+    /// The last attempt to connect or open failed with this error (it tries again).
+    Down(RedisError),
+}
+
+/// Why a session was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loss {
+    /// It expired on a live server (its process did not read for longer than the grace).
+    Expired,
+    /// The server is another process now (restart, failover behind one address).
+    Interrupted,
+}
+
+/// A wait in flight: where its outcome goes, and what a grant makes its holder hold.
+struct Slot {
+    tx: oneshot::Sender<Delivered>,
+    key: Arc<str>,
+    holder: Option<Arc<str>>,
+}
+
+/// A grant handed to its task whose acknowledgement the server has not confirmed yet:
+/// `(seq, key, holder)`. If the session is lost before, the server undid the grant.
+type Tentative = (u64, Arc<str>, Arc<str>);
+
+struct Inner {
+    /// The session's name now: `<client id>:<incarnation>`. A new incarnation starts when a
+    /// session is lost, so nothing is queued again under a name the server forgot.
+    name: Arc<str>,
+    incarnation: u64,
+    /// The name was opened on the server (a later `resumed = 0` means it was lost meanwhile).
+    opened: bool,
+    /// Requests may be queued under `name` now.
+    open: bool,
+    /// The grace period asked for, after the server's bound.
+    grace_ms: u64,
+    /// The server process the session lives in (`run_id`).
+    run_id: Option<String>,
+    next_request: u64,
+    slots: HashMap<u64, Slot>,
+    /// The last outcome dispatched (the next read acknowledges up to it).
+    cursor: u64,
+    tentative: Vec<Tentative>,
+}
+
+pub(crate) struct Listener {
+    base: String,
+    node: Arc<Node>,
+    settings: Settings,
+    holds: Arc<Mutex<Registry>>,
+    phase: watch::Sender<Phase>,
+    /// Wakes a listener that waits before its next connection attempt.
+    kick: Notify,
+    inner: Mutex<Inner>,
+}
+
+fn session_name(base: &str, incarnation: u64) -> Arc<str> {
+    Arc::from(format!("{base}:{incarnation}"))
+}
+
+/// A server error reply as the library reads it (`CODE detail`).
+fn server_error(text: &str) -> RedisError {
+    wire::error_of(text)
+}
+
+impl Listener {
+    pub(crate) fn new(
+        base: &str,
+        node: Arc<Node>,
+        settings: Settings,
+        holds: Arc<Mutex<Registry>>,
+    ) -> Listener {
+        let grace_ms = crate::wait::millis(settings.grace).max(1);
+        Listener {
+            base: base.to_string(),
+            node,
+            settings,
+            holds,
+            phase: watch::Sender::new(Phase::Starting),
+            kick: Notify::new(),
+            inner: Mutex::new(Inner {
+                name: session_name(base, 1),
+                incarnation: 1,
+                opened: false,
+                open: false,
+                grace_ms,
+                run_id: None,
+                next_request: 1,
+                slots: HashMap::new(),
+                cursor: 0,
+                tentative: Vec::new(),
+            }),
+        }
+    }
+
+    /// The server's address.
+    pub(crate) fn addr(&self) -> &Arc<str> {
+        &self.node.addr
+    }
+
+    fn open_name(&self) -> Option<Arc<str>> {
+        let i = self.inner.lock().unwrap();
+        i.open.then(|| i.name.clone())
+    }
+
+    /// The session's name once it is open. A listener that could not connect is asked to try
+    /// again at once, and its error is returned if that attempt fails too (the caller's retry
+    /// policy decides what it means).
+    pub(crate) async fn ready(&self) -> RedisResult<Arc<str>> {
+        if let Some(name) = self.open_name() {
+            return Ok(name);
+        }
+        let mut rx = self.phase.subscribe();
+        let mut kicked = false;
+        loop {
+            let phase = rx.borrow_and_update().clone();
+            match phase {
+                Phase::Open => {
+                    if let Some(name) = self.open_name() {
+                        return Ok(name);
+                    }
+                }
+                Phase::Down(e) if kicked => return Err(e),
+                Phase::Down(_) => {
+                    kicked = true;
+                    self.kick.notify_one();
+                }
+                Phase::Starting => {}
+            }
+            if rx.changed().await.is_err() {
+                return Err(server_error("NOSESSION the client is shutting down"));
+            }
+        }
+    }
+
+    /// Register a wait on `key` before its acquire is sent (`holder`: who a grant makes hold
+    /// it). Refused while the session is not open (the caller tries again after a pause).
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        key: &str,
+        holder: Option<&str>,
+    ) -> RedisResult<Ticket> {
+        let (tx, rx) = oneshot::channel();
+        let mut i = self.inner.lock().unwrap();
+        if !i.open {
+            return Err(server_error("NOSESSION the session is being opened again"));
+        }
+        let request = i.next_request;
+        i.next_request += 1;
+        i.slots.insert(
+            request,
+            Slot {
+                tx,
+                key: Arc::from(key),
+                holder: holder.map(Arc::from),
+            },
+        );
+        Ok(Ticket {
+            listener: self.clone(),
+            name: i.name.clone(),
+            request,
+            rx,
+        })
+    }
+
+    /// The wait `request` is over; an outcome that still comes for it is a stray.
+    pub(crate) fn forget(&self, request: u64) {
+        self.inner.lock().unwrap().slots.remove(&request);
+    }
+
+    /// `READ`'s `BLOCK`: a fifth of the grace, so that the session outlives a read that comes a
+    /// little late, and a connection that went silent is noticed well before the grace ends.
+    fn block(&self) -> Duration {
+        let grace = self.inner.lock().unwrap().grace_ms;
+        Duration::from_millis((grace / 5).max(1))
+    }
+
+    fn set_phase(&self, p: Phase) {
+        self.phase.send_replace(p);
+    }
+
+    /// Open the session on `conn`: resume it, or notice it was lost and open a new one.
+    async fn open(&self, conn: &mut AsyncConn, run_id: &Option<String>) -> RedisResult<()> {
+        loop {
+            let (name, opened, grace_ms) = {
+                let i = self.inner.lock().unwrap();
+                (i.name.clone(), i.opened, i.grace_ms)
+            };
+            let reply = self.query(conn, &wire::open(&name, grace_ms)).await;
+            let resumed = match reply {
+                Ok(v) => wire::resumed(v)?,
+                Err(e) => match wire::max_grace(&e) {
+                    Some(max) if max < grace_ms => {
+                        tracing::warn!(
+                            asked_ms = grace_ms,
+                            max_ms = max,
+                            server = %self.node.addr,
+                            "rlock: the server bounds the session grace period \
+                             (rlock.session-max-grace-ms); using its bound"
+                        );
+                        self.inner.lock().unwrap().grace_ms = max.max(1);
+                        continue;
+                    }
+                    _ => return Err(e),
+                },
+            };
+            if opened && !resumed {
+                // The session we had is gone, and OPEN just made an empty one under its name:
+                // close that one, so a request sent under the old name can't be queued there.
+                let _ = self.query(conn, &wire::close(&name)).await;
+                let same = run_id.is_some() && self.inner.lock().unwrap().run_id == *run_id;
+                self.lose(if same {
+                    Loss::Expired
+                } else {
+                    Loss::Interrupted
+                });
+                continue;
+            }
+            let mut i = self.inner.lock().unwrap();
+            i.opened = true;
+            i.open = true;
+            i.run_id = run_id.clone();
+            return Ok(());
+        }
+    }
+
+    /// One command on the listener's connection, within the response timeout.
+    async fn query(&self, conn: &mut AsyncConn, cmd: &redis::Cmd) -> RedisResult<Value> {
+        let t = self.settings.response_timeout;
+        match tokio::time::timeout(t, cmd.query_async::<Value>(&mut conn.conn)).await {
+            Ok(r) => r,
+            Err(_) => Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the session listener's command got no reply",
+            ))),
+        }
+    }
+
+    /// The session was lost: fail every wait it had, and start a new incarnation.
+    fn lose(&self, loss: Loss) {
+        let (slots, tentative, old) = {
+            let mut i = self.inner.lock().unwrap();
+            let old = i.name.clone();
+            i.incarnation += 1;
+            i.name = session_name(&self.base, i.incarnation);
+            i.opened = false;
+            i.open = false;
+            i.cursor = 0;
+            (
+                std::mem::take(&mut i.slots),
+                std::mem::take(&mut i.tentative),
+                old,
+            )
+        };
+        self.set_phase(Phase::Starting);
+        match loss {
+            Loss::Expired => tracing::warn!(
+                session = %old,
+                server = %self.node.addr,
+                waits = slots.len(),
+                "rlock: the client's session expired on the server (its process did not read \
+                 outcomes for longer than the grace period): its waits failed, unacknowledged \
+                 grants were undone; opening a new session"
+            ),
+            Loss::Interrupted => tracing::warn!(
+                session = %old,
+                server = %self.node.addr,
+                waits = slots.len(),
+                "rlock: the server lost the client's session (restart or failover); \
+                 its waits are checked and queued again"
+            ),
+        }
+        for (_, s) in slots {
+            let _ = s.tx.send(match loss {
+                Loss::Expired => Delivered::Expired,
+                Loss::Interrupted => Delivered::Interrupted,
+            });
+        }
+        if loss == Loss::Expired {
+            let held: Vec<_> = tentative.into_iter().map(|(_, k, h)| (k, h)).collect();
+            self.mark_lost(&held);
+        }
+    }
+
+    /// Hand each outcome to its task. `acked` is the cursor of the read that returned them (the
+    /// server has processed the acknowledgement up to it).
+    fn dispatch(&self, acked: u64, outcomes: Vec<Outcome>) {
+        let mut lost = Vec::new();
+        let mut strays = 0;
+        {
+            let mut i = self.inner.lock().unwrap();
+            i.tentative.retain(|(seq, ..)| *seq > acked);
+            for o in outcomes {
+                // A read after a reconnect may return what was dispatched already.
+                if o.seq <= i.cursor {
+                    continue;
+                }
+                i.cursor = o.seq;
+                let delivered = match o.kind {
+                    Kind::Lost(owner) => {
+                        if let Some(key) = o.key {
+                            lost.push((Arc::from(key), Arc::from(owner)));
+                        }
+                        continue;
+                    }
+                    Kind::Granted(v) => Delivered::Granted(v),
+                    Kind::Timeout => Delivered::TimedOut,
+                    Kind::Error(e) => Delivered::Failed(e),
+                };
+                let Some(slot) = o.request.and_then(|r| i.slots.remove(&r)) else {
+                    strays += matches!(delivered, Delivered::Granted(_)) as usize;
+                    continue;
+                };
+                if let (Delivered::Granted(_), Some(h)) = (&delivered, &slot.holder) {
+                    i.tentative.push((o.seq, slot.key.clone(), h.clone()));
+                }
+                let _ = slot.tx.send(delivered);
+            }
+        }
+        if strays > 0 {
+            // A wait that was cancelled, or resolved by checking the server, while its grant was
+            // on its way: the task that cancelled has given it back, or holds it.
+            tracing::debug!(strays, "rlock: grants for waits that were already resolved");
+        }
+        if !lost.is_empty() {
+            self.mark_lost(&lost);
+        }
+    }
+
+    /// The server says these `(key, holder)` holds ended: mark them lost.
+    fn mark_lost(&self, held: &[(Arc<str>, Arc<str>)]) {
+        if held.is_empty() {
+            return;
+        }
+        let marked = self.holds.lock().unwrap().mark_lost_held(held);
+        for id in marked {
+            tracing::warn!(
+                kind = id.kind.name,
+                key = %id.key,
+                holder = %id.holder,
+                "rlock: hold lost: the server reports it ended (expired, deleted or \
+                 force-released); it is no longer renewed"
+            );
+        }
+    }
+
+    /// One connection's life: connect, open, read until it fails. Returns why it ended, and
+    /// whether the session was open on it.
+    async fn serve(&self) -> (RedisError, bool) {
+        let mut conn = match AsyncConn::open(&self.node, "rlock-session").await {
+            Ok(c) => c,
+            Err(e) => return (e, false),
+        };
+        let mut info = redis::cmd("INFO");
+        info.arg("server");
+        let run_id = match self.query(&mut conn, &info).await {
+            Ok(Value::BulkString(b)) => wire::run_id(&String::from_utf8_lossy(&b)),
+            Ok(Value::VerbatimString { text, .. }) => wire::run_id(&text),
+            Ok(_) => None,
+            Err(e) => return (e, false),
+        };
+        if let Err(e) = self.open(&mut conn, &run_id).await {
+            return (e, false);
+        }
+        self.set_phase(Phase::Open);
+        loop {
+            let block = self.block();
+            let (name, cursor) = {
+                let i = self.inner.lock().unwrap();
+                (i.name.clone(), i.cursor)
+            };
+            let read = wire::read(&name, cursor, crate::wait::millis(block));
+            // A read that outlasts its BLOCK by this much means a silent connection.
+            let stuck = block + block.max(Duration::from_millis(50));
+            let reply =
+                tokio::time::timeout(stuck, read.query_async::<Value>(&mut conn.conn)).await;
+            let reply = match reply {
+                Ok(r) => r,
+                Err(_) => {
+                    let e = std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the session listener's read got no reply",
+                    );
+                    return (e.into(), true);
+                }
+            };
+            match reply.and_then(wire::outcomes) {
+                Ok(outcomes) => self.dispatch(cursor, outcomes),
+                Err(e) if e.code() == Some("NOSESSION") => {
+                    // Same connection, same server: the session expired while nobody read.
+                    self.lose(Loss::Expired);
+                    if let Err(e) = self.open(&mut conn, &run_id).await {
+                        return (e, false);
+                    }
+                    self.set_phase(Phase::Open);
+                }
+                Err(e) => return (e, true),
+            }
+        }
+    }
+}
+
+/// The listener's task: serve, and after a failure connect again (at once after a connection
+/// that worked broke, then with growing pauses up to [`MAX_BACKOFF`]). Runs until the client's
+/// runtime stops.
+pub(crate) async fn run(l: Arc<Listener>) {
+    let mut delay = Duration::ZERO;
+    loop {
+        let (e, was_open) = l.serve().await;
+        let opened = {
+            let mut i = l.inner.lock().unwrap();
+            i.open = false;
+            i.opened
+        };
+        if opened && matches!(e.code(), Some("READONLY" | "UNBLOCKED")) {
+            // The server turned into a replica: the demotion ended every wait queued there, and
+            // outcomes it holds can't be read from a replica. Whether a wait was granted before
+            // is for the wait path to check on the new master.
+            l.lose(Loss::Interrupted);
+        }
+        if was_open {
+            tracing::debug!(server = %l.node.addr, error = %e, "rlock: session listener reconnecting");
+            l.set_phase(Phase::Starting);
+            delay = Duration::ZERO;
+        } else {
+            tracing::debug!(server = %l.node.addr, error = %e, "rlock: session listener can't open its session");
+            l.set_phase(Phase::Down(e));
+            delay = (delay * 2)
+                .max(l.settings.retry_delay)
+                .min(MAX_BACKOFF.max(l.settings.retry_delay));
+        }
+        if !delay.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = l.kick.notified() => {}
+            }
+        }
+    }
+}
