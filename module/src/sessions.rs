@@ -409,14 +409,21 @@ pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
         return;
     }
     let id = KeyId::new(ctx.db(), keys.name.bytes());
-    state(|s| {
-        if let Some(holds) = s.tracked.get_mut(&id) {
-            holds.retain(|t| t.req.owner() != Some(owner) || t.req.held_until(keys).is_some());
-            if holds.is_empty() {
-                s.tracked.remove(&id);
-            }
+    let check = state(|s| {
+        let holds = s.tracked.get_mut(&id)?;
+        holds.retain(|t| t.req.owner() != Some(owner) || t.req.held_until(keys).is_some());
+        if !holds.is_empty() {
+            return None;
         }
+        s.tracked.remove(&id);
+        // Nothing left to look at on this key: its pending check goes too (a client that
+        // names its session in every acquire would otherwise leave one per lock it ever
+        // took, each until its lease end).
+        s.checks.remove(&id)
     });
+    if let Some(t) = check {
+        timers::cancel(t);
+    }
 }
 
 /// A command may have ended holds on its key (a force release): look now.
