@@ -217,7 +217,7 @@ async fn send_at<'a, A: Attempt>(
     addr: &Arc<str>,
     asking: bool,
 ) -> RedisResult<Sent<'a, A>> {
-    let listener = ctx.sessions.at(&ctx.transport, &ctx.bg, addr)?;
+    let listener = ctx.sessions.at(&ctx.transport, addr)?;
     let name = listener.ready().await?;
     let mut cmd = a.command(None);
     let Some(timeout_ms) = until.queue_ms() else {

@@ -34,7 +34,6 @@ use std::time::Duration;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::holds::Registry;
-use crate::runtime::Background;
 use crate::transport::Transport;
 
 pub(crate) use listener::Listener;
@@ -84,12 +83,7 @@ impl Sessions {
     }
 
     /// The listener of the node at `addr`, started on first use.
-    pub(crate) fn at(
-        &self,
-        transport: &Transport,
-        bg: &Background,
-        addr: &Arc<str>,
-    ) -> RedisResult<Arc<Listener>> {
+    pub(crate) fn at(&self, transport: &Transport, addr: &Arc<str>) -> RedisResult<Arc<Listener>> {
         if let Some(l) = self.listeners.lock().unwrap().get(addr) {
             return Ok(l.clone());
         }
@@ -102,10 +96,19 @@ impl Sessions {
                 self.settings.clone(),
                 self.holds.clone(),
             ));
-            bg.spawn(listener::run(l.clone()));
+            listener::start(l.clone());
             l
         });
         Ok(l.clone())
+    }
+}
+
+impl Drop for Sessions {
+    /// The client is gone: each listener ends its session and its thread.
+    fn drop(&mut self) {
+        for l in self.listeners.lock().unwrap().values() {
+            l.close();
+        }
     }
 }
 
@@ -117,17 +120,23 @@ pub(crate) struct Ticket {
     pub(crate) name: Arc<str>,
     pub(crate) request: u64,
     rx: tokio::sync::oneshot::Receiver<Delivered>,
+    /// The listener handed the outcome over (and forgot the request).
+    done: bool,
 }
 
 impl Ticket {
     /// The outcome, once the listener has it (`Interrupted` if the listener went away).
     pub(crate) async fn outcome(&mut self) -> Delivered {
-        (&mut self.rx).await.unwrap_or(Delivered::Interrupted)
+        let d = (&mut self.rx).await;
+        self.done = d.is_ok();
+        d.unwrap_or(Delivered::Interrupted)
     }
 
     /// The outcome if it has come.
     pub(crate) fn try_outcome(&mut self) -> Option<Delivered> {
-        self.rx.try_recv().ok()
+        let d = self.rx.try_recv().ok();
+        self.done |= d.is_some();
+        d
     }
 
     /// The listener this ticket belongs to.
@@ -138,6 +147,8 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.listener.forget(self.request);
+        if !self.done {
+            self.listener.forget(self.request);
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! Above it, operations send commands by key (or to a node by address, for what a session
 //! queued there) and get replies or errors that already name the server; they never see a
 //! connection, except the [`Waiter`] replica sync holds for `WAIT` and the session listener's
-//! own connection ([`AsyncConn`] to a [`Node`]).
+//! own connection (to a [`Node`]).
 
 mod cluster;
 mod pool;
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
-pub(crate) use pool::{AsyncConn, Node};
+pub(crate) use pool::Node;
 pub(crate) use retry::{classify, Delivery, Failure, Redirect, RetryPolicy};
 pub(crate) use waiter::Waiter;
 

@@ -45,11 +45,11 @@ pub(crate) trait Dedicated: Sized + Send + 'static {
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value>;
 }
 
-/// `CLIENT SETNAME name`: the client's connections are `rlock` in `CLIENT LIST`, its session
-/// listeners `rlock-session`.
-fn hello(name: &str) -> Cmd {
+/// `CLIENT SETNAME rlock`: the client's connections in `CLIENT LIST` (its session listeners
+/// are `rlock-session`).
+fn hello() -> Cmd {
     let mut c = redis::cmd("CLIENT");
-    c.arg("SETNAME").arg(name);
+    c.arg("SETNAME").arg("rlock");
     c
 }
 
@@ -65,7 +65,7 @@ impl Dedicated for BlockingConn {
             .get_connection_with_timeout(node.connect_timeout)?;
         conn.set_read_timeout(Some(node.response_timeout))?;
         conn.set_write_timeout(Some(node.response_timeout))?;
-        let () = hello("rlock").query(&mut conn)?;
+        let () = hello().query(&mut conn)?;
         Ok(BlockingConn { conn })
     }
 
@@ -80,9 +80,8 @@ pub(crate) struct AsyncConn {
     pub(crate) conn: MultiplexedConnection,
 }
 
-impl AsyncConn {
-    /// Open one, named `name` in `CLIENT LIST`.
-    pub(crate) async fn open(node: &Node, name: &str) -> RedisResult<AsyncConn> {
+impl Dedicated for AsyncConn {
+    async fn connect(node: &Node) -> RedisResult<Self> {
         let cfg = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(node.connect_timeout))
             .set_response_timeout(None);
@@ -90,14 +89,8 @@ impl AsyncConn {
             .client
             .get_multiplexed_async_connection_with_config(&cfg)
             .await?;
-        let () = hello(name).query_async(&mut conn).await?;
+        let () = hello().query_async(&mut conn).await?;
         Ok(AsyncConn { conn })
-    }
-}
-
-impl Dedicated for AsyncConn {
-    async fn connect(node: &Node) -> RedisResult<Self> {
-        AsyncConn::open(node, "rlock").await
     }
 
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
