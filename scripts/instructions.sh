@@ -44,7 +44,7 @@ per_call() { # phase function
   callgrind_annotate --inclusive=yes "$f" >"$f.txt" 2>/dev/null
   grep -m1 -E "[ :]$2( |\$)" "$f.txt" | awk -v n="$N" '{ gsub(",", "", $1); printf "%.0f", $1 / n }'
 }
-A=$(per_call rl_a 'rlock_module::registry::acquire'); R=$(per_call rl_r 'rlock_module::registry::release')
+A=$(per_call rl_a 'RedisModuleCommandDispatcher'); R=$(per_call rl_r 'RedisModuleCommandDispatcher')
 EA=$(per_call rs_a 'evalShaCommand'); ER=$(per_call rs_r 'evalShaCommand')
 H=$(per_call hs 'hsetCommand'); D=$(per_call dl 'delCommand')
 echo "server-side instructions per call (callgrind, $N calls per phase):"

@@ -28,7 +28,7 @@ impl Sizes {
             pipe_pairs: 64,
             cost_calls: 50_000,
             contended: &[2, 8, 32],
-            expiry_rounds: 40,
+            expiry_rounds: 300,
             watchdog_locks: 10_000,
             waiters: 1_000,
         }
@@ -58,10 +58,7 @@ pub struct Bench {
 
 impl Bench {
     pub fn conn(&self) -> Connection {
-        redis::Client::open(self.url.as_str())
-            .unwrap()
-            .get_connection()
-            .expect("connect")
+        protocols::connection(&self.url)
     }
 
     pub fn protocol(&self, kind: Kind, i: usize) -> Box<dyn Protocol> {

@@ -1,9 +1,9 @@
 //! Scenario 2: N clients on one key, looping acquire → critical section → release.
 
 use crate::bench::{commands_executed, reset_stats, Bench};
+use crate::exclusion::Exclusion;
 use crate::protocols::Kind;
 use crate::report::{jain, ms, percentile, Bar, Report, Table};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 pub fn run(b: &Bench, r: &mut Report) {
@@ -89,9 +89,7 @@ struct Measured {
 fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report) -> Measured {
     let key = format!("contended:{n}:{}", kind.name());
     let mut stats = b.conn();
-    // Who is in the critical section (0 = nobody): a second holder is a mutual-exclusion bug.
-    let holder = AtomicUsize::new(0);
-    let violations = AtomicU64::new(0);
+    let check = Exclusion::default();
     // Connect everyone before the clock starts.
     let protocols: Vec<_> = (0..n).map(|i| b.protocol(kind, i)).collect();
     reset_stats(&mut stats);
@@ -99,9 +97,8 @@ fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report) -> Measured {
     let results: Vec<(u64, Vec<Duration>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = protocols
             .into_iter()
-            .enumerate()
-            .map(|(i, mut p)| {
-                let (key, holder, violations) = (&key, &holder, &violations);
+            .map(|mut p| {
+                let (key, check) = (&key, &check);
                 scope.spawn(move || {
                     let mut lat = Vec::new();
                     let mut count = 0u64;
@@ -109,13 +106,7 @@ fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report) -> Measured {
                         let t0 = Instant::now();
                         assert!(p.acquire(key, 30_000, None));
                         lat.push(t0.elapsed());
-                        if holder.swap(i + 1, SeqCst) != 0 {
-                            violations.fetch_add(1, SeqCst);
-                        }
-                        std::hint::spin_loop();
-                        if holder.compare_exchange(i + 1, 0, SeqCst, SeqCst).is_err() {
-                            violations.fetch_add(1, SeqCst);
-                        }
+                        check.exclusive();
                         p.release(key);
                         count += 1;
                     }
@@ -127,7 +118,7 @@ fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report) -> Measured {
     });
     let elapsed = start.elapsed();
     let cmds = commands_executed(&mut stats);
-    r.violations += violations.load(SeqCst);
+    r.violations += check.violations();
     let counts: Vec<u64> = results.iter().map(|(c, _)| *c).collect();
     let total: u64 = counts.iter().sum();
     let mut lat: Vec<Duration> = results.into_iter().flat_map(|(_, l)| l).collect();

@@ -9,10 +9,19 @@
 mod bench;
 mod client;
 mod contended;
+mod deadlock;
+mod exclusion;
 mod expiry;
+mod handoff;
+mod latch;
 mod memory;
 mod protocols;
 mod report;
+mod rw_protocols;
+mod rwlock;
+mod sem_protocols;
+mod semaphore;
+mod subscriber;
 mod uncontended;
 mod watchdog;
 
@@ -65,12 +74,17 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 6] = [
+    let steps: [(&str, Step); 11] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
+        ("hand-off floor", handoff::run),
+        ("read-heavy rwlock", rwlock::run),
+        ("deadlock detection", deadlock::run),
         ("expiry hand-off", expiry::run),
         ("watchdog", watchdog::run),
         ("memory", memory::run),
+        ("semaphore", semaphore::run),
+        ("latch fan-out", latch::run),
         ("client vs raw", client::run),
     ];
     for (name, step) in steps {

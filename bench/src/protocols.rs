@@ -8,6 +8,7 @@
 //!   min(ttl, remaining), retry; unsubscribe when done).
 //! - `ceiling`: the cheapest native commands of the same shape (HSET + DEL); not a lock.
 
+use crate::subscriber::Subscriber;
 use redis::{Connection, Value};
 use rlock_tests::{lock_channel, prefix_name, redisson};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,6 +62,14 @@ impl Shas {
     }
 }
 
+/// A new connection to the server at `url`.
+pub fn connection(url: &str) -> Connection {
+    redis::Client::open(url)
+        .unwrap()
+        .get_connection()
+        .expect("connect")
+}
+
 /// A fresh owner id in Redisson's `UUID:thread` shape.
 pub fn owner(i: usize) -> String {
     static RUN: AtomicU64 = AtomicU64::new(0);
@@ -77,12 +86,7 @@ pub fn connect(
     client: Option<&rlock::Client>,
     i: usize,
 ) -> Box<dyn Protocol> {
-    let conn = || {
-        redis::Client::open(url)
-            .unwrap()
-            .get_connection()
-            .expect("connect")
-    };
+    let conn = || connection(url);
     match kind {
         Kind::Rlock => Box::new(Rlock {
             conn: conn(),
@@ -92,11 +96,8 @@ pub fn connect(
             client: client.expect("rlock client").clone(),
         }),
         Kind::Redisson => Box::new(Redisson {
-            conn: conn(),
-            sub: conn(),
-            owner: owner(i),
+            client: RedissonConn::new(url, i),
             shas: shas.clone(),
-            request: 0,
         }),
         Kind::Ceiling => Box::new(Ceiling { conn: conn() }),
     }
@@ -109,13 +110,12 @@ struct Rlock {
 
 impl Protocol for Rlock {
     fn acquire(&mut self, key: &str, lease_ms: i64, wait: Option<Duration>) -> bool {
-        let block = wait.map_or(0, |w| (w.as_millis() as i64).max(1));
         let r: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
             .arg(key)
             .arg(&self.owner)
             .arg(lease_ms)
             .arg("BLOCK")
-            .arg(block)
+            .arg(block_ms(wait))
             .query(&mut self.conn)
             .expect("RLOCK.ACQUIRE");
         r.is_some()
@@ -150,86 +150,33 @@ impl Protocol for RlockClient {
     }
 }
 
-struct Redisson {
-    conn: Connection,
-    sub: Connection,
-    owner: String,
-    shas: Shas,
-    request: u64,
+/// `BLOCK`'s argument for a wait of at most `wait` (`None`: 0, until acquired).
+pub fn block_ms(wait: Option<Duration>) -> i64 {
+    wait.map_or(0, |w| (w.as_millis() as i64).max(1))
 }
 
-impl Redisson {
-    /// The acquire script: `None` when acquired, else the holder's PTTL.
-    fn try_acquire(&mut self, key: &str, lease_ms: i64) -> Option<i64> {
-        redis::cmd("EVALSHA")
-            .arg(&self.shas.acquire)
-            .arg(1)
-            .arg(key)
-            .arg(lease_ms)
-            .arg(&self.owner)
-            .query(&mut self.conn)
-            .expect("EVALSHA acquire")
-    }
+struct Redisson {
+    client: RedissonConn,
+    shas: Shas,
 }
 
 impl Protocol for Redisson {
     fn acquire(&mut self, key: &str, lease_ms: i64, wait: Option<Duration>) -> bool {
-        let deadline = wait.map(|w| Instant::now() + w);
-        if self.try_acquire(key, lease_ms).is_none() {
-            return true;
-        }
-        if wait.is_some_and(|w| w.is_zero()) {
-            return false;
-        }
-        // Subscribe, then retry before waiting: that is how Redisson avoids a lost wake-up.
-        let channel = lock_channel(key);
-        let Redisson {
-            conn,
-            sub,
-            owner,
-            shas,
-            ..
-        } = self;
-        let mut ps = sub.as_pubsub();
-        ps.subscribe(&channel).expect("SUBSCRIBE");
-        let acquired = loop {
-            let ttl: Option<i64> = redis::cmd("EVALSHA")
-                .arg(&shas.acquire)
+        let sha = &self.shas.acquire;
+        self.client.wait(&lock_channel(key), wait, |c, owner| {
+            redis::cmd("EVALSHA")
+                .arg(sha)
                 .arg(1)
                 .arg(key)
                 .arg(lease_ms)
-                .arg(&*owner)
-                .query(conn)
-                .expect("EVALSHA acquire");
-            let Some(ttl) = ttl else { break true };
-            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if remaining.is_some_and(|r| r.is_zero()) {
-                break false;
-            }
-            // Wait for an unlock message, or min(ttl, remaining) (forever when the key has no TTL).
-            let mut timeout = if ttl >= 0 {
-                Some(Duration::from_millis(ttl.max(1) as u64))
-            } else {
-                None
-            };
-            if let Some(r) = remaining {
-                timeout = Some(timeout.map_or(r, |t| t.min(r)));
-            }
-            ps.set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))
-                .unwrap();
-            let _ = ps.get_message(); // a message or a timeout: either way, retry
-        };
-        ps.unsubscribe(&channel).expect("UNSUBSCRIBE");
-        acquired
+                .arg(owner)
+                .query(c)
+                .expect("EVALSHA acquire")
+        })
     }
 
     fn release(&mut self, key: &str) {
-        self.request += 1;
-        let latch = format!(
-            "{}:{:032x}",
-            prefix_name("redisson_unlock_latch", key),
-            self.request
-        );
+        let latch = self.client.latch(key);
         let mut pipe = redis::pipe();
         pipe.cmd("EVALSHA")
             .arg(&self.shas.unlock)
@@ -239,12 +186,96 @@ impl Protocol for Redisson {
             .arg(&latch)
             .arg(0)
             .arg(30_000)
-            .arg(&self.owner)
+            .arg(&self.client.owner)
             .arg("PUBLISH")
             .arg(18_000);
-        // The client deletes the latch after a successful unlock (fire-and-forget).
-        pipe.cmd("DEL").arg(&latch);
-        let _: Vec<Value> = pipe.query(&mut self.conn).expect("EVALSHA unlock");
+        self.client.unlock(pipe, &latch);
+    }
+}
+
+/// What a Redisson client has for one of its threads: a command connection, a pub/sub
+/// connection read by a thread of its own ([`Subscriber`]), the owner id and a counter of
+/// unlock requests.
+pub struct RedissonConn {
+    conn: Connection,
+    sub: Subscriber,
+    pub owner: String,
+    request: u64,
+}
+
+impl RedissonConn {
+    pub fn new(url: &str, i: usize) -> RedissonConn {
+        RedissonConn {
+            conn: connection(url),
+            sub: Subscriber::connect(url),
+            owner: owner(i),
+            request: 0,
+        }
+    }
+
+    /// The unlock latch key of a new unlock request on `key` (Redisson's
+    /// `getUnlockLatchName(requestId)`).
+    pub fn latch(&mut self, key: &str) -> String {
+        self.request += 1;
+        format!(
+            "{}:{:032x}",
+            prefix_name("redisson_unlock_latch", key),
+            self.request
+        )
+    }
+
+    /// Send an unlock script (`pipe`), then the latch DEL the client sends after an unlock
+    /// (fire-and-forget, in the same round trip).
+    pub fn unlock(&mut self, mut pipe: redis::Pipeline, latch: &str) -> Vec<Value> {
+        pipe.cmd("DEL").arg(latch);
+        pipe.query(&mut self.conn).expect("EVALSHA unlock")
+    }
+
+    /// Redisson's wait loop (`RedissonLock.lock` / `tryLock`), shared by every Redisson object
+    /// here: try the acquire script (`try_acquire(conn, owner)`: `None` when acquired, else the
+    /// holder's PTTL); on failure subscribe to `channel`, retry after subscribing (how Redisson
+    /// avoids a lost wake-up), then wait for a message or min(ttl, remaining) (forever when the
+    /// key has no TTL) and retry; unsubscribe when done. Messages come through a reader
+    /// thread, as in Redisson ([`Subscriber`]), so a timed wait ends on time.
+    pub fn wait(
+        &mut self,
+        channel: &str,
+        wait: Option<Duration>,
+        mut try_acquire: impl FnMut(&mut Connection, &str) -> Option<i64>,
+    ) -> bool {
+        let RedissonConn {
+            conn, sub, owner, ..
+        } = self;
+        let deadline = wait.map(|w| Instant::now() + w);
+        if try_acquire(conn, owner).is_none() {
+            return true;
+        }
+        if wait.is_some_and(|w| w.is_zero()) {
+            return false;
+        }
+        sub.subscribe(channel);
+        let acquired = loop {
+            let Some(ttl) = try_acquire(conn, owner) else {
+                break true;
+            };
+            let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if remaining.is_some_and(|r| r.is_zero()) {
+                break false;
+            }
+            // PTTL 0 (the key's last millisecond) waits 0 ms, as Redisson's `tryAcquire(0)`:
+            // it retries at once until the key is gone.
+            let mut timeout = if ttl >= 0 {
+                Some(Duration::from_millis(ttl as u64))
+            } else {
+                None
+            };
+            if let Some(r) = remaining {
+                timeout = Some(timeout.map_or(r, |t| t.min(r)));
+            }
+            sub.message(timeout); // a message or a timeout: either way, retry
+        };
+        sub.unsubscribe(channel);
+        acquired
     }
 }
 

@@ -284,4 +284,11 @@ fn server_cost(b: &Bench, r: &mut Report, _rates: Vec<(Kind, f64)>) {
         "≥ 4× cheaper",
         rs_rel / rl_rel >= 4.0,
     );
+    let vs_native = (rl_acq + rl_rel) / (hset + del);
+    r.target(
+        "server cost per acquire+release pair vs HSET+DEL",
+        format!("{vs_native:.2}×"),
+        "≤ 2×",
+        vs_native <= 2.0,
+    );
 }

@@ -3,11 +3,11 @@
 //! times only, so a replay never extends a lease), and announced with the keyspace event that
 //! native command raises, for whoever listens.
 
-use crate::core::decision::{Decision, Write};
+use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
-use crate::core::store::{Kind, Store, Target};
+use crate::core::store::{Int, Kind, Store, Target};
 use crate::core::wait::Io;
-use crate::ffi::{Key, OwnedStr};
+use crate::ffi::{IntStr, Key, OwnedStr};
 use crate::keys::RedisKeys;
 use crate::propagation;
 use redis_module::raw;
@@ -30,7 +30,7 @@ impl Io for RedisKeys {
             match w {
                 Write::Incr { key } => token = Some(self.incr(key)?),
                 Write::HSetInt { key, field, value } => {
-                    let value = OwnedStr::from_i64(*value);
+                    let value = IntStr::new(*value);
                     self.hset(key, field, value.get().bytes(), notify, |k, f| {
                         k.hash_set(f, value.get())
                     });
@@ -51,25 +51,59 @@ impl Io for RedisKeys {
                     self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
                 }
                 Write::SetInt { key, value } => {
-                    let v = OwnedStr::from_i64(*value);
+                    let v = IntStr::new(*value);
                     self.on(key, |k| k.string_set(v.get()));
                     self.replicate(c"SET", key, &[v.get().bytes()]);
                     self.notify(notify, raw::REDISMODULE_NOTIFY_STRING, c"set", key);
                 }
                 Write::PExpireAt { key, at } => {
                     self.on(key, |k| k.set_abs_expire(*at));
-                    let at = itoa::Buffer::new().format(*at).as_bytes().to_vec();
-                    self.replicate(c"PEXPIREAT", key, &[&at]);
+                    self.replicate(
+                        c"PEXPIREAT",
+                        key,
+                        &[itoa::Buffer::new().format(*at).as_bytes()],
+                    );
                     self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
                 }
-                Write::Publish { channel, message } => {
-                    let message = itoa::Buffer::new().format(*message).as_bytes().to_vec();
-                    let cluster = self.ctx.is_cluster();
-                    self.ctx.publish(channel, &message, cluster);
-                    // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so
-                    // do we, when one is connected: a later replica has no use for old messages.
-                    if !cluster && propagation::needed(true) {
-                        self.ctx.replicate(c"PUBLISH", &[channel, &message], true);
+                Write::Publish { channel, message } => self.publish(channel, *message),
+                Write::IncrBy { key, by } => {
+                    self.incr_by(key, *by)?;
+                    let by = itoa::Buffer::new().format(*by).as_bytes().to_vec();
+                    self.replicate(c"INCRBY", key, &[&by]);
+                    self.notify(notify, raw::REDISMODULE_NOTIFY_STRING, c"incrby", key);
+                }
+                Write::ZAdd { key, member, score } => {
+                    let m = OwnedStr::new(member);
+                    self.on(key, |k| k.zset_add(*score as f64, m.get()));
+                    let score = itoa::Buffer::new().format(*score).as_bytes().to_vec();
+                    self.replicate(c"ZADD", key, &[&score, member]);
+                    self.notify(notify, raw::REDISMODULE_NOTIFY_ZSET, c"zadd", key);
+                }
+                Write::ZRem { key, member } => {
+                    let m = OwnedStr::new(member);
+                    let mut emptied = false;
+                    self.on(key, |k| {
+                        // Redis 7.0 may leave an empty sorted set to the key's close; delete it
+                        // here, as ZREM does.
+                        if k.zset_rem(m.get()) && k.zset_range(f64::INFINITY, 1).is_empty() {
+                            k.delete();
+                            emptied = true;
+                        }
+                    });
+                    self.replicate(c"ZREM", key, &[member]);
+                    self.notify(notify, raw::REDISMODULE_NOTIFY_ZSET, c"zrem", key);
+                    if emptied {
+                        // As ZREM of the last member: the key goes, with its `del` event.
+                        self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"del", key);
+                    }
+                }
+                Write::PublishCount {
+                    channel,
+                    key,
+                    positive_only,
+                } => {
+                    if let Some(n) = count_message(self.get_int(key), *positive_only) {
+                        self.publish(channel, n);
                     }
                 }
             }
@@ -106,6 +140,40 @@ impl RedisKeys {
         self.on(key, |k| write(k, f.get()));
         self.replicate(c"HSET", key, &[field, value]);
         self.notify(notify, raw::REDISMODULE_NOTIFY_HASH, c"hset", key);
+    }
+
+    /// PUBLISH (SPUBLISH semantics in a cluster).
+    fn publish(&self, channel: &[u8], message: i64) {
+        let cluster = self.ctx.is_cluster();
+        self.ctx.publish(channel, message, cluster);
+        // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so do we, when
+        // one is connected: a later replica has no use for old messages.
+        if !cluster && propagation::needed(true) {
+            let mut text = itoa::Buffer::new();
+            let message = text.format(message).as_bytes();
+            self.ctx.replicate(c"PUBLISH", &[channel, message], true);
+        }
+    }
+
+    /// INCRBY with the low-level API: the new value is set and the TTL kept (as INCRBY keeps
+    /// it; RM_StringSet drops it). The rules checked the type and the range; this refuses
+    /// anything else before writing.
+    fn incr_by(&self, key: &Target, by: i64) -> Result<(), CmdError> {
+        let current = match (self.kind(key), self.get_int(key)) {
+            (Kind::Empty, _) => 0,
+            (Kind::String, Int::Is(n)) => n,
+            _ => return Err(CmdError::WrongType),
+        };
+        let next = current.checked_add(by).ok_or(CmdError::PermitsOverflow)?;
+        let ttl = self.expire_at(key);
+        let v = OwnedStr::from_i64(next);
+        self.on(key, |k| {
+            k.string_set(v.get());
+            if let Some(at) = ttl {
+                k.set_abs_expire(at);
+            }
+        });
+        Ok(())
     }
 
     /// `cmd key args...` to replicas and the AOF, when anyone can receive it.
@@ -158,8 +226,11 @@ impl RedisKeys {
                 | Write::HDel { key, .. }
                 | Write::SetInt { key, .. }
                 | Write::PExpireAt { key, .. }
-                | Write::Incr { key } => (key, false),
-                Write::Publish { .. } => continue,
+                | Write::Incr { key }
+                | Write::IncrBy { key, .. }
+                | Write::ZAdd { key, .. }
+                | Write::ZRem { key, .. } => (key, false),
+                Write::Publish { .. } | Write::PublishCount { .. } => continue,
             };
             if let Target::Aux(name) = key {
                 if !self.ctx.may_write_key(name, delete) {
@@ -179,7 +250,9 @@ impl RedisKeys {
                 Write::HSetInt { key, .. }
                 | Write::HSet { key, .. }
                 | Write::SetInt { key, .. }
-                | Write::Incr { key } => key,
+                | Write::Incr { key }
+                | Write::IncrBy { key, .. }
+                | Write::ZAdd { key, .. } => key,
                 _ => continue,
             };
             if self.kind(key) == Kind::Empty && self.ctx.key_stored(self.name_of(key)) {

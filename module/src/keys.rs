@@ -5,13 +5,16 @@
 use crate::core::store::{Int, Kind, Store, Target};
 use crate::ffi::{Ctx, Key, OwnedStr, RStr};
 
+const HINTS: usize = 2;
+
 pub struct RedisKeys {
     pub(crate) ctx: Ctx,
     pub(crate) name: RStr,
     pub(crate) main: Key,
     /// Argument strings (the owner) the rules pass back as hash fields: reused as they are
-    /// instead of copied into new Redis strings.
-    hints: Vec<RStr>,
+    /// instead of copied into new Redis strings. Inline (a heap vector cost an allocation per
+    /// command); a command has at most [`HINTS`], more would only be made afresh.
+    hints: [Option<RStr>; HINTS],
     /// Outside a client command (timers, events): a write that creates a key checks first that
     /// no expired copy of it is still stored, which happens while writes are paused.
     pub(crate) guard_pause: bool,
@@ -25,7 +28,7 @@ impl RedisKeys {
             ctx,
             name,
             main: Key::open(ctx, name, true),
-            hints: hints.to_vec(),
+            hints: std::array::from_fn(|i| hints.get(i).copied()),
             guard_pause: false,
             _owned: None,
         }
@@ -37,7 +40,7 @@ impl RedisKeys {
             ctx,
             name,
             main: Key::open(ctx, name, false),
-            hints: Vec::new(),
+            hints: [None; HINTS],
             guard_pause: false,
             _owned: None,
         }
@@ -52,7 +55,7 @@ impl RedisKeys {
             ctx,
             name,
             main: Key::open(ctx, name, false),
-            hints: Vec::new(),
+            hints: [None; HINTS],
             guard_pause: false,
             _owned: Some(owned),
         }
@@ -66,7 +69,7 @@ impl RedisKeys {
             ctx,
             name,
             main: Key::open(ctx, name, true),
-            hints: Vec::new(),
+            hints: [None; HINTS],
             guard_pause: true,
             _owned: Some(owned),
         }
@@ -74,7 +77,7 @@ impl RedisKeys {
 
     /// `bytes` as a Redis string: a hinted argv string when it is one, else a new string.
     pub(crate) fn string(&self, bytes: &[u8]) -> Field {
-        match self.hints.iter().find(|h| {
+        match self.hints.iter().flatten().find(|h| {
             std::ptr::eq(h.bytes().as_ptr(), bytes.as_ptr()) && h.bytes().len() == bytes.len()
         }) {
             Some(h) => Field::Borrowed(*h),
@@ -173,5 +176,20 @@ impl Store for RedisKeys {
 
     fn expire_at(&self, key: &Target) -> Option<i64> {
         self.with(key, Key::abs_expire)
+    }
+
+    fn zscore(&self, key: &Target, member: &[u8]) -> Option<f64> {
+        let member = OwnedStr::new(member);
+        self.with(key, |k| k.zset_score(member.get()))
+    }
+
+    fn zrange(&self, key: &Target, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
+        self.with(key, |k| k.zset_range(max, limit))
+    }
+
+    fn random_id(&self) -> [u8; 16] {
+        let mut id = [0u8; 16];
+        crate::ffi::random_bytes(&mut id);
+        id
     }
 }

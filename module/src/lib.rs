@@ -36,7 +36,7 @@ mod wait;
 
 #[cfg(not(test))]
 mod module {
-    use crate::ffi::{boundary, command, load, BlockedClient, Ctx, Handlers};
+    use crate::ffi::{alarm, boundary, command, load, BlockedClient, Ctx, Handlers};
     use crate::ffi::{RedisModuleCtx, RedisModuleString};
     use crate::{config, events, info, propagation, registry, sessions, timers, wait};
     use std::ffi::c_int;
@@ -71,9 +71,18 @@ mod module {
             },
             events::CLASSES,
         );
+        // Without it, timers fire up to 2 ms late (see ffi/alarm.rs); still correct.
+        alarm::install(c);
         propagation::init(c);
         events::check_eviction(c);
         Ok(())
+    }
+
+    /// `MODULE UNLOAD`: refused while the alarm is set, as Redis refuses it while a module
+    /// timer is pending.
+    #[no_mangle]
+    pub extern "C" fn RedisModule_OnUnload(ctx: *mut RedisModuleCtx) -> c_int {
+        load::on_unload(ctx, alarm::uninstall)
     }
 
     /// `CLIENT UNBLOCK` of a parked client: a waiter in a queue, or a session's listener.

@@ -1,7 +1,7 @@
 //! The command table: every command's handler, flags, ACL categories, key position and the
 //! `COMMAND DOCS` entries. A new object adds its rows here.
 
-use crate::commands::{lock, rwlock};
+use crate::commands::{latch, lock, rwlock, semaphore};
 use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::sessions;
 
@@ -34,6 +34,23 @@ const MODE: ArgSpec = ArgSpec {
         ArgSpec::word(c"write", c"WRITE"),
     ],
     ..ArgSpec::new(c"mode", OneOf)
+};
+
+const PERMITS: ArgSpec = ArgSpec::option(c"permits", Integer, c"PERMITS");
+const RELEASED: ArgSpec = ArgSpec {
+    optional: true,
+    subargs: &[
+        ArgSpec {
+            token: Some(c"PERMITS"),
+            ..ArgSpec::new(c"permits", Integer)
+        },
+        ArgSpec {
+            token: Some(c"ID"),
+            multiple: true,
+            ..ArgSpec::new(c"id", String)
+        },
+    ],
+    ..ArgSpec::new(c"released", OneOf)
 };
 
 pub static COMMANDS: &[CommandSpec] = &[
@@ -155,10 +172,137 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[KEY],
     },
     CommandSpec {
+        name: c"rsem.acquire",
+        handler: semaphore::acquire,
+        flags: c"write deny-oom blocking",
+        acl: c"write slow blocking",
+        summary: c"Takes permits of a semaphore (Redisson RSemaphore layout), with LEASE as ids that return by themselves when the lease ends (RPermitExpirableSemaphore layout); with BLOCK waits in a strict FIFO queue on the server",
+        complexity: c"O(N) where N is the number of permits leased (O(1) without LEASE), plus the expired leases returned first",
+        arity: -2,
+        key: KeyAccess::Update,
+        args: &[
+            KEY,
+            PERMITS,
+            ArgSpec::option(c"lease_ms", Integer, c"LEASE"),
+            BLOCK,
+            SESSION,
+        ],
+    },
+    CommandSpec {
+        name: c"rsem.release",
+        handler: semaphore::release,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Gives back permits (or the leased permits with these ids, all or none), hands them to queued waiters, publishes and replies the count left",
+        complexity: c"O(N) where N is the number of ids, plus the waiters granted",
+        arity: -2,
+        key: KeyAccess::Update,
+        args: &[KEY, RELEASED],
+    },
+    CommandSpec {
+        name: c"rsem.trysetpermits",
+        handler: semaphore::try_set_permits,
+        flags: c"write deny-oom",
+        acl: c"write slow",
+        summary: c"Sets a semaphore's permits if it does not exist yet",
+        complexity: c"O(1), plus the waiters granted",
+        arity: 3,
+        key: KeyAccess::Update,
+        args: &[KEY, ArgSpec::new(c"permits", Integer)],
+    },
+    CommandSpec {
+        name: c"rsem.addpermits",
+        handler: semaphore::add_permits,
+        flags: c"write deny-oom",
+        acl: c"write slow",
+        summary: c"Adds (or with a negative delta removes) permits; the count may go negative",
+        complexity: c"O(1), plus the waiters granted",
+        arity: 3,
+        key: KeyAccess::Update,
+        args: &[KEY, ArgSpec::new(c"delta", Integer)],
+    },
+    CommandSpec {
+        name: c"rsem.available",
+        handler: semaphore::available,
+        flags: c"readonly fast",
+        acl: c"read fast",
+        summary: c"Returns the permits available now (leases that ended count as returned)",
+        complexity: c"O(log N) where N is the number of leased permits",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rsem.drain",
+        handler: semaphore::drain,
+        flags: c"write",
+        acl: c"write fast",
+        summary: c"Takes every available permit and returns how many",
+        complexity: c"O(1)",
+        arity: 2,
+        key: KeyAccess::Update,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rsem.info",
+        handler: semaphore::info,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Shows a semaphore's available permits, leased permits with their remaining lease, TTL and waiting queue",
+        complexity: c"O(N) where N is the number of leased permits and waiters",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rlatch.trysetcount",
+        handler: latch::try_set_count,
+        flags: c"write deny-oom",
+        acl: c"write fast",
+        summary: c"Sets a count-down latch's count if it is open (Redisson RCountDownLatch layout)",
+        complexity: c"O(1)",
+        arity: 3,
+        key: KeyAccess::Update,
+        args: &[KEY, ArgSpec::new(c"count", Integer)],
+    },
+    CommandSpec {
+        name: c"rlatch.countdown",
+        handler: latch::count_down,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Counts a latch down; at zero deletes it, publishes and releases every waiter",
+        complexity: c"O(1), plus the waiters released",
+        arity: 2,
+        key: KeyAccess::Delete,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rlatch.await",
+        handler: latch::await_open,
+        flags: c"readonly blocking",
+        acl: c"read slow blocking",
+        summary: c"Returns 1 when a latch is open; with BLOCK waits on the server until it opens",
+        complexity: c"O(1)",
+        arity: -2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY, BLOCK, SESSION],
+    },
+    CommandSpec {
+        name: c"rlatch.count",
+        handler: latch::count,
+        flags: c"readonly fast",
+        acl: c"read fast",
+        summary: c"Returns a latch's count (0 when open)",
+        complexity: c"O(1)",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+    CommandSpec {
         name: c"rsession.open",
         handler: sessions::open,
-        flags: c"write deny-oom fast",
-        acl: c"write fast",
+        flags: c"deny-oom fast",
+        acl: c"fast",
         summary: c"Creates or resumes a session (many waits over one connection); the calling connection becomes its listener",
         complexity: c"O(1)",
         arity: 3,
@@ -168,8 +312,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rsession.read",
         handler: sessions::read,
-        flags: c"write blocking",
-        acl: c"write slow blocking",
+        flags: c"blocking",
+        acl: c"slow blocking",
         summary: c"Acknowledges a session's outcomes up to cursor and returns those after it; with BLOCK waits for one",
         complexity: c"O(N) where N is the number of outcomes returned or acknowledged",
         arity: -3,
@@ -184,8 +328,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rsession.ack",
         handler: sessions::ack,
-        flags: c"write fast",
-        acl: c"write fast",
+        flags: c"fast",
+        acl: c"fast",
         summary: c"Acknowledges a session's outcomes up to cursor",
         complexity: c"O(N) where N is the number of outcomes acknowledged",
         arity: 3,
@@ -195,8 +339,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rsession.cancel",
         handler: sessions::cancel,
-        flags: c"write fast",
-        acl: c"write fast",
+        flags: c"fast",
+        acl: c"fast",
         summary: c"Withdraws a request queued in a session",
         complexity: c"O(N) where N is the number of waiters on the request's key",
         arity: 3,
@@ -206,8 +350,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: c"rsession.close",
         handler: sessions::close,
-        flags: c"write",
-        acl: c"write slow",
+        flags: c"",
+        acl: c"slow",
         summary: c"Ends a session now: its queued requests leave, unacknowledged grants are undone",
         complexity: c"O(N) where N is the number of the session's requests and outcomes",
         arity: 2,

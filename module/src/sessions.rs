@@ -19,6 +19,7 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counter;
 use crate::core::wait::session::{self as rules, Kind, Outcomes};
+use crate::core::wait::HashMap;
 use crate::core::wait::{KeyId, Req, TimerKey};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Args, Ctx};
@@ -26,7 +27,6 @@ use crate::keys::RedisKeys;
 use crate::timers;
 use crate::wait::{self, Ended, Handle};
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 /// What undoing a grant needs, kept until the grant is acknowledged.
 type Grant = (KeyId, Req, Reply);
@@ -86,7 +86,11 @@ pub static LOST: Counter = Counter::new();
 /// Install this file as the destination of session requests' outcomes; counters start from
 /// zero at each load.
 pub fn init() {
-    wait::set_session_sink(sink);
+    wait::set_session_hooks(wait::SessionHooks {
+        sink,
+        watch,
+        after_write,
+    });
     for c in [&OPENED, &EXPIRED, &CLOSED, &LOST] {
         c.reset();
     }
@@ -279,7 +283,7 @@ fn end(ctx: Ctx, id: u32) {
         for holds in s.tracked.values_mut() {
             holds.retain(|t| t.session != id);
         }
-        s.tracked.retain(|_, v| !v.is_empty());
+        s.forget_unwatched();
         Some(sess)
     }) else {
         return;
@@ -315,12 +319,10 @@ fn end(ctx: Ctx, id: u32) {
 /// Watch the hold `req` stands for on `id` for session `session`; its key is looked at on the
 /// next turn, and then at each lease end.
 fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
-    state(|s| {
-        s.tracked
-            .entry(id.clone())
-            .or_default()
-            .push(Tracked { session, req })
-    });
+    if state(|s| !s.sessions.contains_key(&session)) {
+        return; // the session ended while its client waited
+    }
+    state(|s| s.add_watch(&id, session, req));
     check_at(ctx, &id, ctx.now_ms());
 }
 
@@ -331,14 +333,44 @@ pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req) {
     if until.is_none() {
         return;
     }
-    state(|s| {
-        s.tracked
-            .entry(id.clone())
-            .or_default()
-            .push(Tracked { session, req })
-    });
+    state(|s| s.add_watch(&id, session, req));
     if let Some(Some(at)) = until {
         check_at(ctx, &id, at.saturating_add(1));
+    }
+}
+
+impl State {
+    /// Stop watching `id`: no hold there is watched any more.
+    fn unwatch(&mut self, id: &KeyId) {
+        self.tracked.remove(id);
+        if let Some(t) = self.checks.remove(id) {
+            timers::cancel(t);
+        }
+    }
+
+    /// Drop the keys no hold is watched on any more, with their pending checks.
+    fn forget_unwatched(&mut self) {
+        let empty: Vec<KeyId> = self
+            .tracked
+            .iter()
+            .filter(|(_, holds)| holds.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in empty {
+            self.unwatch(&id);
+        }
+    }
+
+    /// Watch `req`'s hold for `session`, unless that hold (same object, owner and mode) is
+    /// watched already: a re-entry is the same hold, and one loss is one `lost` outcome.
+    fn add_watch(&mut self, id: &KeyId, session: u32, req: Req) {
+        let holds = self.tracked.entry(id.clone()).or_default();
+        let same = |t: &Tracked| {
+            t.session == session && t.req.kind() == req.kind() && t.req.show() == req.show()
+        };
+        if !holds.iter().any(same) {
+            holds.push(Tracked { session, req });
+        }
     }
 }
 
@@ -394,6 +426,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
         }
     }
     if kept.is_empty() {
+        state(|s| s.unwatch(id));
         return;
     }
     state(|s| s.tracked.entry(id.clone()).or_default().extend(kept));
@@ -409,21 +442,14 @@ pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
         return;
     }
     let id = KeyId::new(ctx.db(), keys.name.bytes());
-    let check = state(|s| {
-        let holds = s.tracked.get_mut(&id)?;
-        holds.retain(|t| t.req.owner() != Some(owner) || t.req.held_until(keys).is_some());
-        if !holds.is_empty() {
-            return None;
+    state(|s| {
+        if let Some(holds) = s.tracked.get_mut(&id) {
+            holds.retain(|t| t.req.owner() != Some(owner) || t.req.held_until(keys).is_some());
+            if holds.is_empty() {
+                s.unwatch(&id);
+            }
         }
-        s.tracked.remove(&id);
-        // Nothing left to look at on this key: its pending check goes too (a client that
-        // names its session in every acquire would otherwise leave one per lock it ever
-        // took, each until its lease end).
-        s.checks.remove(&id)
     });
-    if let Some(t) = check {
-        timers::cancel(t);
-    }
 }
 
 /// A command may have ended holds on its key (a force release): look now.

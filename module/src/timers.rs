@@ -1,10 +1,10 @@
-//! The module's one Redis timer. Every timed job (wait deadlines, re-checks of keys at their
+//! The module's one wake-up (an exact alarm, or a Redis timer). Every timed job (wait deadlines, re-checks of keys at their
 //! lease end, deferred undo, session expiry, listener read timeouts) is a closure in one
-//! ordered map (`core::wait::Timers`); a single Redis timer is kept armed at the earliest.
+//! ordered map (`core::wait::Timers`); a single wake-up is kept armed at the earliest.
 //! Cancelling is a map removal; jobs run one at a time, outside any borrow of this state.
 
 use crate::core::wait::{TimerKey, Timers};
-use crate::ffi::block::MAX_TIMER_DELAY_MS;
+use crate::ffi::alarm::Wakeup;
 use crate::ffi::Ctx;
 use std::cell::RefCell;
 
@@ -13,8 +13,8 @@ type Job = Box<dyn FnOnce(Ctx)>;
 #[derive(Default)]
 struct State {
     jobs: Timers<Job>,
-    /// The Redis timer armed for the earliest job: (its id, when it fires).
-    armed: Option<(u64, i64)>,
+    /// The wake-up armed for the earliest job (the alarm, or a Redis timer), and when.
+    armed: Option<(Wakeup, i64)>,
 }
 
 thread_local! {
@@ -45,17 +45,15 @@ fn arm(s: &mut State, ctx: Ctx) {
     let Some(next) = s.jobs.next_at() else {
         return;
     };
-    if let Some((id, at)) = s.armed {
+    if let Some((w, at)) = s.armed {
         if at <= next {
             return; // fires in time; it re-arms for whatever is left
         }
-        ctx.stop_timer(id);
+        ctx.cancel_wakeup(w);
     }
-    let now = ctx.now_ms();
-    // The delay is capped (a lease of 2^62 ms): a timer that fires early finds nothing due
-    // and re-arms.
-    let delay = next.saturating_sub(now).clamp(0, MAX_TIMER_DELAY_MS);
-    s.armed = Some((ctx.create_timer(delay), now + delay));
+    // Exact to the microsecond where the alarm exists (ffi/alarm.rs); a capped module timer
+    // elsewhere (one that fires early finds nothing due and re-arms).
+    s.armed = Some((ctx.wake_at(next), next));
 }
 
 /// The Redis timer fired: run every job that is due, then re-arm for the next.

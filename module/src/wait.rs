@@ -5,7 +5,7 @@
 //!
 //! A waiter is reached through its [`Handle`]: a client parked with `BLOCK` gets its reply
 //! through Redis' blocked-client machinery; a request queued through a session gets it through
-//! the session's outcome list (`sessions`, which installs itself as the [`SessionSink`]).
+//! the session's outcome list (`sessions`, which installs itself through [`SessionHooks`]).
 //!
 //! Invariants:
 //! - a waiter is in exactly one queue until it is granted, fails, times out or leaves, and its
@@ -23,13 +23,15 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{self, ObjectKind};
 use crate::core::store::{Kind, Store, Target};
-use crate::core::wait::{self, Io, KeyId, Outcome, Queues, Req, TimerKey, Waiter};
+use crate::core::wait::deadlock::{self, Place};
+use crate::core::wait::HashMap;
+use crate::core::wait::{self, queue, Io, KeyId, Outcome, Queues, Req, TimerKey, Waiter};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
 use crate::timers;
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::sync::OnceLock;
 
 /// How a waiter is reached.
@@ -51,13 +53,28 @@ pub enum Ended {
     Failed(CmdError),
 }
 
-/// Where outcomes of session requests go (installed by `sessions` at load).
-pub type SessionSink = fn(Ctx, u32, u64, Ended);
+/// What `sessions` (above this file) does for it, installed at load, so that this file never
+/// calls up into it.
+pub struct SessionHooks {
+    /// Where outcomes of session requests go: the session, the request id, how it ended.
+    pub sink: fn(Ctx, u32, u64, Ended),
+    /// Where a hold granted to a blocked client that named a session goes to be watched for
+    /// loss: the session, the key, the request.
+    pub watch: fn(Ctx, u32, KeyId, Req),
+    /// A background write (expired holds tidied) may have ended watched holds on these keys.
+    pub after_write: fn(Ctx, &RedisKeys),
+}
 
-static SESSION_SINK: OnceLock<SessionSink> = OnceLock::new();
+static SESSION_HOOKS: OnceLock<SessionHooks> = OnceLock::new();
 
-pub fn set_session_sink(sink: SessionSink) {
-    let _ = SESSION_SINK.set(sink);
+pub fn set_session_hooks(hooks: SessionHooks) {
+    let _ = SESSION_HOOKS.set(hooks);
+}
+
+fn session_after_write(ctx: Ctx, keys: &RedisKeys) {
+    if let Some(h) = SESSION_HOOKS.get() {
+        (h.after_write)(ctx, keys);
+    }
 }
 
 /// A grant on its way to a parked client (its reply is sent from `beforeSleep`).
@@ -65,19 +82,35 @@ struct InFlight {
     id: KeyId,
     req: Req,
     reply: Reply,
+    /// The session that watches the hold once the reply is sent (`BLOCK` with `SESSION`).
+    session: Option<u32>,
 }
 
 /// An owner within a database (the same name in two databases is two owners).
-type OwnerId = (i32, Box<[u8]>);
+/// An owner within a database (the same name in two databases is two owners), as a hash:
+/// the index keeps no copy of the name (a queued request's memory matters when thousands
+/// wait). Two owners with the same hash share an entry; readers of the index check the
+/// waiter's own owner and database.
+type OwnerId = u64;
+
+fn owner_id(db: i32, owner: &[u8]) -> OwnerId {
+    use std::hash::BuildHasher;
+    static SEED: std::sync::OnceLock<foldhash::fast::RandomState> = std::sync::OnceLock::new();
+    SEED.get_or_init(Default::default).hash_one((db, owner))
+}
 
 #[derive(Default)]
 struct State {
     queues: Queues<Handle, Req>,
     /// The waits of each owner (for deadlock detection).
-    by_owner: HashMap<OwnerId, Vec<Handle>>,
+    by_owner: HashMap<OwnerId, smallvec::SmallVec<[Handle; 1]>>,
     /// Keys looked at when a single hold's lease ends although nobody waits (see `upkeep`).
     upkeep: HashMap<KeyId, TimerKey>,
+    /// The owners with more than one wait (usually none; deadlock detection follows them).
+    multi: HashSet<OwnerId>,
     in_flight: HashMap<usize, InFlight>,
+    /// Parked clients whose acquire named a session, by blocked-client id.
+    watched: HashMap<usize, u32>,
     serial: u64,
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
     /// blocked-client disconnect callback), to tell a real disconnect from CLIENT UNBLOCK.
@@ -109,7 +142,7 @@ pub fn shown(db: i32, key: &[u8]) -> Vec<Reply> {
 /// Queued waiters per object kind.
 pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
     state(|s| {
-        let mut counts: HashMap<ObjectKind, usize> = HashMap::new();
+        let mut counts: HashMap<ObjectKind, usize> = HashMap::default();
         for id in s.queues.ids(None) {
             if let Some(q) = s.queues.get(&id) {
                 for w in q.iter() {
@@ -178,10 +211,12 @@ impl State {
 impl State {
     fn index(&mut self, db: i32, waiter: &Waiter<Handle, Req>) {
         if let Some(o) = waiter.req.owner() {
-            self.by_owner
-                .entry((db, o.into()))
-                .or_default()
-                .push(waiter.handle);
+            let id = owner_id(db, o);
+            let hs = self.by_owner.entry(id).or_default();
+            hs.push(waiter.handle);
+            if hs.len() == 2 {
+                self.multi.insert(id);
+            }
         }
     }
 
@@ -189,11 +224,15 @@ impl State {
         let Some(o) = waiter.req.owner() else {
             return;
         };
-        let id = (db, Box::<[u8]>::from(o));
+        let id = owner_id(db, o);
         if let Some(hs) = self.by_owner.get_mut(&id) {
             hs.retain(|h| *h != waiter.handle);
+            if hs.len() < 2 {
+                self.multi.remove(&id);
+            }
             if hs.is_empty() {
                 self.by_owner.remove(&id);
+                queue::shrink(&mut self.by_owner);
             }
         }
     }
@@ -212,11 +251,21 @@ fn retire(db: i32, waiter: &Waiter<Handle, Req>) {
 
 /// Park the calling client behind `keys`' queue with request `req` (`BLOCK`), or reply nil at
 /// once when the request may not wait (no BLOCK; or inside MULTI, Lua or RM_Call, where a wait
-/// degrades to one attempt, as BLPOP's). Session waits (`QUEUE`) go through `sessions`.
-pub fn park_or_nil(ctx: Ctx, keys: &RedisKeys, wait: Wait, req: Req) -> Answer {
+/// degrades to one attempt, as BLPOP's). Session waits (`QUEUE`) go through `sessions`; a
+/// blocked acquire that names a session has its hold watched by it once granted.
+pub fn park_or_nil(
+    ctx: Ctx,
+    keys: &RedisKeys,
+    wait: Wait,
+    req: Req,
+    session: Option<u32>,
+) -> Answer {
     match wait {
         Wait::Block(ms) if ctx.may_block() => {
             let bc = ctx.block();
+            if let Some(session) = session {
+                state(|s| s.watched.insert(bc.id(), session));
+            }
             enqueue(ctx, keys, Handle::Blocked(bc), ms, req);
             Answer::Parked
         }
@@ -299,45 +348,96 @@ fn after_leaving(ctx: Ctx, id: &KeyId) {
 
 // ---- deadlock detection -----------------------------------------------------------------------
 
-/// Owners visited at most by one search (a larger graph is allowed to wait, as without
-/// detection).
-const DEADLOCK_BUDGET: usize = 100_000;
+/// Work one search may do (queues and holders looked at, owners followed; measured: about 2 us
+/// per lock followed, so at most a few ms): a larger graph is allowed to wait, as without
+/// detection. A chain of holders waiting for one another through 1,000 locks takes about 6,000.
+const DEADLOCK_BUDGET: usize = 10_000;
 
-/// The wait-for graph of one database, read from the queues and the keys.
+/// The wait-for graph of one database, read from the queues and the keys. Its keys are queue
+/// ids; the key the new request is about to wait on may have no queue yet (`new`).
 struct WaitGraph<'a> {
     ctx: Ctx,
     db: i32,
     s: &'a State,
+    new: (&'a KeyId, &'a Req, &'a RedisKeys),
 }
 
-impl crate::core::wait::deadlock::Graph for WaitGraph<'_> {
-    type Owner = Box<[u8]>;
-    type Key = std::rc::Rc<[u8]>;
+impl WaitGraph<'_> {
+    fn at(&self, key: &KeyId, pos: usize) -> Option<&Req> {
+        self.s.queues.get(key)?.iter().nth(pos).map(|w| &w.req)
+    }
+}
 
-    fn waits(&self, owner: &Box<[u8]>) -> Vec<(std::rc::Rc<[u8]>, Vec<Box<[u8]>>)> {
-        let Some(handles) = self.s.by_owner.get(&(self.db, owner.clone())) else {
+impl deadlock::Graph for WaitGraph<'_> {
+    type Owner = Box<[u8]>;
+    type Key = KeyId;
+
+    fn holders(&self, key: &KeyId) -> Vec<(Box<[u8]>, bool)> {
+        let held = |req: &Req, keys: &RedisKeys| {
+            let hs = req.holders(keys).into_iter();
+            hs.map(|(o, x)| (o.into_boxed_slice(), x)).collect()
+        };
+        let (new_key, new_req, new_keys) = self.new;
+        if key == new_key {
+            return held(new_req, new_keys);
+        }
+        match self.s.queues.get(key).and_then(|q| q.front()) {
+            Some(w) => held(&w.req, &RedisKeys::peek(self.ctx, &key.key)),
+            None => Vec::new(),
+        }
+    }
+
+    fn queue_len(&self, key: &KeyId) -> usize {
+        self.s.queues.len(key)
+    }
+
+    fn exclusive_at(&self, key: &KeyId, pos: usize) -> Option<bool> {
+        let req = self.at(key, pos)?;
+        req.owner().map(|_| req.exclusive())
+    }
+
+    fn owner_at(&self, key: &KeyId, pos: usize) -> Option<Box<[u8]>> {
+        self.at(key, pos)?.owner().map(Box::from)
+    }
+
+    fn waits(&self, owner: &Box<[u8]>) -> Vec<Place<KeyId>> {
+        let Some(handles) = self.s.by_owner.get(&owner_id(self.db, owner)) else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for h in handles {
-            let Some((id, _)) = self.s.queues.find(*h) else {
+            let Some((id, w)) = self.s.queues.find(*h) else {
                 continue;
             };
+            if id.db != self.db || w.req.owner() != Some(&owner[..]) {
+                continue; // another owner with the same hash
+            }
             let Some(q) = self.s.queues.get(id) else {
                 continue;
             };
-            let keys = RedisKeys::peek(self.ctx, &id.key);
-            let mut ahead: Vec<&dyn crate::core::wait::Pending> = Vec::new();
-            for w in q.iter() {
-                if w.handle == *h {
-                    let blockers = w.req.waits_for(&keys, &ahead);
-                    out.push((
-                        id.key.clone(),
-                        blockers.into_iter().map(Vec::into_boxed_slice).collect(),
-                    ));
-                    break;
+            if let Some((pos, w)) = q.iter().enumerate().find(|(_, w)| w.handle == *h) {
+                out.push(Place {
+                    key: id.clone(),
+                    pos,
+                    exclusive: w.req.exclusive(),
+                });
+            }
+        }
+        out
+    }
+
+    fn multi(&self) -> Vec<Box<[u8]>> {
+        let mut out: Vec<Box<[u8]>> = Vec::new();
+        for id in &self.s.multi {
+            for h in self.s.by_owner.get(id).into_iter().flatten() {
+                let Some((key, w)) = self.s.queues.find(*h) else {
+                    continue;
+                };
+                if let Some(o) = w.req.owner().filter(|_| key.db == self.db) {
+                    if !out.iter().any(|x| &x[..] == o) {
+                        out.push(o.into());
+                    }
                 }
-                ahead.push(&*w.req);
             }
         }
         out
@@ -356,23 +456,14 @@ pub fn check_deadlock(ctx: Ctx, keys: &RedisKeys, req: &Req) -> Result<(), CmdEr
             return None; // nobody waits anywhere: no cycle can close
         }
         let id = KeyId::new(db, keys.key_name());
-        let ahead: Vec<&dyn crate::core::wait::Pending> = s
-            .queues
-            .get(&id)
-            .map_or_else(Vec::new, |q| q.iter().map(|w| &*w.req).collect());
-        let blockers: Vec<Box<[u8]>> = req
-            .waits_for(keys, &ahead)
-            .into_iter()
-            .map(Vec::into_boxed_slice)
-            .collect();
-        let graph = WaitGraph { ctx, db, s };
-        crate::core::wait::deadlock::find_cycle(
-            &graph,
-            &Box::from(owner),
-            &id.key,
-            &blockers,
-            DEADLOCK_BUDGET,
-        )
+        let graph = WaitGraph {
+            ctx,
+            db,
+            s,
+            new: (&id, req, keys),
+        };
+        let owner = Box::from(owner);
+        deadlock::find_cycle(&graph, &owner, &id, req.exclusive(), DEADLOCK_BUDGET)
     });
     let Some(steps) = cycle else {
         return Ok(());
@@ -388,7 +479,7 @@ pub fn check_deadlock(ctx: Ctx, keys: &RedisKeys, req: &Req) -> Result<(), CmdEr
                 "'{}' waits for '{}' on '{}'",
                 echo(&st.owner),
                 echo(next),
-                echo(&st.key)
+                echo(&st.key.key)
             )
         })
         .collect();
@@ -511,12 +602,12 @@ fn schedule_upkeep(ctx: Ctx, id: KeyId, at: i64, req: Req) {
         if state(|s| s.queues.is_queued(&key)) {
             // Serving tidies first (and counts what follows as a grant after expiry).
             serve(&mut keys, &key);
-            crate::sessions::after_write(ctx, &keys);
+            session_after_write(ctx, &keys);
             return;
         }
         if let Ok(tidy) = req.tidy(&keys) {
             if !tidy.writes.is_empty() && keys.apply(&tidy).is_ok() {
-                crate::sessions::after_write(ctx, &keys);
+                session_after_write(ctx, &keys);
             }
         }
         if let Some(next) = req.wake_at(&keys) {
@@ -572,10 +663,17 @@ pub fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
 fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
     match handle {
         Handle::Blocked(bc) => {
+            let session = state(|s| s.watched.remove(&bc.id()));
             let reply = match ended {
                 Ended::Granted { id, req, reply } => {
                     let wake = reply.clone();
-                    state(|s| s.in_flight.insert(bc.id(), InFlight { id, req, reply }));
+                    let grant = InFlight {
+                        id,
+                        req,
+                        reply,
+                        session,
+                    };
+                    state(|s| s.in_flight.insert(bc.id(), grant));
                     wake
                 }
                 Ended::TimedOut => Reply::Nil,
@@ -590,7 +688,7 @@ fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
             );
         }
         Handle::Session { session, request } => {
-            if let Some(sink) = SESSION_SINK.get() {
+            if let Some(SessionHooks { sink, .. }) = SESSION_HOOKS.get() {
                 sink(ctx, session, request, ended);
             }
         }
@@ -601,8 +699,14 @@ fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
 pub fn on_woken(ctx: Ctx, wake: Option<&Wake>) {
     match wake {
         Some(w) => {
-            state(|s| s.in_flight.remove(&w.handle));
+            let grant = state(|s| s.in_flight.remove(&w.handle));
             ctx.reply(&w.reply);
+            // The grant reached its client: a session it named watches the hold from now.
+            if let (Some(g), Some(SessionHooks { watch, .. })) = (grant, SESSION_HOOKS.get()) {
+                if let Some(session) = g.session {
+                    watch(ctx, session, g.id, g.req);
+                }
+            }
         }
         None => ctx.reply(&Reply::Nil),
     }
@@ -617,6 +721,7 @@ fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, timed_out: bool) -> bool {
     let Some(kind) = withdraw(ctx, Handle::Blocked(bc)) else {
         return false;
     };
+    state(|s| s.watched.remove(&bc.id()));
     let c = kind.counters();
     if timed_out {
         c.waits_timed_out.incr();

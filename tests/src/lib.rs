@@ -696,6 +696,32 @@ pub fn rlock_stat_in(info: &str, field: &str) -> i64 {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Command metadata
+// ---------------------------------------------------------------------------------------------
+
+/// The summary `COMMAND DOCS name` gives (empty when it has none).
+pub fn command_summary(conn: &mut redis::Connection, name: &str) -> String {
+    map_field(&command_docs(conn, name), "summary")
+        .and_then(text)
+        .unwrap_or_default()
+}
+
+/// The AOF files of a server's directory: (the incremental files, every file), as text.
+pub fn aof_text(server: &Server) -> (String, String) {
+    let mut incr = String::new();
+    let mut all = String::new();
+    for entry in std::fs::read_dir(server.dir().join("appendonlydir")).unwrap() {
+        let path = entry.unwrap().path();
+        let body = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+        if path.to_string_lossy().ends_with(".incr.aof") {
+            incr.push_str(&body);
+        }
+        all.push_str(&body);
+    }
+    (incr, all)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Commands that block: sent on their own connection, reply read later
 // ---------------------------------------------------------------------------------------------
 
@@ -857,8 +883,8 @@ pub struct KeyState {
     pub pttl: i64,
 }
 
-/// Every key of the current database (hashes and strings rendered in full, other types by
-/// type only).
+/// Every key of the current database (hashes, strings and sorted sets rendered in full, binary
+/// members as hex; other types by type only).
 pub fn snapshot(conn: &mut redis::Connection) -> BTreeMap<String, KeyState> {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
     let mut out = BTreeMap::new();
@@ -867,6 +893,20 @@ pub fn snapshot(conn: &mut redis::Connection) -> BTreeMap<String, KeyState> {
         let value = match kind.as_str() {
             "hash" => format!("{:?}", hgetall(conn, &k)),
             "string" => string(conn, &cmd!("GET", &k)),
+            "zset" => {
+                let z: Vec<(Vec<u8>, String)> = redis::cmd("ZRANGE")
+                    .arg(&k)
+                    .arg(0)
+                    .arg(-1)
+                    .arg("WITHSCORES")
+                    .query(conn)
+                    .unwrap();
+                let shown: Vec<String> = z
+                    .iter()
+                    .map(|(m, s)| format!("{}={s}", redisson::semaphore::hex(m)))
+                    .collect();
+                shown.join(",")
+            }
             _ => String::new(),
         };
         let pttl = pttl(conn, &k);
@@ -960,6 +1000,9 @@ pub fn reload_aof_without_module(server: &mut Server) -> (Server, Option<tempfil
 pub mod redisson {
     use super::*;
     use std::sync::atomic::{AtomicU64, Ordering};
+
+    pub mod latch;
+    pub mod semaphore;
 
     /// `RedissonLock.tryLockInnerAsync`: nil when acquired or re-entered, else the holder's PTTL.
     pub const ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) \

@@ -460,7 +460,9 @@ fn random_operations_keep_queues_and_counters_consistent() {
                     raw(&mut c, &cmd!("CLIENT", "KILL", "ID", p.id));
                 } else {
                     // Once the server has run its acquire, unblock it if it still waits; its
-                    // reply is then nil or its grant.
+                    // reply is then nil or its grant, or DEADLOCK: owners here are names
+                    // shared by concurrent connections, so waits can form real cycles, and
+                    // deadlock detection refuses the one that would close it.
                     wait_until(Duration::from_secs(5), "the acquire ran", || {
                         string(&mut c, &cmd!("CLIENT", "LIST", "ID", p.id))
                             .contains("cmd=rlock.acquire")

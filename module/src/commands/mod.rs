@@ -3,8 +3,10 @@
 //! decided and after anything that may free the object, and sessions (`sessions`) for waits
 //! that do not block a connection.
 
+pub mod latch;
 pub mod lock;
 pub mod rwlock;
+pub mod semaphore;
 
 use crate::core::args::{Wait, WaitArgs};
 use crate::core::error::CmdError;
@@ -51,6 +53,6 @@ pub fn wait_or_nil(
             },
             Some(s),
         ) => sessions::queue(ctx, keys, s, request, timeout_ms, req),
-        _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req)),
+        _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req, session)),
     }
 }

@@ -4,7 +4,7 @@
 //! times only), and the keyspace event a native command would raise.
 
 use super::error::CmdError;
-use super::store::Target;
+use super::store::{Int, Target};
 use std::borrow::Cow;
 
 /// One write, shaped as the native command that replicas receive.
@@ -35,6 +35,35 @@ pub enum Write<'a> {
     Incr { key: Target },
     /// `PUBLISH channel message` (SPUBLISH semantics in a cluster).
     Publish { channel: Vec<u8>, message: i64 },
+    /// `INCRBY key by` on a string holding an integer (creates it at 0, keeps its TTL). The
+    /// rules check that the result fits before deciding it.
+    IncrBy { key: Target, by: i64 },
+    /// `ZADD key score member` (creates the sorted set).
+    ZAdd {
+        key: Target,
+        member: Vec<u8>,
+        score: i64,
+    },
+    /// `ZREM key member` (Redis deletes a sorted set whose last member goes).
+    ZRem { key: Target, member: Vec<u8> },
+    /// `PUBLISH channel <the integer in key>`, read when this write is made: a count announced
+    /// after the writes before it (and, for tidying, after the queue was served). Absent reads
+    /// as 0; with `positive_only`, nothing is published unless it is above 0.
+    PublishCount {
+        channel: Vec<u8>,
+        key: Target,
+        positive_only: bool,
+    },
+}
+
+/// The message a [`Write::PublishCount`] sends, given what its key reads as now: `None` when
+/// nothing is to be published.
+pub fn count_message(read: Int, positive_only: bool) -> Option<i64> {
+    let n = match read {
+        Int::Is(n) => n,
+        _ => 0,
+    };
+    (n > 0 || !positive_only).then_some(n)
 }
 
 /// A reply, as the command (or a parked waiter) receives it.

@@ -16,6 +16,8 @@ pub enum CmdError {
     LeaseTooSmall,
     /// A count argument below its minimum (`what`, minimum).
     TooSmall(&'static str, i64),
+    /// A count argument above its maximum (`what`, maximum).
+    TooLarge(&'static str, i64),
     /// A negative BLOCK timeout.
     NegativeTimeout,
     /// `now + duration` does not fit in a 64-bit millisecond timestamp.
@@ -55,6 +57,14 @@ pub enum CmdError {
     Paused,
     /// A panic was caught at the FFI boundary; details are in the server log.
     Internal,
+    /// A semaphore's permit count would leave the 64-bit range.
+    PermitsOverflow,
+    /// `RSEM.RELEASE ... ID`: this permit (hex) is not leased (released, expired or unknown).
+    NoPermit(String),
+    /// A permit id that is not 32 hex characters.
+    BadPermitId,
+    /// `RLATCH.AWAIT ... BLOCK` on a replica, which never releases waiters.
+    WaitOnReplica,
 }
 
 impl CmdError {
@@ -80,6 +90,7 @@ impl fmt::Display for CmdError {
             CmdError::NotInteger(what) => write!(f, "ERR {what} is not an integer or out of range"),
             CmdError::LeaseTooSmall => write!(f, "ERR lease_ms must be at least 1"),
             CmdError::TooSmall(what, min) => write!(f, "ERR {what} must be at least {min}"),
+            CmdError::TooLarge(what, max) => write!(f, "ERR {what} must be at most {max}"),
             CmdError::NegativeTimeout => write!(f, "ERR timeout is negative"),
             CmdError::OutOfRange(what) => write!(f, "ERR {what} is out of range"),
             CmdError::EmptyOwner => write!(f, "ERR owner must not be empty"),
@@ -128,6 +139,16 @@ impl fmt::Display for CmdError {
             }
             CmdError::Paused => write!(f, "TRYAGAIN writes are paused"),
             CmdError::Internal => write!(f, "ERR rlock internal error, see the server log"),
+            CmdError::PermitsOverflow => write!(f, "ERR permit count would overflow"),
+            CmdError::NoPermit(id) => write!(
+                f,
+                "NOPERMIT permit {id} has already been released, has expired or does not exist"
+            ),
+            CmdError::BadPermitId => write!(f, "ERR permit id must be 32 hex characters"),
+            CmdError::WaitOnReplica => write!(
+                f,
+                "READONLY a replica cannot release waiters: BLOCK on the master, or ask without BLOCK"
+            ),
         }
     }
 }

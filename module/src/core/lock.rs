@@ -330,17 +330,10 @@ impl Pending for LockWait {
         }
     }
 
-    fn waits_for(&self, store: &dyn Store, ahead: &[&dyn Pending]) -> Vec<Vec<u8>> {
-        // Every holder, and every owner queued before it: an exclusive lock passes them all.
-        let holders = store.hgetall(&Target::Main).into_iter().map(|(f, _)| f);
-        let queued = ahead.iter().filter_map(|p| p.owner().map(<[u8]>::to_vec));
-        let mut out: Vec<Vec<u8>> = Vec::new();
-        for o in holders.chain(queued) {
-            if o.as_slice() != &*self.owner && !out.contains(&o) {
-                out.push(o);
-            }
-        }
-        out
+    fn holders(&self, store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
+        // Redisson's layout has one field, the holder; every field counts, as an owner.
+        let fields = store.hgetall(&Target::Main).into_iter();
+        fields.map(|(owner, _)| (owner, true)).collect()
     }
 
     fn held_until(&self, store: &dyn Store) -> Option<Option<i64>> {

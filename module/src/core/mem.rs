@@ -2,16 +2,18 @@
 //! lazy expiry, as Redis) and [`Io`] (applying decisions as Redis would apply the native
 //! commands they stand for). Test-only.
 
-use super::decision::{Decision, Reply, Write};
+use super::decision::{count_message, Decision, Reply, Write};
 use super::error::CmdError;
 use super::store::{Int, Kind, Store, Target};
 use super::wait::Io;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
     Str(Vec<u8>),
+    ZSet(BTreeMap<Vec<u8>, f64>),
 }
 
 #[derive(Debug, Clone)]
@@ -21,6 +23,8 @@ pub struct Mem {
     pub main: Vec<u8>,
     keys: HashMap<Vec<u8>, (Value, Option<i64>)>,
     pub published: Vec<(Vec<u8>, i64)>,
+    /// Ids handed out by `random_id`: a counter, so tests are deterministic.
+    ids: Cell<u64>,
 }
 
 impl Mem {
@@ -30,6 +34,7 @@ impl Mem {
             main: main.to_vec(),
             keys: HashMap::new(),
             published: Vec::new(),
+            ids: Cell::new(0),
         }
     }
 
@@ -64,6 +69,25 @@ impl Mem {
         match self.live(key) {
             Some((Value::Hash(h), _)) => h.clone(),
             _ => BTreeMap::new(),
+        }
+    }
+
+    /// A sorted set's members and scores (empty when absent).
+    pub fn zset(&self, key: &[u8]) -> BTreeMap<Vec<u8>, f64> {
+        match self.live(key) {
+            Some((Value::ZSet(z), _)) => z.clone(),
+            _ => BTreeMap::new(),
+        }
+    }
+
+    pub fn zadd(&mut self, key: &[u8], member: &[u8], score: f64) {
+        self.expire();
+        let entry = self
+            .keys
+            .entry(key.to_vec())
+            .or_insert_with(|| (Value::ZSet(BTreeMap::new()), None));
+        if let Value::ZSet(z) = &mut entry.0 {
+            z.insert(member.to_vec(), score);
         }
     }
 
@@ -114,6 +138,7 @@ impl Store for Mem {
             None => Kind::Empty,
             Some((Value::Hash(_), _)) => Kind::Hash,
             Some((Value::Str(_), _)) => Kind::String,
+            Some((Value::ZSet(_), _)) => Kind::ZSet,
         }
     }
 
@@ -145,6 +170,30 @@ impl Store for Mem {
 
     fn expire_at(&self, key: &Target) -> Option<i64> {
         self.live(&self.name(key))?.1
+    }
+
+    fn zscore(&self, key: &Target, member: &[u8]) -> Option<f64> {
+        self.zset(&self.name(key)).get(member).copied()
+    }
+
+    fn zrange(&self, key: &Target, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
+        let mut all: Vec<(Vec<u8>, f64)> = self
+            .zset(&self.name(key))
+            .into_iter()
+            .filter(|(_, s)| *s <= max)
+            .collect();
+        // Redis orders by score, then member.
+        all.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        all.truncate(limit);
+        all
+    }
+
+    fn random_id(&self) -> [u8; 16] {
+        let n = self.ids.get() + 1;
+        self.ids.set(n);
+        let mut id = [0xa5; 16];
+        id[8..].copy_from_slice(&n.to_be_bytes());
+        id
     }
 }
 
@@ -195,6 +244,40 @@ impl Io for Mem {
                 Write::PExpireAt { key, at } => self.set_expire(&self.name(key), *at),
                 Write::Publish { channel, message } => {
                     self.published.push((channel.clone(), *message))
+                }
+                Write::IncrBy { key, by } => {
+                    let name = self.name(key);
+                    let (n, at) = match self.live(&name) {
+                        None => (0, None),
+                        Some((Value::Str(s), at)) => {
+                            (super::args::parse_i64(s).ok_or(CmdError::WrongType)?, *at)
+                        }
+                        Some(_) => return Err(CmdError::WrongType),
+                    };
+                    let n = n.checked_add(*by).ok_or(CmdError::PermitsOverflow)?;
+                    self.keys
+                        .insert(name, (Value::Str(n.to_string().into_bytes()), at));
+                }
+                Write::ZAdd { key, member, score } => {
+                    self.zadd(&self.name(key), member, *score as f64)
+                }
+                Write::ZRem { key, member } => {
+                    let name = self.name(key);
+                    if let Some((Value::ZSet(z), _)) = self.keys.get_mut(&name) {
+                        z.remove(member);
+                        if z.is_empty() {
+                            self.keys.remove(&name);
+                        }
+                    }
+                }
+                Write::PublishCount {
+                    channel,
+                    key,
+                    positive_only,
+                } => {
+                    if let Some(n) = count_message(self.get_int(key), *positive_only) {
+                        self.published.push((channel.clone(), n));
+                    }
                 }
             }
         }

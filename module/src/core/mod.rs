@@ -5,9 +5,11 @@
 pub mod args;
 pub mod decision;
 pub mod error;
+pub mod latch;
 pub mod lock;
 pub mod names;
 pub mod rwlock;
+pub mod semaphore;
 pub mod stats;
 pub mod store;
 pub mod wait;

@@ -6,6 +6,9 @@
 pub const LOCK_CHANNEL: &str = "redisson_lock__channel";
 pub const FENCE_TOKEN: &str = "redisson_lock_token";
 pub const RWLOCK_CHANNEL: &str = "redisson_rwlock";
+/// The semaphore's channel (`RSemaphore` and `RPermitExpirableSemaphore` share it).
+pub const SEMAPHORE_CHANNEL: &str = "redisson_sc";
+const TIMEOUT_SUFFIX: &[u8] = b"timeout";
 
 pub fn prefixed(prefix: &str, name: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + name.len() + 3);
@@ -46,6 +49,40 @@ pub fn rwlock_hold(name: &[u8], owner: &[u8], k: i64) -> Vec<u8> {
     suffixed(name, &[owner, b":rwlock_timeout:", &k])
 }
 
+/// The semaphore's sorted set of leased permits: `suffixName(name, "timeout")`.
+pub fn semaphore_timeouts(name: &[u8]) -> Vec<u8> {
+    suffixed(name, &[TIMEOUT_SUFFIX])
+}
+
+/// The semaphores whose leased-permit set `key` may be: the names `n` with
+/// `semaphore_timeouts(n) == key`. There can be two (`a` and `{a}` both use `{a}:timeout`),
+/// or none for any other key.
+pub fn semaphores_of_timeouts(key: &[u8]) -> Vec<Vec<u8>> {
+    let Some(base) = key
+        .strip_suffix(TIMEOUT_SUFFIX)
+        .and_then(|k| k.strip_suffix(b":"))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(2);
+    // A name holding `{` keeps itself: `name:timeout`.
+    if base.contains(&b'{') {
+        out.push(base.to_vec());
+    }
+    // A plain name gets braces: `{name}:timeout`.
+    if let Some(inner) = base.strip_prefix(b"{").and_then(|b| b.strip_suffix(b"}")) {
+        if !inner.contains(&b'{') {
+            out.push(inner.to_vec());
+        }
+    }
+    out
+}
+
+/// The count-down latch's channel: Redisson's own format, braces around every name.
+pub fn latch_channel(name: &[u8]) -> Vec<u8> {
+    [b"redisson_countdownlatch__channel__{", name, b"}"].concat()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,5 +110,39 @@ mod tests {
             rwlock_hold(b"{app}:rw", b"u:1", 10),
             b"{app}:rw:u:1:rwlock_timeout:10".to_vec()
         );
+    }
+
+    #[test]
+    fn semaphore_and_latch_names() {
+        assert_eq!(semaphore_timeouts(b"s"), b"{s}:timeout");
+        assert_eq!(semaphore_timeouts(b"{app}:s"), b"{app}:s:timeout");
+        assert_eq!(prefixed(SEMAPHORE_CHANNEL, b"s"), b"redisson_sc:{s}");
+        assert_eq!(
+            latch_channel(b"l"),
+            b"redisson_countdownlatch__channel__{l}"
+        );
+        assert_eq!(
+            latch_channel(b"{app}:l"),
+            b"redisson_countdownlatch__channel__{{app}:l}"
+        );
+    }
+
+    #[test]
+    fn timeout_sets_map_back_to_their_semaphores() {
+        for name in [&b"s"[..], b"{app}:s", b"{s}", b"a:b", b"{x}y"] {
+            let key = semaphore_timeouts(name);
+            assert!(
+                semaphores_of_timeouts(&key).contains(&name.to_vec()),
+                "{:?}",
+                String::from_utf8_lossy(name)
+            );
+        }
+        assert_eq!(
+            semaphores_of_timeouts(b"{a}:timeout"),
+            vec![b"{a}".to_vec(), b"a".to_vec()]
+        );
+        assert!(semaphores_of_timeouts(b"s").is_empty());
+        assert!(semaphores_of_timeouts(b"stimeout").is_empty());
+        assert!(semaphores_of_timeouts(b"s:timeout").is_empty());
     }
 }

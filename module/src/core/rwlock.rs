@@ -672,33 +672,14 @@ impl Pending for RwWait {
         }
     }
 
-    fn waits_for(&self, store: &dyn Store, ahead: &[&dyn Pending]) -> Vec<Vec<u8>> {
+    fn holders(&self, store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
         let h = holders(store);
-        let mut out: Vec<Vec<u8>> = Vec::new();
-        let mut add = |o: &[u8]| {
-            if o != &*self.owner && !out.iter().any(|x| x.as_slice() == o) {
-                out.push(o.to_vec());
-            }
-        };
-        // Holds in the way: a reader waits only for a writer; a writer for every holder.
-        if let Some((w, _)) = &h.writer {
-            add(w);
-        }
-        if self.mode == Mode::Write {
-            for (r, _) in &h.readers {
-                add(r);
-            }
-        }
-        // Earlier waiters in the way: a writer waits for all of them; a reader for the
-        // writers among them (readers ahead of it are granted with it).
-        for p in ahead {
-            if self.mode == Mode::Write || p.exclusive() {
-                if let Some(o) = p.owner() {
-                    add(o);
-                }
-            }
-        }
-        out
+        let readers = h.readers.into_iter().map(|(r, _)| (r, false));
+        h.writer
+            .map(|(w, _)| (w, true))
+            .into_iter()
+            .chain(readers)
+            .collect()
     }
 
     fn exclusive(&self) -> bool {

@@ -31,10 +31,17 @@ impl Default for Counter {
 pub enum ObjectKind {
     Lock,
     RwLock,
+    Semaphore,
+    Latch,
 }
 
 impl ObjectKind {
-    pub const ALL: [ObjectKind; 2] = [ObjectKind::Lock, ObjectKind::RwLock];
+    pub const ALL: [ObjectKind; 4] = [
+        ObjectKind::Lock,
+        ObjectKind::RwLock,
+        ObjectKind::Semaphore,
+        ObjectKind::Latch,
+    ];
 
     /// Prefix of the kind's fields in `INFO rlock`. The lock's counters came first and keep
     /// their bare names (`rlock_acquired`).
@@ -42,6 +49,8 @@ impl ObjectKind {
         match self {
             ObjectKind::Lock => "",
             ObjectKind::RwLock => "rwlock_",
+            ObjectKind::Semaphore => "sem_",
+            ObjectKind::Latch => "latch_",
         }
     }
 
@@ -50,7 +59,10 @@ impl ObjectKind {
     }
 }
 
-/// What happened to one kind of object.
+/// What happened to one kind of object. The semaphore counts acquires (immediate or by
+/// hand-off) as `acquired`, `RSEM.RELEASE` calls as `releases`, and grants made with permits
+/// reclaimed from expired leases as `grants_after_expiry`. The latch counts awaits that passed
+/// (at once or when it opened) as `acquired`, and countdowns that opened it as `releases`.
 pub struct Counters {
     /// Acquired while free (immediately or by hand-off).
     pub acquired: Counter,
@@ -113,7 +125,12 @@ impl Counters {
     }
 }
 
-static KINDS: [Counters; 2] = [Counters::new(), Counters::new()];
+static KINDS: [Counters; ObjectKind::ALL.len()] = [
+    Counters::new(),
+    Counters::new(),
+    Counters::new(),
+    Counters::new(),
+];
 
 /// Error replies, of every command.
 pub static ERRORS: Counter = Counter::new();

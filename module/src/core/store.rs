@@ -59,4 +59,12 @@ pub trait Store {
     fn get_int(&self, key: &Target) -> Int;
     /// Absolute expiry time in ms; `None` without one or for a missing key.
     fn expire_at(&self, key: &Target) -> Option<i64>;
+    /// A sorted-set member's score (`None` when absent, or the key is not a sorted set).
+    fn zscore(&self, key: &Target, member: &[u8]) -> Option<f64>;
+    /// Up to `limit` members with a score of at most `max`, lowest score first (as
+    /// `ZRANGEBYSCORE key -inf max WITHSCORES LIMIT 0 limit`); empty for a key that is not a
+    /// sorted set.
+    fn zrange(&self, key: &Target, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)>;
+    /// 16 random bytes (the semaphore's permit ids), from the server's generator.
+    fn random_id(&self) -> [u8; 16];
 }

@@ -133,6 +133,6 @@ unsafe extern "C" fn on_disconnect(
     guarded(|| (handlers().disconnected)(Ctx(ctx), BlockedClient(bc)));
 }
 
-unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
+pub(super) unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, _data: *mut c_void) {
     guarded(|| (handlers().timer)(Ctx(ctx)));
 }

@@ -3,7 +3,7 @@
 //! the few commands run through `RM_Call` (off the hot path, or where only Redis itself can do
 //! it correctly).
 
-use super::{OwnedStr, RStr, RedisModuleCtx};
+use super::{IntStr, OwnedStr, RStr, RedisModuleCtx};
 use redis_module::raw;
 use std::ffi::{c_char, c_int, CStr};
 
@@ -103,9 +103,9 @@ impl Ctx {
     }
 
     /// PUBLISH, or SPUBLISH semantics (the channel's shard) when `shard`.
-    pub fn publish(self, channel: &[u8], message: &[u8], shard: bool) {
+    pub fn publish(self, channel: &[u8], message: i64, shard: bool) {
         let channel = OwnedStr::new(channel);
-        let message = OwnedStr::new(message);
+        let message = IntStr::new(message);
         // SAFETY: valid ctx and strings; both APIs exist in 7.0.
         unsafe {
             if shard {

@@ -209,6 +209,68 @@ impl Key {
         (at >= 0).then_some(at)
     }
 
+    /// `ZADD key score member` (creating the sorted set when the key is empty).
+    pub fn zset_add(&self, score: f64, member: RStr) {
+        let mut flags: c_int = 0;
+        // SAFETY: key open for writing and empty or a sorted set (the rules check the type);
+        // `flags` is a valid in/out pointer for the call.
+        unsafe { api!(RedisModule_ZsetAdd)(self.ptr, score, member.0, &mut flags) };
+    }
+
+    /// `ZREM key member`; true when it was there. Redis deletes the key when it empties.
+    pub fn zset_rem(&self, member: RStr) -> bool {
+        if self.kind() != Kind::ZSet {
+            return false; // RM_ZsetRem reads the value's type without a NULL check on 7.0
+        }
+        let mut deleted: c_int = 0;
+        // SAFETY: key open for writing and holding a sorted set (checked above).
+        unsafe { api!(RedisModule_ZsetRem)(self.ptr, member.0, &mut deleted) };
+        deleted == 1
+    }
+
+    /// A member's score, or `None` (absent member, or not a sorted set).
+    pub fn zset_score(&self, member: RStr) -> Option<f64> {
+        if self.kind() != Kind::ZSet {
+            return None;
+        }
+        let mut score = 0.0;
+        // SAFETY: open key holding a sorted set (checked above); `score` is a valid out pointer.
+        let ok = unsafe { api!(RedisModule_ZsetScore)(self.ptr, member.0, &mut score) };
+        (ok == raw::REDISMODULE_OK as c_int).then_some(score)
+    }
+
+    /// Up to `limit` members with a score of at most `max`, lowest first, with their scores.
+    pub fn zset_range(&self, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
+        let mut out = Vec::new();
+        if self.kind() != Kind::ZSet || limit == 0 {
+            return out;
+        }
+        // SAFETY: open key holding a sorted set (checked above). The range iterator lives on
+        // the key and is stopped before returning; each element string is ours and is freed
+        // after it is copied.
+        unsafe {
+            if api!(RedisModule_ZsetFirstInScoreRange)(self.ptr, f64::NEG_INFINITY, max, 0, 0)
+                != raw::REDISMODULE_OK as c_int
+            {
+                return out;
+            }
+            while out.len() < limit && api!(RedisModule_ZsetRangeEndReached)(self.ptr) == 0 {
+                let mut score = 0.0;
+                let ele = api!(RedisModule_ZsetRangeCurrentElement)(self.ptr, &mut score);
+                if ele.is_null() {
+                    break;
+                }
+                out.push((RStr(ele).bytes().to_vec(), score));
+                api!(RedisModule_FreeString)(ptr::null_mut(), ele);
+                if api!(RedisModule_ZsetRangeNext)(self.ptr) == 0 {
+                    break;
+                }
+            }
+            api!(RedisModule_ZsetRangeStop)(self.ptr);
+        }
+        out
+    }
+
     pub fn delete(&self) {
         if !self.ptr.is_null() {
             // SAFETY: key open for writing.

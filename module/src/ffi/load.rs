@@ -41,3 +41,14 @@ pub fn on_load(
         None => raw::REDISMODULE_ERR as c_int,
     }
 }
+
+/// `MODULE UNLOAD`: `ready` says whether the module can go now (nothing of it is still armed in
+/// Redis' event loop).
+pub fn on_unload(ctx: *mut RedisModuleCtx, ready: fn() -> bool) -> c_int {
+    if guarded(ready).unwrap_or(false) {
+        raw::REDISMODULE_OK as c_int
+    } else {
+        Ctx(ctx).log_warning("rlock: a timer is pending; unload later");
+        raw::REDISMODULE_ERR as c_int
+    }
+}

@@ -1,20 +1,47 @@
 //! Deadlock detection: would a new wait close a cycle of owners waiting for one another?
 //!
-//! The graph is read, not kept: an owner waits for every owner whose hold, or whose earlier
-//! place in a queue, stands between it and its grant (each object says which, through
-//! `Pending::waits_for`). When an owner is about to wait, a depth-first search follows those
-//! edges from the owners it would wait for; reaching the owner again means the wait can never
-//! be granted. Only the wait path pays for it: an acquire granted at once never searches.
+//! Who waits for whom follows from holds and queue order. A request waits for every holder of
+//! its object and every request ahead of it in the object's FIFO queue, except where both
+//! share: a shared request (a read) passes shared holds and shared requests ahead of it. An
+//! owner never waits for itself. When an owner is about to wait, the search follows these
+//! edges from its new request; reaching the owner again means the wait can never be granted.
+//!
+//! The search works on queues, not on single waiters, so its cost does not grow with the
+//! length of the queues it meets (a hot lock with thousands of waiters is one step, not
+//! thousands): reaching the request at position `p` of a queue reaches every request ahead of
+//! it (the exclusive ones only, for a shared request), and through the last exclusive request
+//! reached, everything ahead of that one and every holder. An owner queued once leads nowhere
+//! beyond its queue, so the only ways out of a queue are its holders and the few owners that
+//! wait more than once; only those are followed one by one. The requesting owner's own places
+//! in queues and its holds are checked directly.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
-/// Who waits for whom, as far as the search needs to know.
+/// One wait of an owner: the key it is queued on, its place there, whether it is exclusive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place<K> {
+    pub key: K,
+    pub pos: usize,
+    pub exclusive: bool,
+}
+
+/// What the search reads: the holders and queues of one database.
 pub trait Graph {
     type Owner: Clone + Eq + Hash;
-    type Key: Clone;
-    /// The waits of `owner`: each key it is queued on, with the owners it waits for there.
-    fn waits(&self, owner: &Self::Owner) -> Vec<(Self::Key, Vec<Self::Owner>)>;
+    type Key: Clone + Eq + Hash;
+    /// The holders of `key`, each with whether its hold is exclusive.
+    fn holders(&self, key: &Self::Key) -> Vec<(Self::Owner, bool)>;
+    /// How many requests are queued on `key`.
+    fn queue_len(&self, key: &Self::Key) -> usize;
+    /// Whether the request at `pos` of `key`'s queue is exclusive (`None`: it has no owner).
+    fn exclusive_at(&self, key: &Self::Key, pos: usize) -> Option<bool>;
+    /// The owner of the request at `pos` of `key`'s queue.
+    fn owner_at(&self, key: &Self::Key, pos: usize) -> Option<Self::Owner>;
+    /// Every wait of `owner`.
+    fn waits(&self, owner: &Self::Owner) -> Vec<Place<Self::Key>>;
+    /// The owners with more than one wait (usually none).
+    fn multi(&self) -> Vec<Self::Owner>;
 }
 
 /// One step of a cycle: `owner` waits, on `key`, for the next step's owner.
@@ -24,51 +51,372 @@ pub struct Step<O, K> {
     pub key: K,
 }
 
-/// The cycle `start` would close by waiting on `key` for `blockers`, if any: the steps from
-/// `start` back to it, in order. Bounded by `budget` owners visited (a graph too large to
-/// search counts as no cycle: the wait is allowed, as without detection).
-pub fn find_cycle<G: Graph>(
-    graph: &G,
-    start: &G::Owner,
-    key: &G::Key,
-    blockers: &[G::Owner],
-    budget: usize,
-) -> Option<Vec<Step<G::Owner, G::Key>>> {
-    // How each owner was reached: the owner before it and the key that one waits on.
-    let mut parent: HashMap<G::Owner, (G::Owner, G::Key)> = HashMap::new();
-    let mut stack: Vec<G::Owner> = Vec::new();
-    for b in blockers {
-        if b == start {
-            // Waiting for itself (an upgrade is refused before this; any other is a cycle).
-            return Some(vec![Step {
-                owner: start.clone(),
-                key: key.clone(),
-            }]);
-        }
-        if !parent.contains_key(b) {
-            parent.insert(b.clone(), (start.clone(), key.clone()));
-            stack.push(b.clone());
+/// Whether a request waits for a hold or an earlier request, by their kinds: only two shared
+/// ones pass each other.
+pub fn blocks(waiter_exclusive: bool, other_exclusive: bool) -> bool {
+    waiter_exclusive || other_exclusive
+}
+
+/// How far the search has reached into one key's queue and holders.
+struct Reach<O> {
+    len: usize,
+    /// The highest request followed on this key whose owner is not the start (and the highest
+    /// exclusive one), with its owner.
+    entry: Option<(usize, O)>,
+    entry_excl: Option<(usize, O)>,
+    /// Every request before `all` is reached, by the exclusive request of `all_from`.
+    all: usize,
+    all_from: Option<O>,
+    /// Every exclusive request before `excl` is reached, by the shared request of `excl_from`.
+    excl: usize,
+    excl_from: Option<O>,
+    /// Holders reached (all of them / the exclusive ones), and by whom.
+    hold_all: Option<O>,
+    hold_excl: Option<O>,
+    /// 0: no holder followed yet, 1: the exclusive ones, 2: all.
+    holders_done: u8,
+    holders: Option<Vec<(O, bool)>>,
+    /// Positions below `closed` were scanned for the last exclusive request not the start's,
+    /// which is `last_excl`.
+    closed: usize,
+    last_excl: Option<usize>,
+    /// The start's own requests on this key: (position, exclusive).
+    start: Vec<(usize, bool)>,
+}
+
+impl<O> Reach<O> {
+    fn is_start(&self, pos: usize) -> bool {
+        self.start.iter().any(|(p, _)| *p == pos)
+    }
+
+    /// Who reached the request at `pos` (below `all`, or exclusive below `excl`).
+    fn cover(&self, pos: usize) -> &Option<O> {
+        if pos < self.all {
+            &self.all_from
+        } else {
+            &self.excl_from
         }
     }
-    let mut visited = 0usize;
-    while let Some(owner) = stack.pop() {
-        visited += 1;
-        if visited > budget {
+}
+
+/// A request of an owner waiting more than once: owner, position, exclusive.
+type Queued<O> = (O, usize, bool);
+
+/// A request to follow: key, position, exclusive, owner.
+type Todo<O, K> = (K, usize, bool, O);
+
+struct Search<'g, G: Graph> {
+    g: &'g G,
+    start: G::Owner,
+    /// How each reached owner was reached: the owner that waits for it, and on which key.
+    parent: HashMap<G::Owner, (G::Owner, G::Key)>,
+    keys: HashMap<G::Key, Reach<G::Owner>>,
+    /// Owners (not the start) with more than one wait, and their waits by key.
+    multi: HashSet<G::Owner>,
+    multi_on: HashMap<G::Key, Vec<Queued<G::Owner>>>,
+    /// The start's own waits, by key.
+    start_waits: HashMap<G::Key, Vec<(usize, bool)>>,
+    todo: Vec<Todo<G::Owner, G::Key>>,
+    budget: usize,
+}
+
+/// The cycle `start` would close by queueing an exclusive (or shared) request on `key`, if
+/// any: the steps from `start` back to it, in order. Bounded by `budget` units of work (a
+/// graph too large to search counts as no cycle: the wait is allowed, as without detection).
+pub fn find_cycle<G: Graph>(
+    g: &G,
+    start: &G::Owner,
+    key: &G::Key,
+    exclusive: bool,
+    budget: usize,
+) -> Option<Vec<Step<G::Owner, G::Key>>> {
+    // The usual case, decided without a search: when nobody waits twice, the owner waits
+    // nowhere yet and no holder of the key waits, everyone the request waits for leads back
+    // only to this key's queue and holders, none of which waits for the owner.
+    let start_waits = g.waits(start);
+    let multi = g.multi();
+    if start_waits.is_empty() && multi.iter().all(|o| o == start) {
+        let holders = g.holders(key);
+        if holders
+            .iter()
+            .all(|(h, _)| h != start && g.waits(h).is_empty())
+        {
             return None;
         }
-        for (k, next) in graph.waits(&owner) {
-            for n in next {
-                if &n == start {
-                    return Some(path(&parent, start, owner, k));
-                }
-                if !parent.contains_key(&n) {
-                    parent.insert(n.clone(), (owner.clone(), k.clone()));
-                    stack.push(n);
-                }
-            }
+    }
+    let mut s = Search {
+        g,
+        start: start.clone(),
+        parent: HashMap::new(),
+        keys: HashMap::new(),
+        multi: HashSet::new(),
+        multi_on: HashMap::new(),
+        start_waits: HashMap::new(),
+        todo: vec![(key.clone(), g.queue_len(key), exclusive, start.clone())],
+        budget,
+    };
+    for p in start_waits {
+        let at = s.start_waits.entry(p.key).or_default();
+        at.push((p.pos, p.exclusive));
+    }
+    for o in multi {
+        if &o == start {
+            continue;
+        }
+        for p in g.waits(&o) {
+            let on = s.multi_on.entry(p.key).or_default();
+            on.push((o.clone(), p.pos, p.exclusive));
+        }
+        s.multi.insert(o);
+    }
+    while let Some((k, pos, excl, from)) = s.todo.pop() {
+        if let Some(cycle) = s.follow(k, pos, excl, from)? {
+            return Some(cycle);
         }
     }
     None
+}
+
+/// `None`: out of budget; `Some(None)`: go on; `Some(Some(cycle))`: found.
+type Found<O, K> = Option<Option<Vec<Step<O, K>>>>;
+
+impl<G: Graph> Search<'_, G> {
+    fn spend(&mut self, n: usize) -> Option<()> {
+        self.budget = self.budget.checked_sub(n)?;
+        Some(())
+    }
+
+    /// Follow the request at `pos` of `k`'s queue owned by `from` (the start's new request:
+    /// `pos` is the queue's length).
+    fn follow(
+        &mut self,
+        k: G::Key,
+        pos: usize,
+        excl: bool,
+        from: G::Owner,
+    ) -> Found<G::Owner, G::Key> {
+        self.spend(1)?;
+        if !self.keys.contains_key(&k) {
+            let reach = Reach {
+                len: self.g.queue_len(&k),
+                entry: None,
+                entry_excl: None,
+                all: 0,
+                all_from: None,
+                excl: 0,
+                excl_from: None,
+                hold_all: None,
+                hold_excl: None,
+                holders_done: 0,
+                holders: None,
+                closed: 0,
+                last_excl: None,
+                start: self.start_waits.get(&k).cloned().unwrap_or_default(),
+            };
+            self.keys.insert(k.clone(), reach);
+        }
+        let r = self.keys.get_mut(&k).expect("inserted above");
+        if from != self.start {
+            if r.entry.as_ref().is_none_or(|(p, _)| *p < pos) {
+                r.entry = Some((pos, from.clone()));
+            }
+            if excl && r.entry_excl.as_ref().is_none_or(|(p, _)| *p < pos) {
+                r.entry_excl = Some((pos, from.clone()));
+            }
+        }
+        if excl {
+            if pos > r.all {
+                r.all = pos;
+                r.all_from = Some(from.clone());
+            }
+            r.hold_all.get_or_insert(from);
+        } else {
+            if pos > r.excl {
+                r.excl = pos;
+                r.excl_from = Some(from.clone());
+            }
+            r.hold_excl.get_or_insert(from);
+        }
+        self.close(&k)?;
+        self.follow_holders(&k)?;
+        self.follow_multi(&k)?;
+        Some(self.start_reached(&k))
+    }
+
+    /// Everything ahead of the last exclusive request reached (and every holder) is reached
+    /// too: find that request (not the start's) and follow it.
+    fn close(&mut self, k: &G::Key) -> Option<()> {
+        let g = self.g;
+        let r = self.keys.get_mut(k).expect("reached");
+        let upto = r.all.max(r.excl).min(r.len);
+        if upto <= r.closed {
+            return Some(());
+        }
+        let mut found = None;
+        let mut scanned = 0;
+        for j in (r.closed..upto).rev() {
+            scanned += 1;
+            if !r.is_start(j) && g.exclusive_at(k, j) == Some(true) {
+                found = Some(j);
+                break;
+            }
+        }
+        r.closed = upto;
+        if let Some(j) = found {
+            r.last_excl = Some(j);
+        }
+        let by = found.and_then(|j| r.cover(j).clone());
+        self.spend(scanned)?;
+        let (Some(j), Some(by)) = (found, by) else {
+            return Some(());
+        };
+        match g.owner_at(k, j) {
+            Some(o) => self.reach(o, by, k, Some(j)),
+            None => Some(()),
+        }
+    }
+
+    /// Holders reached on `k` are reached owners: follow their waits.
+    fn follow_holders(&mut self, k: &G::Key) -> Option<()> {
+        let g = self.g;
+        let r = self.keys.get_mut(k).expect("reached");
+        let level = if r.hold_all.is_some() {
+            2
+        } else {
+            u8::from(r.hold_excl.is_some())
+        };
+        if level <= r.holders_done {
+            return Some(());
+        }
+        r.holders_done = level;
+        let holders = r.holders.get_or_insert_with(|| g.holders(k)).clone();
+        let (hold_all, hold_excl) = (r.hold_all.clone(), r.hold_excl.clone());
+        self.spend(holders.len())?;
+        for (h, hx) in holders {
+            let by = match (&hold_all, &hold_excl) {
+                (Some(by), _) => by,
+                (None, Some(by)) if hx => by,
+                _ => continue,
+            };
+            if h != self.start {
+                self.reach(h, by.clone(), k, None)?;
+            }
+        }
+        Some(())
+    }
+
+    /// Owners waiting more than once whose place on `k` is reached: follow their other waits.
+    fn follow_multi(&mut self, k: &G::Key) -> Option<()> {
+        let Some(on) = self.multi_on.get(k) else {
+            return Some(());
+        };
+        let r = &self.keys[k];
+        let reached: Vec<(G::Owner, G::Owner)> = on
+            .iter()
+            .filter(|(o, pos, excl)| {
+                !self.parent.contains_key(o) && (*pos < r.all || (*excl && *pos < r.excl))
+            })
+            .filter_map(|(o, pos, _)| Some((o.clone(), r.cover(*pos).clone()?)))
+            .collect();
+        self.spend(on.len())?;
+        for (o, by) in reached {
+            self.reach(o, by, k, None)?;
+        }
+        Some(())
+    }
+
+    /// `o` is reached: `by` waits for it on `k`. Follow its waits: all of them, or only the
+    /// request at `at` of `k` when that is its only one.
+    fn reach(&mut self, o: G::Owner, by: G::Owner, k: &G::Key, at: Option<usize>) -> Option<()> {
+        if self.parent.contains_key(&o) {
+            return Some(());
+        }
+        self.parent.insert(o.clone(), (by, k.clone()));
+        match at {
+            Some(j) if !self.multi.contains(&o) => {
+                self.todo.push((k.clone(), j, true, o));
+            }
+            _ => {
+                let waits = self.g.waits(&o);
+                self.spend(waits.len())?;
+                for p in waits {
+                    self.todo.push((p.key, p.pos, p.exclusive, o.clone()));
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// Does a reached request of another owner on `k` wait for one of the start's requests
+    /// there, or for its hold? Then that closes the cycle.
+    fn start_reached(&mut self, k: &G::Key) -> Option<Vec<Step<G::Owner, G::Key>>> {
+        let g = self.g;
+        let r = self.keys.get_mut(k).expect("reached");
+        let mut targets: Vec<(Option<usize>, bool)> =
+            r.start.iter().map(|(p, x)| (Some(*p), *x)).collect();
+        let holders = r.holders.get_or_insert_with(|| g.holders(k));
+        let mine = holders.iter().filter(|(h, _)| *h == self.start);
+        // Its holds there (a read and a write hold may be one owner's): the exclusive one
+        // blocks every waiter.
+        if let Some(hx) = mine.map(|(_, x)| *x).reduce(|a, b| a || b) {
+            targets.push((None, hx));
+        }
+        for (at, target_excl) in targets {
+            // The highest reached request of another owner that waits for the target.
+            let Some((j, waiter, by)) = self.last_reached(k, !target_excl) else {
+                continue;
+            };
+            if at.is_some_and(|p| j <= p) {
+                continue;
+            }
+            if let Some(by) = by {
+                self.parent.entry(waiter.clone()).or_insert((by, k.clone()));
+            }
+            return Some(path(&self.parent, &self.start, waiter, k.clone()));
+        }
+        None
+    }
+
+    /// The reached request on `k` with the highest position whose owner is not the start (an
+    /// exclusive one when `exclusive`): its position, its owner, and who reached it when its
+    /// owner is not reached otherwise.
+    fn last_reached(
+        &self,
+        k: &G::Key,
+        exclusive: bool,
+    ) -> Option<(usize, G::Owner, Option<G::Owner>)> {
+        let r = &self.keys[k];
+        let mut best: Option<(usize, G::Owner, Option<G::Owner>)> = None;
+        let mut offer = |c: (usize, G::Owner, Option<G::Owner>)| {
+            if best.as_ref().is_none_or(|b| b.0 < c.0) {
+                best = Some(c);
+            }
+        };
+        let entry = if exclusive { &r.entry_excl } else { &r.entry };
+        if let Some((p, o)) = entry {
+            offer((*p, o.clone(), None));
+        }
+        if let Some(j) = r.last_excl {
+            if let Some(o) = self.g.owner_at(k, j) {
+                offer((j, o, r.cover(j).clone()));
+            }
+        }
+        if !exclusive {
+            // The highest request before `all` that is not the start's.
+            let mut j = r.all.min(r.len);
+            while j > 0 {
+                j -= 1;
+                if r.is_start(j) {
+                    continue;
+                }
+                if let Some(o) = self.g.owner_at(k, j) {
+                    offer((j, o, r.all_from.clone()));
+                    break;
+                }
+            }
+        }
+        best
+    }
 }
 
 /// The steps from `start` to `last`, which waits on `key` for `start`.
@@ -95,125 +443,283 @@ fn path<O: Clone + Eq + Hash, K: Clone>(
     steps
 }
 
+/// An explicit graph for the tests: each key's holders and queue.
 #[cfg(test)]
-mod tests {
+mod model {
     use super::*;
 
-    /// owner -> [(key, [owners it waits for])]
-    struct Map(HashMap<u8, Vec<(u8, Vec<u8>)>>);
+    /// (owner, exclusive)
+    pub type Entry = (u8, bool);
 
-    impl Graph for Map {
+    #[derive(Debug, Clone, Default)]
+    pub struct Model {
+        pub holders: Vec<Vec<Entry>>,
+        pub queues: Vec<Vec<Entry>>,
+    }
+
+    impl Graph for Model {
         type Owner = u8;
-        type Key = u8;
-        fn waits(&self, owner: &u8) -> Vec<(u8, Vec<u8>)> {
-            self.0.get(owner).cloned().unwrap_or_default()
+        type Key = usize;
+        fn holders(&self, key: &usize) -> Vec<(u8, bool)> {
+            self.holders[*key].clone()
         }
+        fn queue_len(&self, key: &usize) -> usize {
+            self.queues[*key].len()
+        }
+        fn exclusive_at(&self, key: &usize, pos: usize) -> Option<bool> {
+            self.queues[*key].get(pos).map(|e| e.1)
+        }
+        fn owner_at(&self, key: &usize, pos: usize) -> Option<u8> {
+            self.queues[*key].get(pos).map(|e| e.0)
+        }
+        fn waits(&self, owner: &u8) -> Vec<Place<usize>> {
+            let mut out = Vec::new();
+            for (key, q) in self.queues.iter().enumerate() {
+                for (pos, (o, exclusive)) in q.iter().enumerate() {
+                    if o == owner {
+                        out.push(Place {
+                            key,
+                            pos,
+                            exclusive: *exclusive,
+                        });
+                    }
+                }
+            }
+            out
+        }
+        fn multi(&self) -> Vec<u8> {
+            let mut counts: HashMap<u8, usize> = HashMap::new();
+            for (o, _) in self.queues.iter().flatten() {
+                *counts.entry(*o).or_default() += 1;
+            }
+            counts
+                .into_iter()
+                .filter(|(_, n)| *n > 1)
+                .map(|(o, _)| o)
+                .collect()
+        }
+    }
+
+    impl Model {
+        /// The owners the request at `pos` of `key`'s queue (owned by `owner`, `pos` may be
+        /// the queue's length for a new request) waits for: holders and earlier requests, by
+        /// the rule, never itself.
+        pub fn blockers(&self, key: usize, pos: usize, excl: bool, owner: u8) -> Vec<u8> {
+            let holds = self.holders[key].iter();
+            let ahead = self.queues[key][..pos].iter();
+            holds
+                .chain(ahead)
+                .filter(|(o, x)| *o != owner && blocks(excl, *x))
+                .map(|(o, _)| *o)
+                .collect()
+        }
+
+        /// Brute force: following every edge of every reached owner (but never the start's
+        /// other waits), is the start reached from its new request's blockers?
+        pub fn cycle(&self, start: u8, key: usize, excl: bool) -> bool {
+            let mut seen = HashSet::new();
+            let mut todo = self.blockers(key, self.queues[key].len(), excl, start);
+            while let Some(o) = todo.pop() {
+                if o == start {
+                    return true;
+                }
+                if !seen.insert(o) {
+                    continue;
+                }
+                for p in self.waits(&o) {
+                    todo.extend(self.blockers(p.key, p.pos, p.exclusive, o));
+                }
+            }
+            false
+        }
+
+        /// Whether `owner` waits on `key` for `next`, through one of its requests there (or
+        /// through the start's new request, for the first step).
+        pub fn edge(&self, owner: u8, key: usize, next: u8, new: Option<bool>) -> bool {
+            if let Some(excl) = new {
+                return self
+                    .blockers(key, self.queues[key].len(), excl, owner)
+                    .contains(&next);
+            }
+            self.waits(&owner).iter().filter(|p| p.key == key).any(|p| {
+                self.blockers(key, p.pos, p.exclusive, owner)
+                    .contains(&next)
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::model::Model;
+    use super::*;
+
+    const A: u8 = 0;
+    const B: u8 = 1;
+    const C: u8 = 2;
+    const D: u8 = 3;
+
+    fn owners<O: Copy>(c: &[Step<O, usize>]) -> Vec<O> {
+        c.iter().map(|s| s.owner).collect()
     }
 
     #[test]
     fn two_and_three_cycles() {
-        // B waits on key 1 for A. A now asks for key 2, held by B.
-        let g = Map(HashMap::from([(b'B', vec![(1, vec![b'A'])])]));
-        let c = find_cycle(&g, &b'A', &2, b"B", 100).unwrap();
+        // A holds key 0; B holds key 1 and waits for key 0. A now asks for key 1.
+        let m = Model {
+            holders: vec![vec![(A, true)], vec![(B, true)]],
+            queues: vec![vec![(B, true)], vec![]],
+        };
+        let c = find_cycle(&m, &A, &1, true, 1000).unwrap();
         assert_eq!(
             c,
-            vec![
-                Step {
-                    owner: b'A',
-                    key: 2
-                },
-                Step {
-                    owner: b'B',
-                    key: 1
-                }
-            ]
+            vec![Step { owner: A, key: 1 }, Step { owner: B, key: 0 }]
         );
-        let g = Map(HashMap::from([
-            (b'B', vec![(3, vec![b'C'])]),
-            (b'C', vec![(1, vec![b'A'])]),
-        ]));
-        let c = find_cycle(&g, &b'A', &2, b"B", 100).unwrap();
-        assert_eq!(c.iter().map(|s| s.owner).collect::<Vec<_>>(), b"ABC");
-        assert_eq!(c.iter().map(|s| s.key).collect::<Vec<_>>(), vec![2, 3, 1]);
+        // A -> B (key 1) -> C (key 2) -> A (key 0).
+        let m = Model {
+            holders: vec![vec![(A, true)], vec![(B, true)], vec![(C, true)]],
+            queues: vec![vec![(C, true)], vec![], vec![(B, true)]],
+        };
+        let c = find_cycle(&m, &A, &1, true, 1000).unwrap();
+        assert_eq!(owners(&c), [A, B, C]);
+        assert_eq!(c.iter().map(|s| s.key).collect::<Vec<_>>(), [1, 2, 0]);
         // A chain without a cycle.
-        let g = Map(HashMap::from([(b'B', vec![(3, vec![b'C'])])]));
-        assert!(find_cycle(&g, &b'A', &2, b"B", 100).is_none());
-        // The budget bounds the search.
-        let g = Map(HashMap::from([
-            (b'B', vec![(3, vec![b'C'])]),
-            (b'C', vec![(1, vec![b'A'])]),
-        ]));
-        assert!(find_cycle(&g, &b'A', &2, b"B", 1).is_none());
+        let m = Model {
+            holders: vec![vec![(A, true)], vec![(B, true)], vec![(C, true)]],
+            queues: vec![vec![], vec![], vec![(B, true)]],
+        };
+        assert!(find_cycle(&m, &A, &1, true, 1000).is_none());
+    }
+
+    #[test]
+    fn readers_pass_readers_but_not_a_writer_queued_ahead() {
+        // Key 0: B reads; D queued to write; A holds key 1 and B waits for it.
+        let m = Model {
+            holders: vec![vec![(B, false)], vec![(A, true)]],
+            queues: vec![vec![(D, true)], vec![(B, true)]],
+        };
+        // A reading key 0 waits for D (a writer ahead), D for B's read hold, B for A.
+        let c = find_cycle(&m, &A, &0, false, 1000).unwrap();
+        assert_eq!(owners(&c), [A, D, B]);
+        // Without the writer queued, a reader passes B's read hold: no cycle.
+        let m = Model {
+            queues: vec![vec![], vec![(B, true)]],
+            ..m
+        };
+        assert!(find_cycle(&m, &A, &0, false, 1000).is_none());
+        assert!(find_cycle(&m, &A, &0, true, 1000).is_some());
+    }
+
+    /// Key 0 held by owner 1, with `n` waiters (owners 10, 11, ...) each waiting once; owner 1
+    /// waits for key 1, held by owner 2.
+    struct HotKey {
+        n: usize,
+    }
+
+    impl Graph for HotKey {
+        type Owner = usize;
+        type Key = usize;
+        fn holders(&self, key: &usize) -> Vec<(usize, bool)> {
+            vec![(1 + key, true)]
+        }
+        fn queue_len(&self, key: &usize) -> usize {
+            if *key == 0 {
+                self.n
+            } else {
+                1
+            }
+        }
+        fn exclusive_at(&self, key: &usize, pos: usize) -> Option<bool> {
+            (pos < self.queue_len(key)).then_some(true)
+        }
+        fn owner_at(&self, key: &usize, pos: usize) -> Option<usize> {
+            match key {
+                0 => (pos < self.n).then_some(10 + pos),
+                _ => (pos == 0).then_some(1),
+            }
+        }
+        fn waits(&self, owner: &usize) -> Vec<Place<usize>> {
+            let (key, pos) = match owner {
+                1 => (1, 0),
+                o if *o >= 10 && o - 10 < self.n => (0, o - 10),
+                _ => return Vec::new(),
+            };
+            vec![Place {
+                key,
+                pos,
+                exclusive: true,
+            }]
+        }
+        fn multi(&self) -> Vec<usize> {
+            Vec::new()
+        }
+    }
+
+    #[test]
+    fn a_long_queue_is_one_step() {
+        // A budget far below the queue's length is enough to follow it to the holder and on.
+        let g = HotKey { n: 1_000_000 };
+        assert!(find_cycle(&g, &0, &0, true, 20).is_none());
+        assert!(find_cycle(&g, &0, &0, false, 20).is_none());
+        let c = find_cycle(&g, &2, &0, true, 20).unwrap();
+        assert_eq!(owners(&c), [2, 1]);
+        assert_eq!(c.iter().map(|s| s.key).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn the_budget_bounds_the_search() {
+        let m = Model {
+            holders: vec![vec![(A, true)], vec![(B, true)], vec![(C, true)]],
+            queues: vec![vec![(C, true)], vec![], vec![(B, true)]],
+        };
+        assert!(find_cycle(&m, &A, &1, true, 1000).is_some());
+        assert!(find_cycle(&m, &A, &1, true, 2).is_none());
     }
 }
 
-/// Property test: on random wait-for graphs, `find_cycle` finds a cycle through the new wait
-/// exactly when a brute-force search over all paths does, and what it returns is a real cycle.
+/// Property test: on random holders and queues (owners waiting once or several times, the
+/// requesting owner holding or queued anywhere), `find_cycle` finds a cycle exactly when a
+/// brute-force search over every edge of every owner does, and what it returns is a real
+/// cycle: each step's owner waits on its key for the next step's owner.
 #[cfg(test)]
 mod prop_tests {
+    use super::model::Model;
     use super::*;
     use proptest::prelude::*;
 
-    struct Edges(Vec<(u8, u8, u8)>); // (owner, key, waits for owner)
+    const KEYS: usize = 4;
 
-    impl Graph for Edges {
-        type Owner = u8;
-        type Key = u8;
-        fn waits(&self, owner: &u8) -> Vec<(u8, Vec<u8>)> {
-            let mut by_key: Vec<(u8, Vec<u8>)> = Vec::new();
-            for &(o, k, n) in &self.0 {
-                if o == *owner {
-                    match by_key.iter_mut().find(|(x, _)| *x == k) {
-                        Some((_, v)) => v.push(n),
-                        None => by_key.push((k, vec![n])),
-                    }
-                }
-            }
-            by_key
-        }
-    }
-
-    /// Is `start` reachable from `from`? (Plain reachability, every path.)
-    fn reaches(g: &Edges, from: u8, start: u8) -> bool {
-        let mut seen = vec![false; 256];
-        let mut todo = vec![from];
-        while let Some(o) = todo.pop() {
-            if o == start {
-                return true;
-            }
-            if std::mem::replace(&mut seen[o as usize], true) {
-                continue;
-            }
-            todo.extend(g.0.iter().filter(|e| e.0 == o).map(|e| e.2));
-        }
-        false
+    fn model() -> impl Strategy<Value = Model> {
+        let entry = (0u8..6, any::<bool>());
+        (
+            prop::collection::vec(prop::collection::vec(entry.clone(), 0..3), KEYS),
+            prop::collection::vec(prop::collection::vec(entry, 0..6), KEYS),
+        )
+            .prop_map(|(holders, queues)| Model { holders, queues })
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
         #[test]
-        fn matches_brute_force(
-            edges in prop::collection::vec((0u8..8, 0u8..6, 0u8..8), 0..24),
-            blockers in prop::collection::vec(1u8..8, 1..4),
-        ) {
-            let g = Edges(edges);
+        fn matches_brute_force(m in model(), key in 0..KEYS, excl in any::<bool>()) {
             let start = 0u8;
-            let want = blockers.iter().any(|b| reaches(&g, *b, start));
-            let got = find_cycle(&g, &start, &99, &blockers, usize::MAX);
-            prop_assert_eq!(got.is_some(), want);
+            let want = m.cycle(start, key, excl);
+            let got = find_cycle(&m, &start, &key, excl, usize::MAX);
+            prop_assert_eq!(got.is_some(), want, "{:?}", got);
             if let Some(steps) = got {
-                // A real cycle: start first, each step's owner waits on its key for the next
-                // step's owner, and the last waits for start.
                 prop_assert_eq!(steps[0].owner, start);
-                prop_assert_eq!(steps[0].key, 99);
-                prop_assert!(blockers.contains(&steps[1 % steps.len()].owner) || steps.len() == 1);
-                for w in steps.windows(2).skip(1) {
-                    let (a, b) = (&w[0], &w[1]);
-                    prop_assert!(g.0.contains(&(a.owner, a.key, b.owner)));
+                prop_assert_eq!(steps[0].key, key);
+                for (i, st) in steps.iter().enumerate() {
+                    let next = steps.get(i + 1).map_or(start, |n| n.owner);
+                    let new = (i == 0).then_some(excl);
+                    prop_assert!(
+                        m.edge(st.owner, st.key, next, new),
+                        "step {} of {:?}: {} does not wait on {} for {}",
+                        i, steps, st.owner, st.key, next
+                    );
                 }
-                let last = steps.last().unwrap();
-                if steps.len() > 1 {
-                    prop_assert!(g.0.contains(&(last.owner, last.key, start)));
-                }
+                let distinct: HashSet<u8> = steps.iter().map(|s| s.owner).collect();
+                prop_assert_eq!(distinct.len(), steps.len(), "a simple cycle: {:?}", steps);
             }
         }
     }

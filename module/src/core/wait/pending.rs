@@ -30,6 +30,14 @@ pub trait Pending: Debug {
         Ok(Decision::default())
     }
 
+    /// Writes made once the queue was served, when `tidy` changed the object: news of what
+    /// tidying freed, announced after the waiters took their share (the semaphore publishes
+    /// the count its reclaimed permits left). Decided before serving, so it must read what it
+    /// announces when it is made (`Write::PublishCount`).
+    fn after_tidy(&self, _store: &dyn Store) -> Decision<'static> {
+        Decision::default()
+    }
+
     /// Can this waiter be granted now, given the object's keys?
     fn serve(&self, store: &dyn Store) -> Serve<'_>;
 
@@ -52,15 +60,16 @@ pub trait Pending: Debug {
     fn owner(&self) -> Option<&[u8]>;
 
     /// Whether granting this request excludes every other holder (a lock, a write lock), as
-    /// opposed to sharing (a read lock). Deadlock detection reads it.
+    /// opposed to sharing (a read lock). For deadlock detection, a shared request waits only
+    /// for exclusive holds and exclusive requests ahead of it; an exclusive one for all.
     fn exclusive(&self) -> bool {
         true
     }
 
-    /// The owners this request waits for, were it queued behind `ahead` (the waiters before it
-    /// in its queue): those whose hold, or whose earlier place in the queue, stands between it
-    /// and its grant. Objects without owners wait for no one in particular.
-    fn waits_for(&self, _store: &dyn Store, _ahead: &[&dyn Pending]) -> Vec<Vec<u8>> {
+    /// The owners holding the object now, each with whether its hold is exclusive (deadlock
+    /// detection reads it; any request queued on a key may answer for the key). Objects
+    /// without owners have none.
+    fn holders(&self, _store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
         Vec::new()
     }
 

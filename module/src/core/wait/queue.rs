@@ -6,9 +6,25 @@
 //! disconnect remove its waiter without scanning every queue.
 
 use super::timers::TimerKey;
-use std::collections::{HashMap, VecDeque};
+use super::HashMap;
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::rc::Rc;
+
+/// Give memory back after a burst: a map down to a quarter of its capacity is shrunk to twice
+/// its length (amortised O(1) per removal; it keeps room to grow back).
+pub fn shrink<K: Eq + Hash, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
+/// The same for a queue's waiters.
+fn shrink_deque<T>(q: &mut VecDeque<T>) {
+    if q.capacity() > 64 && q.len() * 4 < q.capacity() {
+        q.shrink_to(q.len() * 2);
+    }
+}
 
 /// A queue's identity: database number and key bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -70,8 +86,8 @@ pub struct Queues<H, R> {
 impl<H, R> Default for Queues<H, R> {
     fn default() -> Self {
         Queues {
-            keys: HashMap::new(),
-            index: HashMap::new(),
+            keys: HashMap::default(),
+            index: HashMap::default(),
         }
     }
 }
@@ -116,8 +132,11 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
 
     /// The next waiter of `id`, removed from the queue.
     pub fn pop_front(&mut self, id: &KeyId) -> Option<Waiter<H, R>> {
-        let waiter = self.keys.get_mut(id)?.waiters.pop_front()?;
+        let queue = self.keys.get_mut(id)?;
+        let waiter = queue.waiters.pop_front()?;
+        shrink_deque(&mut queue.waiters);
         self.index.remove(&waiter.handle);
+        shrink(&mut self.index);
         Some(waiter)
     }
 
@@ -125,9 +144,11 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
     /// not queued any more, e.g. because it was just granted.
     pub fn remove(&mut self, handle: H) -> Option<(KeyId, Waiter<H, R>)> {
         let id = self.index.remove(&handle)?;
+        shrink(&mut self.index);
         let queue = self.keys.get_mut(&id)?;
         let pos = queue.waiters.iter().position(|w| w.handle == handle)?;
         let waiter = queue.waiters.remove(pos)?;
+        shrink_deque(&mut queue.waiters);
         Some((id, waiter))
     }
 
@@ -150,7 +171,9 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
     /// Drop `id`'s entry if nobody waits; returns its re-check job so the caller can cancel it.
     pub fn forget_if_idle(&mut self, id: &KeyId) -> Option<TimerKey> {
         if self.keys.get(id)?.waiters.is_empty() {
-            self.keys.remove(id).and_then(|q| q.check)
+            let check = self.keys.remove(id).and_then(|q| q.check);
+            shrink(&mut self.keys);
+            check
         } else {
             None
         }
@@ -165,6 +188,7 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
         for w in &waiters {
             self.index.remove(&w.handle);
         }
+        shrink(&mut self.index);
         waiters
     }
 

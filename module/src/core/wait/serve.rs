@@ -69,17 +69,20 @@ pub fn serve<H: Copy + Eq + Hash>(
     io: &mut dyn Io,
 ) -> Served<H> {
     let mut outcomes = Vec::new();
+    let mut after_tidy = None;
     if let Some(req) = head(queues, id) {
         // Bring the object up to date first (leases of single holds that ended). An error here
         // (the key is not the object any more) shows again in `serve` below, per waiter.
         if let Ok(tidy) = req.tidy(io.store()) {
-            // A hold whose own lease ended was removed: the grant that follows is a grant
-            // after expiry, as when the whole key expires.
             if !tidy.writes.is_empty() && io.apply(&tidy).is_ok() {
-                if let Some(q) = queues.get_mut(id) {
-                    q.expired = true;
-                }
+                after_tidy = Some(req.after_tidy(io.store()));
             }
+        }
+    }
+    if after_tidy.is_some() {
+        // Holds or permits expired by themselves: the next grant comes after an expiry.
+        if let Some(q) = queues.get_mut(id) {
+            q.expired = true;
         }
     }
     let mut paused = false;
@@ -105,6 +108,9 @@ pub fn serve<H: Copy + Eq + Hash>(
             },
             Err(error) => Outcome::Failed { waiter, error },
         });
+    }
+    if let Some(d) = after_tidy.filter(|d| !d.writes.is_empty()) {
+        let _ = io.apply(&d);
     }
     let wake_at = if paused {
         Some(io.store().now() + PAUSED_RETRY_MS)

@@ -1,0 +1,70 @@
+//! `RLATCH.*`: the count-down latch (Redisson's RCountDownLatch layout).
+
+use super::{session_of, wait_or_nil};
+use crate::core::args::Wait;
+use crate::core::decision::Reply;
+use crate::core::error::CmdError;
+use crate::core::latch::{self, LatchWait};
+use crate::core::stats::ObjectKind;
+use crate::core::wait::Io;
+use crate::ffi::{Answer, Args, Ctx};
+use crate::keys::RedisKeys;
+use crate::wait;
+use std::rc::Rc;
+
+/// `RLATCH.TRYSETCOUNT key n`
+pub fn try_set_count(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let n = latch::parse_try_set(&args.bytes())?;
+    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    // Waiters of a latch something just opened (a DEL seen, not yet served) pass before it
+    // closes again.
+    wait::serve_now(&mut keys);
+    let d = latch::try_set(&keys, n)?;
+    keys.apply(&d)?;
+    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+}
+
+/// `RLATCH.COUNTDOWN key`
+pub fn count_down(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    latch::parse_key(&args.bytes(), "rlatch.countdown")?;
+    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let (d, opened) = latch::count_down(&keys)?;
+    keys.apply(&d)?;
+    if opened {
+        ObjectKind::Latch.counters().releases.incr();
+        // Every waiter passes, in this step.
+        wait::serve_now(&mut keys);
+    }
+    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+}
+
+/// `RLATCH.AWAIT key [BLOCK timeout_ms] [SESSION s [QUEUE request timeout_ms]]`
+pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let argv = args.bytes();
+    let w = latch::parse_await(&argv)?;
+    w.wait.check(ctx.now_ms())?;
+    let session = session_of(&w)?;
+    let keys = RedisKeys::read(ctx, args.get(1));
+    if latch::is_open(&keys)? {
+        ObjectKind::Latch.counters().acquired.incr();
+        return Ok(Answer::Reply(Reply::Int(1)));
+    }
+    // A replica never serves queues (its data changes by replication only): a wait there
+    // would only end at its deadline.
+    let waits = match w.wait {
+        Wait::Block(_) => ctx.may_block(),
+        Wait::Queue { .. } => true,
+        Wait::No => false,
+    };
+    if waits && ctx.is_replica() {
+        return Err(CmdError::WaitOnReplica);
+    }
+    wait_or_nil(ctx, &keys, &w, session, Rc::new(LatchWait))
+}
+
+/// `RLATCH.COUNT key`
+pub fn count(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    latch::parse_key(&args.bytes(), "rlatch.count")?;
+    let keys = RedisKeys::read(ctx, args.get(1));
+    Ok(Answer::Reply(Reply::Int(latch::count(&keys)?)))
+}
