@@ -54,7 +54,11 @@ fn assert_quiet(c: &mut redis::Connection, keys: &[String]) {
         assert!(hgetall(c, k).is_empty(), "{k} is still held");
     }
     assert_eq!(rlock_stat(c, "waiters"), 0, "waiters left");
-    assert_eq!(rlock_stat(c, "session_requests"), 0, "session requests left");
+    assert_eq!(
+        rlock_stat(c, "session_requests"),
+        0,
+        "session requests left"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -69,7 +73,10 @@ fn a_thousand_waits_take_a_fixed_few_connections_and_leave_free_locks_one_round_
     // Half the tasks wait on one hot lock, half on distinct locks; all are held by a raw owner.
     let keys: Vec<String> = (0..N).map(|i| format!("many:{i}")).collect();
     let mut hold = redis::pipe();
-    hold.cmd("RLOCK.ACQUIRE").arg("many:hot").arg("raw").arg(60_000);
+    hold.cmd("RLOCK.ACQUIRE")
+        .arg("many:hot")
+        .arg("raw")
+        .arg(60_000);
     for k in &keys {
         hold.cmd("RLOCK.ACQUIRE").arg(k).arg("raw").arg(60_000);
     }
@@ -78,7 +85,11 @@ fn a_thousand_waits_take_a_fixed_few_connections_and_leave_free_locks_one_round_
     let client = client(&s);
     let rt = runtime(2);
     let mut tasks = Vec::new();
-    for k in keys.iter().cloned().chain((0..N).map(|_| "many:hot".to_string())) {
+    for k in keys
+        .iter()
+        .cloned()
+        .chain((0..N).map(|_| "many:hot".to_string()))
+    {
         let lock = client.async_lock(k);
         tasks.push(rt.spawn(async move {
             let g = lock.guard().await.unwrap();
@@ -117,7 +128,7 @@ fn a_thousand_waits_take_a_fixed_few_connections_and_leave_free_locks_one_round_
         assert!(!busy.try_lock_for(wait).unwrap());
         let took = t.elapsed();
         assert!(
-            took >= wait && took < wait + Duration::from_millis(150),
+            took + Duration::from_millis(2) >= wait && took < wait + Duration::from_millis(150),
             "try_lock_for({wait:?}) took {took:?}"
         );
     }
@@ -189,7 +200,11 @@ fn a_listener_cut_while_grants_are_pending_hands_each_grant_once_to_its_task() {
     // listener is connected.
     let listener = listener_id(&mut c);
     let mut cut = redis::pipe();
-    cut.atomic().cmd("CLIENT").arg("KILL").arg("ID").arg(listener);
+    cut.atomic()
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(listener);
     for k in &keys {
         cut.cmd("RLOCK.RELEASE").arg(k).arg("raw");
     }
@@ -284,10 +299,7 @@ fn a_process_frozen_past_its_grace_loses_its_waits_to_the_next_waiter_and_report
         rlock_stat(&mut c, "session_requests") == WAITS as i64
     });
     // A raw waiter queues behind them.
-    let next = Pending::send(
-        &s,
-        &cmd!("RLOCK.ACQUIRE", key, "next", 30_000, "BLOCK", 0),
-    );
+    let next = Pending::send(&s, &cmd!("RLOCK.ACQUIRE", key, "next", 30_000, "BLOCK", 0));
     wait_until(Duration::from_secs(5), "the next waiter queued", || {
         rlock_stat(&mut c, "waiters") == WAITS as i64 + 1
     });
@@ -400,17 +412,19 @@ fn ten_thousand_waits_of_a_dead_process_leave_with_its_session_and_free_their_me
             vec![("raw".to_string(), "1".to_string())],
             "the holder kept its lock; nobody was granted it"
         );
+        if round == 1 {
+            // Redis frees what the dead process' connections held as it gets to it.
+            wait_until(
+                Duration::from_secs(5),
+                "memory back to its baseline",
+                || memory(&mut c) <= before + 16 * 1024,
+            );
+        }
         let after = memory(&mut c);
         println!(
             "round {round}: used_memory {before} before, {queued} with {WAITS} waits ({} B each), {after} after",
             (queued - before) / WAITS as i64
         );
-        if round == 1 {
-            assert!(
-                after <= before + 16 * 1024,
-                "memory back to its baseline: {before} before, {after} after"
-            );
-        }
     }
     assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
     assert_quiet(&mut c, &[key.to_string()]);
@@ -427,7 +441,10 @@ fn a_force_released_hold_is_reported_lost_within_milliseconds() {
     // The default watchdog renews every 10 s: only the server's push can tell in time.
     let client = client_with(s.url(), |b| b.watchdog_timeout(Duration::from_secs(30)));
     let rt = runtime(2);
-    for (key, lease) in [("lost:wd", None), ("lost:lease", Some(Duration::from_secs(30)))] {
+    for (key, lease) in [
+        ("lost:wd", None),
+        ("lost:lease", Some(Duration::from_secs(30))),
+    ] {
         let lock = client.async_lock(key).with_owner(client.new_owner());
         let took = rt.block_on(async {
             let g = match lease {
@@ -436,7 +453,7 @@ fn a_force_released_hold_is_reported_lost_within_milliseconds() {
             };
             let lost = tokio::spawn(async move {
                 g.lost().await;
-                (Instant::now(), g.is_lost())
+                (Instant::now(), g)
             });
             tokio::time::sleep(Duration::from_millis(50)).await;
             let t = Instant::now();
@@ -451,18 +468,19 @@ fn a_force_released_hold_is_reported_lost_within_milliseconds() {
                 .await
                 .unwrap();
             assert_eq!(n, 1);
-            let (at, is_lost) = tokio::time::timeout(Duration::from_secs(2), lost)
+            let (at, g) = tokio::time::timeout(Duration::from_secs(2), lost)
                 .await
                 .expect("lost() fired")
                 .unwrap();
-            assert!(is_lost);
+            assert!(g.is_lost());
+            // The handle tells too, while the guard lives (its drop forgets the hold).
+            assert!(lock.is_lost(), "{key}: the handle tells too");
             at.duration_since(t)
         });
         assert!(
             took < Duration::from_millis(200),
             "{key}: lost() fired {took:?} after the force release"
         );
-        assert!(lock.is_lost(), "{key}: the handle tells too");
     }
     assert_eq!(rlock_stat(&mut c, "holds_lost"), 2);
 }

@@ -85,10 +85,13 @@ impl Sessions {
     /// The listener of the node at `addr`, started on first use.
     pub(crate) fn at(&self, transport: &Transport, addr: &Arc<str>) -> RedisResult<Arc<Listener>> {
         if let Some(l) = self.listeners.lock().unwrap().get(addr) {
-            return Ok(l.clone());
+            if !l.is_retired() {
+                return Ok(l.clone());
+            }
         }
         let node = transport.node(addr)?;
         let mut all = self.listeners.lock().unwrap();
+        all.retain(|_, l| !l.is_retired());
         let l = all.entry(addr.clone()).or_insert_with(|| {
             let l = Arc::new(Listener::new(
                 &self.id,
@@ -104,10 +107,25 @@ impl Sessions {
 }
 
 impl Drop for Sessions {
-    /// The client is gone: each listener ends its session and its thread.
+    /// The client is gone (nothing of it waits or holds): each listener ends its session and
+    /// its thread, from a thread of its own (a drop does not wait for the network).
     fn drop(&mut self) {
-        for l in self.listeners.lock().unwrap().values() {
-            l.close();
+        let listeners: Vec<_> = self
+            .listeners
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(_, l)| l)
+            .collect();
+        listeners.iter().for_each(|l| l.close());
+        if listeners.is_empty() {
+            return;
+        }
+        let spawned = std::thread::Builder::new()
+            .name("rlock-close".into())
+            .spawn(move || listeners.iter().for_each(|l| l.end_session()));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "rlock: can't close the client's sessions; they end after their grace");
         }
     }
 }

@@ -19,6 +19,14 @@ pub(crate) fn read(name: &str, cursor: u64, block_ms: u64) -> Cmd {
     c
 }
 
+/// `RSESSION.ACK name cursor`: acknowledge every outcome up to `cursor` (NOSESSION when the
+/// session is gone).
+pub(crate) fn ack(name: &str, cursor: u64) -> Cmd {
+    let mut c = redis::cmd("RSESSION.ACK");
+    c.arg(name).arg(cursor);
+    c
+}
+
 /// `RSESSION.CANCEL name request`: 1 when the request was still queued (it is withdrawn), 0 when
 /// not (its outcome is or will be in the session's outcomes).
 pub(crate) fn cancel(name: &str, request: u64) -> Cmd {
@@ -210,6 +218,7 @@ mod tests {
             ["RSESSION.READ", "s", "7", "BLOCK", "2000"]
         );
         assert_eq!(words(&cancel("s", 9)), ["RSESSION.CANCEL", "s", "9"]);
+        assert_eq!(words(&ack("s", 4)), ["RSESSION.ACK", "s", "4"]);
         assert_eq!(words(&close("s")), ["RSESSION.CLOSE", "s"]);
         let mut acquire = redis::cmd("RLOCK.ACQUIRE");
         acquire.arg("k").arg("o").arg(100);
