@@ -235,20 +235,7 @@ fn through_sessions(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measur
             })
         })
         .collect();
-    wait_until(
-        Duration::from_secs(120),
-        "every session wait queued",
-        || waiters(&mut c) >= w,
-    );
-    let mem1 = settled_memory(&mut c);
-    let conns1 = info_int(&mut c, "clients", "connected_clients");
-    let grants = release_and_collect(&mut c, &hot, &keys, &who, rx, w);
-    rt.block_on(async {
-        for t in tasks {
-            t.await.unwrap();
-        }
-    });
-    let out = measured(&grants, mem1 - mem0, conns1 - conns0, w);
+    let out = finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0));
     drop(client);
     out
 }
@@ -317,12 +304,26 @@ fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
             })
         })
         .collect();
-    wait_until(Duration::from_secs(120), "every raw waiter parked", || {
-        waiters(&mut c) >= w
+    finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0))
+}
+
+/// Once every task waits: the server's memory and connections against the baseline
+/// `(memory, connections)`, then the releases, and every task's grant.
+fn finish(
+    c: &mut Connection,
+    rt: &tokio::runtime::Runtime,
+    (hot, keys, who): (&str, &[String], &str),
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    rx: std::sync::mpsc::Receiver<(bool, Instant)>,
+    (mem0, conns0): (i64, i64),
+) -> Measured {
+    let w = tasks.len();
+    wait_until(Duration::from_secs(120), "every wait queued", || {
+        waiters(c) >= w
     });
-    let mem1 = settled_memory(&mut c);
-    let conns1 = info_int(&mut c, "clients", "connected_clients");
-    let grants = release_and_collect(&mut c, &hot, &keys, &who, rx, w);
+    let mem1 = settled_memory(c);
+    let conns1 = info_int(c, "clients", "connected_clients");
+    let grants = release_and_collect(c, hot, keys, who, rx, w);
     rt.block_on(async {
         for t in tasks {
             t.await.unwrap();

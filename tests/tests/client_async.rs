@@ -10,14 +10,6 @@ use client_support::*;
 use rlock::Error;
 use rlock_tests::{redis, wait_until, Server};
 
-fn runtime(workers: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 #[test]
 fn tasks_on_one_thread_are_different_owners() {
     let s = Server::start();

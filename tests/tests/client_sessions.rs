@@ -18,14 +18,6 @@ use rlock_tests::{
     cmd, hgetall, info_int, int, redis, rlock_stat, signal, wait_until, Pending, Server, Value,
 };
 
-fn runtime(workers: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// Connections of rlock clients (`rlock`: command and pooled connections, `rlock-session`:
 /// session listeners) in `CLIENT LIST`.
 fn client_connections(c: &mut redis::Connection) -> Vec<String> {

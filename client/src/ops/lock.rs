@@ -354,6 +354,7 @@ async fn sync_replicas(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::session::wire::words;
 
     #[test]
     fn token_key_shares_the_lock_slot() {
@@ -367,15 +368,6 @@ mod tests {
         };
         assert_eq!(slot(&token_key("orders")), slot("orders"));
         assert_eq!(slot(&token_key("{o}:1")), slot("{o}:2"));
-    }
-
-    fn words(c: &Cmd) -> Vec<String> {
-        c.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".into(),
-            })
-            .collect()
     }
 
     #[test]

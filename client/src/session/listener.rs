@@ -134,7 +134,10 @@ impl Listener {
         settings: Settings,
         holds: Arc<Mutex<Registry>>,
     ) -> Listener {
-        let grace_ms = crate::wait::millis(settings.grace).max(1);
+        // Whole milliseconds (the builder refuses a grace under 100 ms).
+        let grace_ms = u64::try_from(settings.grace.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
         Listener {
             base: base.to_string(),
             node,
@@ -456,7 +459,7 @@ impl Listener {
                 }
                 timeout = Some(stuck);
             }
-            let read = wire::read(&name, cursor, crate::wait::millis(block));
+            let read = wire::read(&name, cursor, block.as_millis() as u64);
             let sent = Instant::now();
             let reply = match read.query::<Value>(&mut conn).and_then(wire::outcomes) {
                 // A grant read long after its read was sent (the process was frozen, or this

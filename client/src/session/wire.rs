@@ -193,21 +193,23 @@ pub(crate) fn run_id(info: &str) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// A command's words, to compare with the wire contract in tests.
+#[cfg(test)]
+pub(crate) fn words(c: &Cmd) -> Vec<String> {
+    c.args_iter()
+        .map(|a| match a {
+            redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+            _ => "<other>".into(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())
-    }
-
-    fn words(c: &Cmd) -> Vec<String> {
-        c.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".into(),
-            })
-            .collect()
     }
 
     #[test]
