@@ -69,6 +69,11 @@ pub(crate) trait Attempt: Sync {
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>>;
     /// A grant nobody will receive: give it back.
     async fn give_back(&self, ctx: &Context);
+    /// A grant nobody will receive, with the reply that granted it: give it back. Objects whose
+    /// grant is named by its reply (leased permits: their ids) override it.
+    async fn give_back_granted(&self, ctx: &Context, _reply: &Value) {
+        self.give_back(ctx).await
+    }
     /// Whom a grant makes a holder, as the server names it in a `lost` outcome (the owner):
     /// a grant handed over just before its session was lost is then marked lost. `None` for
     /// objects whose grants name no holder.
@@ -353,17 +358,22 @@ impl<A: Attempt> Drop for Queued<'_, A> {
                 None => self.withdraw().await,
             };
             let granted = match d {
-                Delivered::Granted(v) => self.a.granted(&v),
+                Delivered::Granted(v) => self.a.granted(&v).then_some(Some(v)),
                 // No word from the listener: ask the server whether the grant came first.
-                Delivered::Interrupted => matches!(self.a.took_effect(ctx).await, Ok(Some(_))),
-                _ => false,
+                Delivered::Interrupted => {
+                    matches!(self.a.took_effect(ctx).await, Ok(Some(_))).then_some(None)
+                }
+                _ => None,
             };
-            if granted {
+            if let Some(reply) = granted {
                 tracing::debug!(
                     key = self.a.key(),
                     "rlock: a wait was granted as its caller left; giving it back"
                 );
-                self.a.give_back(ctx).await;
+                match reply {
+                    Some(v) => self.a.give_back_granted(ctx, &v).await,
+                    None => self.a.give_back(ctx).await,
+                }
             }
         });
     }
