@@ -23,9 +23,9 @@
 //! | hot lock, 5,000 waiters each taking it once: hand-offs/s | 12 924 | 10 230 | 0.79× |
 //! | lost-hold signal, `RLOCK.FORCERELEASE` → `lost()`, p50 / p99 | never (found at the next renewal, 10 s by default) | 0.09 / 0.13 ms | |
 //!
-//! Other runs the same day on a quieter machine: sync uncontended 0.92× (twice), async 1.01×
-//! to 1.08×, 8 threads 0.77× to 0.87×, 32 threads 0.77× to 0.99×, the hot lock 0.77× to
-//! 0.84× (2,000 tasks). A sync acquire+release pair costs the calling thread about a
+//! Other runs the same day: sync uncontended 0.81× to 0.92× (lower when the machine was
+//! busier), async 1.01× to 1.08×, 8 threads 0.77× to 0.87×, 32 threads 0.77× to 0.99×, the
+//! hot lock 0.77× to 0.84× (2,000 tasks). A sync acquire+release pair costs the calling thread about a
 //! microsecond of CPU more than the raw commands (`perf stat`: 17.2 against 15.6 µs per pair);
 //! naming the session in every acquire costs the server about 1.6 µs more per pair (it watches
 //! the hold for loss; `INFO commandstats`).
