@@ -12,6 +12,7 @@ mod contended;
 mod deadlock;
 mod exclusion;
 mod expiry;
+mod family;
 mod handoff;
 mod latch;
 mod memory;
@@ -76,7 +77,7 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 12] = [
+    let steps: [(&str, Step); 13] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("hand-off floor", handoff::run),
@@ -88,6 +89,7 @@ fn main() {
         ("semaphore", semaphore::run),
         ("latch fan-out", latch::run),
         ("client vs raw", client::run),
+        ("family", family::run),
         ("many waiters", waiters::run),
     ];
     for (name, step) in steps {

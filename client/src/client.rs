@@ -3,7 +3,15 @@
 
 use std::sync::Arc;
 
-use crate::api::{AsyncFencedLock, AsyncLock, FencedLock, Lock, LockCore};
+use crate::api::{
+    AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncMultiLock, AsyncPermitExpirableSemaphore,
+    AsyncReadWriteLock, AsyncSemaphore, CountDownLatch, FencedLock, LatchCore, Lock, LockCore,
+    MultiLock, PermitExpirableSemaphore, ReadWriteLock, SemCore, Semaphore,
+};
+use crate::ops::lock::Flavor;
+
+const PLAIN: Flavor = Flavor::Exclusive { fence: false };
+const FENCED: Flavor = Flavor::Exclusive { fence: true };
 use crate::config::{ClientBuilder, Config};
 use crate::context::Context;
 use crate::error::Result;
@@ -111,11 +119,11 @@ impl Client {
         &self.ctx.config
     }
 
-    fn core(&self, name: String, fence: bool, policy: OwnerPolicy) -> LockCore {
+    fn core(&self, name: String, flavor: Flavor, policy: OwnerPolicy) -> LockCore {
         LockCore {
             ctx: self.ctx.clone(),
             name: Arc::from(name),
-            fence,
+            flavor,
             policy,
         }
     }
@@ -131,7 +139,7 @@ impl Client {
     /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock {
-            core: self.core(name.into(), false, OwnerPolicy::Thread),
+            core: self.core(name.into(), PLAIN, OwnerPolicy::Thread),
         }
     }
 
@@ -163,7 +171,7 @@ impl Client {
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         FencedLock {
             lock: Lock {
-                core: self.core(name.into(), true, OwnerPolicy::Thread),
+                core: self.core(name.into(), FENCED, OwnerPolicy::Thread),
             },
         }
     }
@@ -182,7 +190,7 @@ impl Client {
     /// ```
     pub fn async_lock(&self, name: impl Into<String>) -> AsyncLock {
         AsyncLock {
-            core: self.core(name.into(), false, OwnerPolicy::Task),
+            core: self.core(name.into(), PLAIN, OwnerPolicy::Task),
         }
     }
 
@@ -207,8 +215,187 @@ impl Client {
     pub fn async_fenced_lock(&self, name: impl Into<String>) -> AsyncFencedLock {
         AsyncFencedLock {
             lock: AsyncLock {
-                core: self.core(name.into(), true, OwnerPolicy::Task),
+                core: self.core(name.into(), FENCED, OwnerPolicy::Task),
             },
+        }
+    }
+
+    /// A read-write lock for blocking code (Redisson `getReadWriteLock`): its
+    /// [`read_lock`](ReadWriteLock::read_lock) and [`write_lock`](ReadWriteLock::write_lock) are
+    /// [`Lock`]s acting as the calling thread. Creating it does not touch Redis.
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let rw = client.read_write_lock("catalog");
+    /// let _r = rw.read_lock().guard()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self.core(name.into(), PLAIN, OwnerPolicy::Thread))
+    }
+
+    /// The async form of [`Client::read_write_lock`]: its sides are [`AsyncLock`]s acting as
+    /// the calling task.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let rw = client.async_read_write_lock("catalog");
+    /// let w = rw.write_lock().guard().await?;
+    /// w.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_read_write_lock(&self, name: impl Into<String>) -> AsyncReadWriteLock {
+        AsyncReadWriteLock::new(self.core(name.into(), PLAIN, OwnerPolicy::Task))
+    }
+
+    /// The locks `names` of this client as one [`MultiLock`] (Redisson `getMultiLock`): taken
+    /// all or none, in one fixed order. For locks of several clients (servers), use
+    /// [`MultiLock::new`]. [`Error::InvalidArgument`](crate::Error::InvalidArgument) when
+    /// `names` is empty.
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let both = client.multi_lock(["account:1", "account:2"])?;
+    /// let _g = both.guard()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        MultiLock::new(names.into_iter().map(|n| self.lock(n)))
+    }
+
+    /// The async form of [`Client::multi_lock`] (locks acting as the calling task).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let both = client.async_multi_lock(["account:1", "account:2"])?;
+    /// both.lock().await?;
+    /// both.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_multi_lock<I, S>(&self, names: I) -> Result<AsyncMultiLock>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        AsyncMultiLock::new(names.into_iter().map(|n| self.async_lock(n)))
+    }
+
+    fn sem(&self, name: String) -> SemCore {
+        SemCore {
+            ctx: self.ctx.clone(),
+            name: Arc::from(name),
+        }
+    }
+
+    /// A counting semaphore for blocking code (Redisson `getSemaphore`). Creating the handle
+    /// does not touch Redis.
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let slots = client.semaphore("api-slots");
+    /// slots.try_set_permits(10)?;
+    /// let _permit = slots.guard()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore {
+            core: self.sem(name.into()),
+        }
+    }
+
+    /// The async form of [`Client::semaphore`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let slots = client.async_semaphore("api-slots");
+    /// slots.acquire().await?;
+    /// slots.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_semaphore(&self, name: impl Into<String>) -> AsyncSemaphore {
+        AsyncSemaphore {
+            core: self.sem(name.into()),
+        }
+    }
+
+    /// A semaphore of leased permits with ids, for blocking code (Redisson
+    /// `getPermitExpirableSemaphore`).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let slots = client.permit_expirable_semaphore("render-slots");
+    /// let id = slots.acquire(Duration::from_secs(30))?;
+    /// slots.release(id)?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            core: self.sem(name.into()),
+        }
+    }
+
+    /// The async form of [`Client::permit_expirable_semaphore`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let slots = client.async_permit_expirable_semaphore("render-slots");
+    /// let id = slots.acquire(std::time::Duration::from_secs(30)).await?;
+    /// slots.release(id).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_permit_expirable_semaphore(
+        &self,
+        name: impl Into<String>,
+    ) -> AsyncPermitExpirableSemaphore {
+        AsyncPermitExpirableSemaphore {
+            core: self.sem(name.into()),
+        }
+    }
+
+    fn latch(&self, name: String) -> LatchCore {
+        LatchCore {
+            ctx: self.ctx.clone(),
+            name: Arc::from(name),
+        }
+    }
+
+    /// A count-down latch for blocking code (Redisson `getCountDownLatch`).
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let start = client.count_down_latch("start");
+    /// start.try_set_count(1)?;
+    /// start.count_down()?;
+    /// start.wait()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch {
+            core: self.latch(name.into()),
+        }
+    }
+
+    /// The async form of [`Client::count_down_latch`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let start = client.async_count_down_latch("start");
+    /// start.wait().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_count_down_latch(&self, name: impl Into<String>) -> AsyncCountDownLatch {
+        AsyncCountDownLatch {
+            core: self.latch(name.into()),
         }
     }
 

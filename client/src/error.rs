@@ -41,6 +41,36 @@ pub enum Error {
         owner: String,
     },
 
+    /// The server refused to let the caller wait because the wait could never end (Redisson
+    /// would hang forever instead):
+    ///
+    /// - a read-write lock's reader asked for its write lock (an upgrade: it waits for itself);
+    /// - the wait would close a cycle of owners waiting for one another on that server (A holds
+    ///   L1 and waits for L2 while B holds L2 and now asks for L1); the message names the cycle,
+    ///   e.g. `waiting would close a cycle: 'A' waits for 'B' on 'L2', 'B' waits for 'A' on 'L1'`.
+    ///
+    /// Nothing was acquired by the refused call; the caller keeps what it held before. Release
+    /// something and try again, or take locks in one order everywhere (as
+    /// [`MultiLock`](crate::MultiLock) does).
+    #[error("deadlock on '{name}': {message}")]
+    Deadlock {
+        /// The lock the refused wait was for.
+        name: String,
+        /// The server's words after `DEADLOCK` (the upgrade, or the cycle of owners and locks).
+        message: String,
+    },
+
+    /// A permit id given to release is not a leased permit of the semaphore: released already,
+    /// its lease ended, or it never existed (Redisson's `release(id)` throws
+    /// `IllegalArgumentException` here). Nothing was released.
+    #[error("can't release permits of '{name}': {message}")]
+    PermitNotLeased {
+        /// The semaphore's name.
+        name: String,
+        /// The server's words (they name the permit id).
+        message: String,
+    },
+
     /// The key exists but holds another kind of value (a string, a list, ...), not a lock.
     #[error("key '{name}' holds another kind of value, not a lock")]
     WrongType {
@@ -186,18 +216,28 @@ impl Error {
         Error::Redis(e)
     }
 
-    /// This error as seen by `owner` acting on the lock `name`: the server's `NOTOWNER` and
-    /// `WRONGTYPE` replies become [`Error::NotOwner`] and [`Error::WrongType`].
+    /// This error as seen by `owner` acting on the object `name`: the server's `NOTOWNER`,
+    /// `DEADLOCK`, `NOPERMIT` and `WRONGTYPE` replies become [`Error::NotOwner`],
+    /// [`Error::Deadlock`], [`Error::PermitNotLeased`] and [`Error::WrongType`].
     pub(crate) fn about(self, name: &str, owner: &str) -> Error {
         let Error::Redis(e) = &self else { return self };
+        let words = || e.detail().unwrap_or_default().to_string();
         match e.code() {
             Some("NOTOWNER") => Error::NotOwner {
                 name: name.to_string(),
                 owner: owner.to_string(),
             },
+            Some("DEADLOCK") => Error::Deadlock {
+                name: name.to_string(),
+                message: words(),
+            },
+            Some("NOPERMIT") => Error::PermitNotLeased {
+                name: name.to_string(),
+                message: words(),
+            },
             Some("WRONGTYPE") => Error::WrongType {
                 name: name.to_string(),
-                message: e.detail().unwrap_or_default().to_string(),
+                message: words(),
             },
             _ => self,
         }
@@ -238,6 +278,24 @@ mod tests {
             e.to_string(),
             "key 'k' holds another kind of value, not a lock"
         );
+        let cycle =
+            "waiting would close a cycle: 'a' waits for 'b' on 'k2', 'b' waits for 'a' on 'k1'";
+        let e =
+            Error::from_redis(server_err(&format!("DEADLOCK {cycle}")), "h:1", T).about("k1", "a");
+        assert!(
+            matches!(&e, Error::Deadlock { name, message } if name == "k1" && message == cycle),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), format!("deadlock on 'k1': {cycle}"));
+        let e = Error::from_redis(
+            server_err(
+                "NOPERMIT permit 00ff has already been released, has expired or does not exist",
+            ),
+            "h:1",
+            T,
+        )
+        .about("pool", "");
+        assert!(matches!(e, Error::PermitNotLeased { .. }), "{e:?}");
         let e = Error::from_redis(server_err("ERR lease must be a positive integer"), "h:1", T);
         assert_eq!(
             e.to_string(),

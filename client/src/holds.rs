@@ -17,7 +17,8 @@ use tokio::sync::watch;
 /// A kind of object that can be held: its name and how to renew a hold of it.
 pub(crate) struct Kind {
     pub(crate) name: &'static str,
-    /// The command that extends `holder`'s hold of `key` to `lease_ms`; replies 1 if held.
+    /// The command that extends `holder`'s hold of `key` to `lease_ms`; replies an integer
+    /// ≥ 1 if held.
     pub(crate) renew: fn(key: &str, holder: &str, lease_ms: u64) -> Cmd,
 }
 

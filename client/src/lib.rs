@@ -1,13 +1,18 @@
-//! `rlock`: Redisson's `RLock` for Rust, over the native `RLOCK.*` commands of the rlock Redis
-//! module.
+//! `rlock`: Redisson's distributed synchronizers for Rust (locks, read-write locks, semaphores,
+//! count-down latches, multi-locks and RedLock) over the native commands of the rlock Redis
+//! module (`RLOCK.*`, `RRWLOCK.*`, `RSEM.*`, `RLATCH.*`).
 //!
-//! Locks live in Redis with exactly Redisson's layout (a hash named after the lock, one field
-//! `UUID:number` per owner holding its re-entry count, `PEXPIRE` = the lease), so a Java service
-//! on Redisson and a Rust service on rlock can share a lock. Waiting happens on the server: a
-//! waiter is parked in a first-come, first-served queue and the lock is handed to it directly
-//! on release or expiry; the client never polls or sleeps.
+//! Every object lives in Redis with exactly Redisson's layout (a lock is a hash named after it,
+//! one field `UUID:number` per owner holding its re-entry count, `PEXPIRE` = the lease; a
+//! semaphore is a string count; ...), so a Java service on Redisson and a Rust service on
+//! rlock can share one. Waiting happens on the server: a waiter is parked in a first-come,
+//! first-served queue and the object is handed to it directly when it frees; the client never
+//! polls or sleeps. Every object comes as a blocking handle and an async one, written once,
+//! with guards that give the hold back when dropped.
 //!
 //! # Quick start
+//!
+//! A lock (Redisson's `RLock`):
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -32,12 +37,86 @@
 //! # Ok::<(), rlock::Error>(())
 //! ```
 //!
+//! A read-write lock (`RReadWriteLock`): each side is a [`Lock`] with the whole lock API.
+//!
+//! ```no_run
+//! # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! let prices = client.read_write_lock("prices");
+//! {
+//!     let _r = prices.read_lock().guard()?;   // shared with other readers
+//! }
+//! let _w = prices.write_lock().guard()?;      // alone; readers wait (fairly)
+//! # Ok::<(), rlock::Error>(())
+//! ```
+//!
+//! A semaphore (`RSemaphore`):
+//!
+//! ```no_run
+//! # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! let db = client.semaphore("db-connections");
+//! db.try_set_permits(4)?;
+//! let _permit = db.guard()?;                 // one of 4, given back on drop
+//! # Ok::<(), rlock::Error>(())
+//! ```
+//!
+//! Leased permits with ids (`RPermitExpirableSemaphore`):
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! let slots = client.permit_expirable_semaphore("render-slots");
+//! slots.try_set_permits(8)?;
+//! let id = slots.acquire(Duration::from_secs(60))?;   // back by itself after 60 s
+//! slots.update_lease_time(id, Duration::from_secs(60))?;
+//! slots.release(id)?;
+//! # Ok::<(), rlock::Error>(())
+//! ```
+//!
+//! A count-down latch (`RCountDownLatch`):
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! let ready = client.count_down_latch("workers-ready");
+//! ready.try_set_count(3)?;
+//! // ... each of three workers calls ready.count_down() ...
+//! let all_ready = ready.wait_for(Duration::from_secs(30))?;
+//! # Ok::<(), rlock::Error>(())
+//! ```
+//!
+//! Several locks as one, all or none (`RedissonMultiLock`), here on two servers:
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! let (a, b) = (
+//!     rlock::Client::open("redis://10.0.0.1:6379/")?,
+//!     rlock::Client::open("redis://10.0.0.2:6379/")?,
+//! );
+//! let both = rlock::MultiLock::new([a.lock("account:1"), b.lock("account:2")])?;
+//! let _g = both.try_guard_for(Duration::from_secs(2))?;
+//! # Ok::<(), rlock::Error>(())
+//! ```
+//!
+//! RedLock over independent servers (`RedissonRedLock`; read [`RedLock`]'s caveats first):
+//!
+//! ```no_run
+//! # use std::time::Duration;
+//! # let clients: Vec<rlock::Client> = vec![];
+//! let red = rlock::RedLock::new(clients.iter().map(|c| c.lock("nightly-report")))?;
+//! if let Some(g) = red.try_guard_with(Duration::from_millis(500), Duration::from_secs(30))? {
+//!     // ... done before g.valid_until() ...
+//! }
+//! # Ok::<(), rlock::Error>(())
+//! ```
+//!
 //! # Map from Redisson
+//!
+//! Async forms have the same method names (`Async*` types, from the `async_*` factories).
 //!
 //! | Redisson | rlock (sync) | rlock (async) |
 //! |---|---|---|
 //! | `Redisson.create(config)` | [`Client::open`], [`Client::builder`] | same |
-//! | `getLock` / `getFairLock` | [`Client::lock`] / [`Client::fair_lock`] | [`Client::async_lock`] |
+//! | **`RLock`**: `getLock` / `getFairLock` | [`Client::lock`] / [`Client::fair_lock`] | [`Client::async_lock`] |
 //! | `getFencedLock` | [`Client::fenced_lock`] | [`Client::async_fenced_lock`] |
 //! | try/finally around `lock`/`unlock` | [`Lock::guard`] ([`LockGuard`]) | [`AsyncLock::guard`] ([`AsyncLockGuard`]) |
 //! | `lock()`, `lock(lease)` | [`Lock::lock`], [`Lock::lock_with_lease`] | [`AsyncLock::lock`], ... |
@@ -45,6 +124,29 @@
 //! | `unlock()` (`IllegalMonitorStateException`) | [`Lock::unlock`] ([`Error::NotOwner`]) | [`AsyncLock::unlock`] |
 //! | `forceUnlock`, `isLocked`, `isHeldByCurrentThread`, `getHoldCount`, `remainTimeToLive` | [`Lock::force_unlock`], [`Lock::is_locked`], [`Lock::is_held_by_current_thread`], [`Lock::hold_count`], [`Lock::remain_time_to_live`] | [`AsyncLock::is_held_by_current_task`], ... |
 //! | `lockAsync(threadId)` | [`Lock::with_owner`] | [`AsyncLock::with_owner`] |
+//! | `lockAndGetToken`, `tryLockAndGetToken`, `getToken` | [`FencedLock::lock_and_get_token`], [`FencedLock::try_lock_and_get_token`], [`FencedLock::token`] | same names |
+//! | **`RReadWriteLock`**: `getReadWriteLock` | [`Client::read_write_lock`] | [`Client::async_read_write_lock`] |
+//! | `readLock()`, `writeLock()` (each an `RLock`) | [`ReadWriteLock::read_lock`], [`ReadWriteLock::write_lock`] (each a [`Lock`]: every method above) | [`AsyncReadWriteLock::read_lock`], ... ([`AsyncLock`]) |
+//! | read→write upgrade (hangs forever) | [`Error::Deadlock`] at once | same |
+//! | **`RSemaphore`**: `getSemaphore` | [`Client::semaphore`] | [`Client::async_semaphore`] |
+//! | `trySetPermits`, `addPermits`, `availablePermits`, `drainPermits` | [`Semaphore::try_set_permits`], [`Semaphore::add_permits`], [`Semaphore::available_permits`], [`Semaphore::drain_permits`] | same names |
+//! | `acquire()`, `acquire(n)` | [`Semaphore::acquire`], [`Semaphore::acquire_many`] | same names |
+//! | `tryAcquire()`, `tryAcquire(n)`, `tryAcquire(wait)`, `tryAcquire(n, wait)` | [`Semaphore::try_acquire`], [`Semaphore::try_acquire_many`], [`Semaphore::try_acquire_for`], [`Semaphore::try_acquire_many_for`] | same names |
+//! | `release()`, `release(n)` | [`Semaphore::release`], [`Semaphore::release_many`] | same names |
+//! | try/finally around `acquire`/`release` | [`Semaphore::guard`], [`Semaphore::guard_many`], [`Semaphore::try_guard_for`], ... | same names |
+//! | **`RPermitExpirableSemaphore`**: `getPermitExpirableSemaphore` | [`Client::permit_expirable_semaphore`] | [`Client::async_permit_expirable_semaphore`] |
+//! | `acquire(lease)`, `acquire(n, lease)` (ids) | [`PermitExpirableSemaphore::acquire`], [`PermitExpirableSemaphore::acquire_many`] ([`PermitId`]) | same names |
+//! | `tryAcquire(lease)`, `tryAcquire(wait, lease)`, `tryAcquire(n, lease)`, `tryAcquire(n, wait, lease)` | [`PermitExpirableSemaphore::try_acquire`], [`PermitExpirableSemaphore::try_acquire_for`], [`PermitExpirableSemaphore::try_acquire_many`], [`PermitExpirableSemaphore::try_acquire_many_for`] | same names |
+//! | `release(id)`, `release(ids)` (`IllegalArgumentException`) | [`PermitExpirableSemaphore::release`], [`PermitExpirableSemaphore::release_many`] ([`Error::PermitNotLeased`]) | same names |
+//! | `tryRelease(id)`, `tryRelease(ids)` | [`PermitExpirableSemaphore::try_release`], [`PermitExpirableSemaphore::try_release_many`] | same names |
+//! | `updateLeaseTime`, `acquiredPermits`, `availablePermits`, `trySetPermits`, `addPermits` | [`PermitExpirableSemaphore::update_lease_time`], [`PermitExpirableSemaphore::acquired_permits`], [`PermitExpirableSemaphore::available_permits`], ... | same names |
+//! | a permit in try/finally | [`PermitExpirableSemaphore::guard`] ([`Guard::permit_id`]), [`PermitExpirableSemaphore::guard_many`] | same names |
+//! | **`RCountDownLatch`**: `getCountDownLatch` | [`Client::count_down_latch`] | [`Client::async_count_down_latch`] |
+//! | `trySetCount`, `countDown`, `getCount`, `delete` | [`CountDownLatch::try_set_count`], [`CountDownLatch::count_down`], [`CountDownLatch::get_count`], [`CountDownLatch::delete`] | same names |
+//! | `await()`, `await(timeout)` | [`CountDownLatch::wait`], [`CountDownLatch::wait_for`] (`await` is a Rust keyword) | same names |
+//! | **`RedissonMultiLock`**: `getMultiLock(locks...)` | [`MultiLock::new`], [`Client::multi_lock`] | [`AsyncMultiLock::new`], [`Client::async_multi_lock`] |
+//! | `lock`, `tryLock`, `unlock`, `isHeldByCurrentThread` | [`MultiLock::lock`], [`MultiLock::try_lock_for`], [`MultiLock::unlock`], [`MultiLock::is_held`], guards | same names |
+//! | **`RedissonRedLock`**: `getRedLock(locks...)` | [`RedLock::new`] (methods of [`MultiLock`]) | [`AsyncRedLock::new`] |
 //! | waiting through pub/sub (a subscription per lock, `subscriptionConnectionPoolSize`, `subscriptionsPerConnection`) | every wait through the client's session: one listener connection per server, no pool to size (see "Waiting: sessions") | same |
 //! | no notice when a hold is lost (found at the next renewal at best) | [`Guard::is_lost`], [`Lock::is_lost`]: the server pushes the loss through the session within milliseconds | [`Guard::lost`] |
 //! | `lockWatchdogTimeout` | [`ClientBuilder::watchdog_timeout`] | same |
@@ -61,9 +163,11 @@
 //! # Watchdog
 //!
 //! A lock taken without a lease gets the watchdog timeout as lease (default 30 s). One
-//! background task per client renews every such lock every `timeout / 3`, all in one pipelined
-//! round trip (`RLOCK.RENEW` per lock) on a connection of its own. Renewal stops the moment the
-//! lock is fully released. If the process dies, its locks free after the watchdog timeout.
+//! background task per client renews every such hold every `timeout / 3`, of every kind (locks
+//! with `RLOCK.RENEW`, read and write holds of read-write locks with `RRWLOCK.RENEW`, the locks
+//! of a [`MultiLock`] or [`RedLock`] by their own clients), all in one pipelined round trip per
+//! server on a connection of its own. Renewal stops the moment the hold is fully released. If
+//! the process dies, its locks free after the watchdog timeout.
 //!
 //! A lost hold is reported within milliseconds, whether taken with the watchdog or with a lease:
 //! every acquire names the client's session, and the server tells the session's listener as
@@ -73,6 +177,11 @@
 //! warning is logged. A renewal that finds the hold gone does the same (the backstop while a
 //! session is being opened again). A lease hold also counts as lost once its lease has run out
 //! (see "Lost holds" on [`Guard`]).
+//!
+//! Semaphore permits and latches have no owner. A leased permit of a
+//! [`PermitExpirableSemaphore`] always has a lease (nothing renews it unless you call
+//! [`update_lease_time`](PermitExpirableSemaphore::update_lease_time)); its guard counts it
+//! lost when the lease has ended.
 //!
 //! # Durations
 //!
@@ -133,8 +242,8 @@
 //!
 //! The client's watchdog and async connections run on a small runtime of its own, and each
 //! session listener on a thread of its own, so the sync API needs no runtime and the async API
-//! works from any executor. Don't call the blocking API
-//! from async code: it blocks the calling worker thread.
+//! works from any executor. Don't call the blocking API from async code: it blocks the calling
+//! worker thread.
 //!
 //! The client is built on the [`redis`] crate (re-exported here, so the `redis` types inside
 //! [`Error`] are always the ones this crate was built with).
@@ -143,8 +252,9 @@
 //!
 //! [`Client::open_cluster`] (or [`ClientBuilder::cluster`]) takes the URLs of some cluster
 //! nodes. Each command goes to the master of its lock's hash slot; a wait is queued in the
-//! client's session on that node (a listener per node that has had an acquire). `MOVED`/`ASK` redirects, `TRYAGAIN`, `CLUSTERDOWN`, a
-//! wait ended by a slot migration (`TRYAGAIN`) or by its node turning into a replica
+//! client's session on that node (a listener per node that has had an acquire). `MOVED`/`ASK`
+//! redirects, `TRYAGAIN`, `CLUSTERDOWN`, a wait ended by a slot migration (`TRYAGAIN`) or by
+//! its node turning into a replica
 //! (`UNBLOCKED`) are all retried transparently: the caller queues again on the node that now
 //! serves the lock. Use hash tags (`{orders}:42`) to place related locks in one slot; a lock's
 //! fencing-token key and channel always share its slot. A single-server client also queues a
@@ -187,6 +297,7 @@ mod holds;
 mod ops;
 mod owner;
 pub mod performance;
+mod permit;
 mod runtime;
 mod session;
 mod transport;
@@ -194,12 +305,15 @@ mod wait;
 mod watchdog;
 
 pub use api::{
-    Async, AsyncFencedLock, AsyncLock, AsyncLockGuard, Blocking, FencedLock, Guard, Lock,
-    LockGuard, Mode, Ttl,
+    Async, AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock,
+    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, Blocking,
+    CountDownLatch, FencedLock, Guard, Lock, LockGuard, Mode, MultiLock, PermitExpirableSemaphore,
+    ReadWriteLock, RedLock, Semaphore, Ttl,
 };
 pub use client::Client;
 pub use config::{ClientBuilder, Config};
 pub use error::{Error, Result};
 pub use owner::Owner;
+pub use permit::PermitId;
 /// The `redis` crate this client is built on (its errors appear in [`Error`]).
 pub use redis;

@@ -48,7 +48,8 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
     };
     for (r, reply) in batch.iter().zip(replies) {
         let gone = match reply {
-            Ok(Value::Int(1)) => false,
+            // Held: 1 for a lock, the number of holds renewed for a read-write lock.
+            Ok(Value::Int(n)) if n >= 1 => false,
             Ok(_) => true,
             Err(e) => match classify(&e) {
                 // Refused: the server answered about the hold.

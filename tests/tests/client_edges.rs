@@ -11,14 +11,6 @@ use client_support::*;
 use rlock::{Error, Ttl};
 use rlock_tests::{free_port, redis, wait_until, Server, ServerOptions};
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// `f`'s error and how long it took.
 fn timed<T: std::fmt::Debug>(f: impl FnOnce() -> rlock::Result<T>) -> (Error, Duration) {
     let t = Instant::now();
@@ -65,7 +57,7 @@ fn every_call_against_a_dead_server_fails_within_the_connect_timeout_naming_the_
     assert_unreachable("guard", timed(|| lock.guard()), port, limit);
 
     let alock = client.async_lock("dead");
-    let rt = runtime();
+    let rt = runtime(2);
     let at =
         |f: std::pin::Pin<Box<dyn Future<Output = rlock::Result<()>>>>| timed(|| rt.block_on(f));
     assert_unreachable(
@@ -171,7 +163,7 @@ fn a_dropped_async_wait_is_withdrawn_before_the_drop_returns() {
     let client = client(&s);
     let holder = client.lock("drop");
     holder.lock().unwrap();
-    let rt = runtime();
+    let rt = runtime(2);
     let url = s.url();
     rt.block_on(async {
         let lock = client.async_lock("drop").with_owner(client.new_owner());
@@ -252,7 +244,7 @@ fn lease_holds_are_lost_when_the_lease_ends_or_the_server_reports_them_gone() {
     drop(g);
 
     // Async: lost() resolves at the lease end.
-    let rt = runtime();
+    let rt = runtime(2);
     rt.block_on(async {
         let lock = client.async_lock("leased-async");
         let g = lock.guard_with_lease(lease).await.unwrap();

@@ -173,10 +173,13 @@ fn a_listener_cut_while_grants_are_pending_hands_each_grant_once_to_its_task() {
             let (granted, go) = (granted.clone(), go.clone());
             rt.spawn(async move {
                 let g = lock.guard().await.unwrap();
-                granted
-                    .lock()
-                    .unwrap()
-                    .push((lock.name().to_string(), g.owner().as_str().to_string()));
+                granted.lock().unwrap().push((
+                    lock.name().to_string(),
+                    g.owner()
+                        .expect("a lock guard has an owner")
+                        .as_str()
+                        .to_string(),
+                ));
                 go.notified().await;
                 g.unlock().await.unwrap();
             })

@@ -4,7 +4,8 @@
 //! 16 threads each open connections in turn; on each connection 9 pipelined
 //! `RLOCK.ACQUIRE ... BLOCK 1` wait 1 ms behind a held lock and time out, then a 10th waits
 //! without limit and the connection is dropped while it is queued (or about to be). Owners vary in
-//! length (1..=96 bytes) so queue entries of several allocation sizes come and go. A cycle is
+//! length (from about 10 to 96 bytes, each unique) so queue entries of several allocation sizes
+//! come and go. A cycle is
 //! one waiter parked and removed.
 //!
 //! Tolerance: `used_memory` after the run may exceed the baseline (taken after a warm-up of the
@@ -45,11 +46,12 @@ fn run_cycles(s: &Server, cycles: u64, tag: &str) {
                     .expect("connect");
                 c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
                 let key = format!("mem:{}", n % LOCKS);
+                // Unique per waiter: two waiters sharing a name (a name cut short) could close
+                // a cycle of owners, which deadlock detection refuses with an error.
                 let owner = |i: u64| {
-                    let len = 1 + ((n * 7 + i * 13 + t) % 96) as usize;
-                    let mut o = format!("{tag}-{n}-{i}-");
-                    o.extend(std::iter::repeat_n('x', len));
-                    o.truncate(len.max(1));
+                    let mut o = format!("{tag}-{n:x}-{i}-");
+                    let len = o.len().max(1 + ((n * 7 + i * 13 + t) % 96) as usize);
+                    o.extend(std::iter::repeat_n('x', len - o.len()));
                     o
                 };
                 let mut p = redis::pipe();

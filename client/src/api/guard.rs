@@ -4,27 +4,90 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Instant;
 
-use futures_util::future::BoxFuture;
+use futures_util::future::{select_all, BoxFuture, FutureExt};
 
 use super::mode::{io, Async, Blocking, Mode};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::HoldState;
 use crate::owner::Owner;
+use crate::permit::PermitId;
 use crate::transport::Io;
 
-/// What a guard gives back: one hold of one object (a lock's owner hold today).
+/// What a guard gives back: a hold of an object (an owner's hold of a lock, permits of a
+/// semaphore, the locks of a multi-lock), and what it tells about it.
 pub(crate) trait Held: Send + Sync + 'static {
     fn ctx(&self) -> &Arc<Context>;
     /// The object's name (its key).
     fn name(&self) -> &str;
     /// Give the hold back, waiting as `io` says.
     fn release(&self, io: Io) -> BoxFuture<'_, Result<()>>;
+    /// The owner that holds it (objects with owners).
+    fn owner(&self) -> Option<&Owner> {
+        None
+    }
+    /// The fencing token of the acquire (fenced locks).
+    fn token(&self) -> Option<u64> {
+        None
+    }
+    /// The permit's id (permits of a permit-expirable semaphore).
+    fn permit_id(&self) -> Option<PermitId> {
+        None
+    }
 }
 
-/// A hold of an object by one owner, given back when the guard is dropped (also while a panic
-/// unwinds) unless given back before with `unlock`. Re-entry works: each guard is one hold.
+/// What tells whether a guard's hold is lost: the holds it stands for (lost when the watchdog
+/// finds one gone or its lease ends), how many of them may be lost before the guard is (a
+/// RedLock stands while a quorum does), and an end of validity of its own (a RedLock's).
+pub(crate) struct Watch {
+    pub(crate) states: Vec<Arc<HoldState>>,
+    pub(crate) tolerate: usize,
+    pub(crate) valid_until: Option<Instant>,
+}
+
+impl Watch {
+    /// One hold.
+    pub(crate) fn one(state: Arc<HoldState>) -> Watch {
+        Watch {
+            states: vec![state],
+            tolerate: 0,
+            valid_until: None,
+        }
+    }
+
+    /// Nothing to watch: never lost (plain semaphore permits have no lease or owner).
+    pub(crate) fn none() -> Watch {
+        Watch {
+            states: Vec::new(),
+            tolerate: 0,
+            valid_until: None,
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        self.valid_until.is_some_and(|t| t <= Instant::now())
+            || self.states.iter().filter(|s| s.is_lost()).count() > self.tolerate
+    }
+
+    /// The earliest moment a lease or the validity may end the hold.
+    fn next_end(&self) -> Option<Instant> {
+        self.states
+            .iter()
+            .filter(|s| !s.is_lost())
+            .filter_map(|s| s.lease_end())
+            .chain(self.valid_until)
+            .min()
+    }
+}
+
+/// A hold of an object, given back when the guard is dropped (also while a panic unwinds)
+/// unless given back before with `unlock`: one owner's hold of a lock or of a side of a
+/// read-write lock (re-entry works: each guard is one hold), the locks of a
+/// [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock) (all released together),
+/// permits of a [`Semaphore`](crate::Semaphore), or one leased permit of a
+/// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore). One type for every object.
 ///
 /// - [`LockGuard`] (`Guard<Blocking>`): dropping it releases the hold and waits for the
 ///   server's answer, blocking the thread for one round trip.
@@ -32,7 +95,8 @@ pub(crate) trait Held: Send + Sync + 'static {
 ///   release in the client's background runtime and the lock frees a moment later; prefer
 ///   `guard.unlock().await`, which also reports errors.
 ///
-/// A guard remembers its owner, so it releases correctly wherever it ends.
+/// A guard remembers its owner (and a permit guard its permit id), so it releases correctly
+/// wherever it ends.
 ///
 /// # Lost holds
 ///
@@ -45,19 +109,22 @@ pub(crate) trait Held: Send + Sync + 'static {
 ///   renewal finding it gone does the same, as a backstop. A lost hold is no longer renewed and
 ///   a `tracing` warning is logged; the lock handle's `is_lost` tells too.
 /// - **with an explicit lease**, also once its lease has run out (by this client's clock,
-///   counted from the grant), as nothing renews it.
+///   counted from the grant), as nothing renews it. A leased permit is lost when its lease
+///   ends.
+/// - a **multi-lock** is lost when any of its locks is; a **RedLock** when it no longer holds a
+///   majority, or when its validity ([`valid_until`](Guard::valid_until)) has passed.
+/// - plain semaphore permits are never lost (they have no lease).
 #[must_use = "dropping the guard releases the hold at once"]
 pub struct Guard<M: Mode> {
     held: Arc<dyn Held>,
-    owner: Owner,
-    state: Arc<HoldState>,
-    token: Option<u64>,
+    watch: Watch,
     armed: bool,
     mode: PhantomData<fn() -> M>,
 }
 
-/// A held hold of a [`Lock`](crate::Lock) or [`FencedLock`](crate::FencedLock), for blocking
-/// code.
+/// A guard for blocking code: of a [`Lock`](crate::Lock), [`FencedLock`](crate::FencedLock), a
+/// side of a [`ReadWriteLock`](crate::ReadWriteLock), a [`MultiLock`](crate::MultiLock), a
+/// [`Semaphore`](crate::Semaphore)'s permits, ...
 ///
 /// ```no_run
 /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
@@ -72,8 +139,11 @@ pub struct Guard<M: Mode> {
 /// ```
 pub type LockGuard = Guard<Blocking>;
 
-/// A held hold of an [`AsyncLock`](crate::AsyncLock) or
-/// [`AsyncFencedLock`](crate::AsyncFencedLock).
+/// A guard for async code: of an [`AsyncLock`](crate::AsyncLock),
+/// [`AsyncFencedLock`](crate::AsyncFencedLock), a side of an
+/// [`AsyncReadWriteLock`](crate::AsyncReadWriteLock), an
+/// [`AsyncMultiLock`](crate::AsyncMultiLock), an [`AsyncSemaphore`](crate::AsyncSemaphore)'s
+/// permits, ...
 ///
 /// ```no_run
 /// # async fn work() {}
@@ -92,47 +162,53 @@ impl<M: Mode> fmt::Debug for Guard<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
             .field("name", &self.held.name())
-            .field("owner", &self.owner)
-            .field("lost", &self.state.is_lost())
+            .field("owner", &self.held.owner())
+            .field("lost", &self.is_lost())
             .finish()
     }
 }
 
 impl<M: Mode> Guard<M> {
-    pub(crate) fn new(
-        held: Arc<dyn Held>,
-        owner: Owner,
-        state: Arc<HoldState>,
-        token: Option<u64>,
-    ) -> Guard<M> {
+    pub(crate) fn new(held: Arc<dyn Held>, watch: Watch) -> Guard<M> {
         Guard {
             held,
-            owner,
-            state,
-            token,
+            watch,
             armed: true,
             mode: PhantomData,
         }
     }
 
-    /// The object's name.
+    /// The object's name (for a multi-lock, its locks' names joined with `,`).
     pub fn name(&self) -> &str {
         self.held.name()
     }
 
-    /// The owner that holds it.
-    pub fn owner(&self) -> &Owner {
-        &self.owner
+    /// The owner that holds it (`None` for semaphore permits, which have no owner).
+    pub fn owner(&self) -> Option<&Owner> {
+        self.held.owner()
     }
 
     /// The fencing token of this acquire (guards of a fenced lock only).
     pub fn token(&self) -> Option<u64> {
-        self.token
+        self.held.token()
+    }
+
+    /// The id of the permit this guard holds (guards of a
+    /// [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) only).
+    pub fn permit_id(&self) -> Option<PermitId> {
+        self.held.permit_id()
     }
 
     /// Whether the hold can no longer be counted on (see "Lost holds" above).
     pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
+        self.watch.is_lost()
+    }
+
+    /// When the hold ends at the latest, by this client's clock: the end of its lease (counted
+    /// from the grant), or of a [`RedLock`](crate::RedLock)'s validity. `None` while the
+    /// watchdog keeps it (or for permits of a plain semaphore, which never end by themselves).
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.watch.next_end()
     }
 
     /// The release this guard owes; it will not release again when dropped.
@@ -165,20 +241,27 @@ impl Guard<Async> {
     /// Resolves once the hold is lost (see "Lost holds" above): use it to abort work that must
     /// not go on without the lock.
     pub async fn lost(&self) {
-        let state = &self.state;
         let bg = &self.held.ctx().bg;
-        let mut changes = state.subscribe();
-        while !state.is_lost() {
-            let lease_end = state.lease_end();
+        let mut changes: Vec<_> = self.watch.states.iter().map(|s| s.subscribe()).collect();
+        while !self.is_lost() {
+            let end = self.watch.next_end();
+            let changed = async {
+                if changes.is_empty() {
+                    return std::future::pending().await;
+                }
+                let waits = changes.iter_mut().map(|c| c.changed().boxed());
+                let (r, i, _) = select_all(waits).await;
+                Some(i).filter(|_| r.is_err())
+            };
             tokio::select! {
-                changed = changes.changed() => {
-                    // The registry let go of the hold (released): it never becomes lost.
-                    if changed.is_err() && !state.is_lost() {
-                        std::future::pending::<()>().await;
+                gone = changed => {
+                    // That hold's registry entry let go of it (released): it never becomes lost.
+                    if let Some(i) = gone {
+                        changes.remove(i);
                     }
                 }
                 _ = async {
-                    match lease_end {
+                    match end {
                         Some(t) => bg.sleep_until(t).await,
                         None => std::future::pending().await,
                     }

@@ -7,41 +7,48 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
-use super::guard::{Guard, Held};
+use super::forever;
+use super::guard::{Guard, Held, Watch};
 use super::mode::Mode;
 use super::ttl::Ttl;
 use crate::context::Context;
 use crate::error::Result;
-use crate::ops::lock::{self as op, Granted, Target};
+use crate::ops::lock::{self as op, Flavor, Granted, Target};
 use crate::owner::{Owner, OwnerPolicy};
 use crate::transport::Io;
 use crate::wait::Wait;
 
-/// What every lock handle is: client, name, whether it fences, whose calls it makes.
+/// What every lock handle is: client, name, which lock (plain, fenced, a side of a
+/// read-write lock), whose calls it makes.
 #[derive(Clone)]
 pub(crate) struct LockCore {
     pub(crate) ctx: Arc<Context>,
     pub(crate) name: Arc<str>,
-    pub(crate) fence: bool,
+    pub(crate) flavor: Flavor,
     pub(crate) policy: OwnerPolicy,
 }
 
 impl LockCore {
-    fn target(&self, io: Io) -> Target<'_> {
+    pub(crate) fn target(&self, io: Io) -> Target<'_> {
         Target {
             ctx: &self.ctx,
             io,
             name: &self.name,
-            fence: self.fence,
+            flavor: self.flavor,
         }
     }
 
-    fn owner(&self) -> Owner {
+    pub(crate) fn owner(&self) -> Owner {
         self.policy.resolve(&self.ctx.id)
     }
 
+    /// Acquire for the calling owner per `lease` and `wait`: whether acquired.
+    async fn took(&self, io: Io, lease: Option<Duration>, wait: Wait) -> Result<bool> {
+        Ok(self.acquire(io, lease, wait).await?.is_some())
+    }
+
     /// Acquire for the calling owner per `lease` and `wait`.
-    async fn acquire(
+    pub(crate) async fn acquire(
         &self,
         io: Io,
         lease: Option<Duration>,
@@ -62,12 +69,12 @@ impl LockCore {
         let Some((owner, g)) = self.acquire(io, lease, wait).await? else {
             return Ok(None);
         };
-        let token = self.fence.then_some(g.value.max(0) as u64);
         let held = Arc::new(LockHeld {
             core: self.clone(),
-            owner: owner.clone(),
+            owner,
+            token: self.flavor.fenced().then_some(g.value.max(0) as u64),
         });
-        Ok(Some(Guard::new(held, owner, g.state, token)))
+        Ok(Some(Guard::new(held, Watch::one(g.state))))
     }
 
     /// Acquire, giving the fencing token.
@@ -85,6 +92,7 @@ impl LockCore {
 struct LockHeld {
     core: LockCore,
     owner: Owner,
+    token: Option<u64>,
 }
 
 impl Held for LockHeld {
@@ -102,14 +110,19 @@ impl Held for LockHeld {
             Ok(())
         })
     }
+
+    fn owner(&self) -> Option<&Owner> {
+        Some(&self.owner)
+    }
+
+    fn token(&self) -> Option<u64> {
+        self.token
+    }
 }
 
-/// The grant of a wait without limit (only an error ends such a wait).
-fn forever<T>(got: Option<T>) -> T {
-    got.expect("a wait without limit ends granted or with an error")
-}
-
-/// A reentrant distributed lock for blocking code: Redisson's `RLock`.
+/// A reentrant distributed lock for blocking code: Redisson's `RLock`. Also each side of a
+/// [`ReadWriteLock`](crate::ReadWriteLock) (Redisson's `readLock()` and `writeLock()` are
+/// `RLock`s too).
 ///
 /// The owner of each call is the calling thread (`UUID:thread-number`), so a thread that holds
 /// the lock may take it again (the hold count goes up) and must unlock as often as it locked.
@@ -237,6 +250,7 @@ macro_rules! common {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_struct(stringify!($T))
                     .field("name", &self.core.name)
+                    .field("lock", &self.core.flavor)
                     .finish_non_exhaustive()
             }
         }
@@ -276,32 +290,6 @@ common!(Lock AsyncLock);
 twins! {
     Lock, AsyncLock, io = io, mode = M;
 
-    /// Wait until the lock is acquired, then hold it until unlocked (watchdog mode).
-    fn lock(&self) -> Result<()> {
-        self.core.acquire(io, None, Wait::Forever).await.map(drop)
-    }
-
-    /// Wait until the lock is acquired; it frees by itself after `lease` (no watchdog).
-    fn lock_with_lease(&self, lease: Duration) -> Result<()> {
-        self.core.acquire(io, Some(lease), Wait::Forever).await.map(drop)
-    }
-
-    /// One attempt, no waiting: `true` if acquired (watchdog mode).
-    fn try_lock(&self) -> Result<bool> {
-        Ok(self.core.acquire(io, None, Wait::No).await?.is_some())
-    }
-
-    /// Wait at most `wait` for the lock: `true` if acquired (watchdog mode). A zero `wait`
-    /// makes one attempt.
-    fn try_lock_for(&self, wait: Duration) -> Result<bool> {
-        Ok(self.core.acquire(io, None, Wait::For(wait)).await?.is_some())
-    }
-
-    /// Wait at most `wait` for the lock, then hold it for at most `lease`.
-    fn try_lock_with(&self, wait: Duration, lease: Duration) -> Result<bool> {
-        Ok(self.core.acquire(io, Some(lease), Wait::For(wait)).await?.is_some())
-    }
-
     /// Release one hold of the calling owner. At the last one the lock frees and the next
     /// waiter gets it; the watchdog stops renewing it at once.
     /// [`Error::NotOwner`](crate::Error::NotOwner) when the owner does not hold it (Redisson's
@@ -334,32 +322,9 @@ twins! {
     fn remain_time_to_live(&self) -> Result<Ttl> {
         op::pttl(self.core.target(io)).await.map(Ttl::from_pttl)
     }
-
-    /// [`lock`](Lock::lock), returning a guard that releases the hold when dropped.
-    fn guard(&self) -> Result<Guard<M>> {
-        self.core.guard(io, None, Wait::Forever).await.map(forever)
-    }
-
-    /// [`lock_with_lease`](Lock::lock_with_lease), returning a guard.
-    fn guard_with_lease(&self, lease: Duration) -> Result<Guard<M>> {
-        self.core.guard(io, Some(lease), Wait::Forever).await.map(forever)
-    }
-
-    /// [`try_lock`](Lock::try_lock), returning a guard when acquired.
-    fn try_guard(&self) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, None, Wait::No).await
-    }
-
-    /// [`try_lock_for`](Lock::try_lock_for), returning a guard when acquired.
-    fn try_guard_for(&self, wait: Duration) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, None, Wait::For(wait)).await
-    }
-
-    /// [`try_lock_with`](Lock::try_lock_with), returning a guard when acquired.
-    fn try_guard_with(&self, wait: Duration, lease: Duration) -> Result<Option<Guard<M>>> {
-        self.core.guard(io, Some(lease), Wait::For(wait)).await
-    }
 }
+
+lock_api!(Lock, AsyncLock);
 
 impl Lock {
     /// Whether the calling thread holds the lock (`HEXISTS`).

@@ -3,13 +3,32 @@
 
 #[macro_use]
 mod twins;
+#[macro_use]
+mod acquire;
 mod guard;
+mod latch;
 mod lock;
 mod mode;
+mod multi;
+mod rwlock;
+mod semaphore;
 mod ttl;
 
 pub use guard::{AsyncLockGuard, Guard, LockGuard};
+pub(crate) use latch::LatchCore;
+pub use latch::{AsyncCountDownLatch, CountDownLatch};
 pub(crate) use lock::LockCore;
 pub use lock::{AsyncFencedLock, AsyncLock, FencedLock, Lock};
 pub use mode::{Async, Blocking, Mode};
+pub use multi::{AsyncMultiLock, AsyncRedLock, MultiLock, RedLock};
+pub use rwlock::{AsyncReadWriteLock, ReadWriteLock};
+pub(crate) use semaphore::SemCore;
+pub use semaphore::{
+    AsyncPermitExpirableSemaphore, AsyncSemaphore, PermitExpirableSemaphore, Semaphore,
+};
 pub use ttl::Ttl;
+
+/// The grant of a wait without limit (only an error ends such a wait).
+fn forever<T>(got: Option<T>) -> T {
+    got.expect("a wait without limit ends granted or with an error")
+}

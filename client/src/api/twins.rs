@@ -42,3 +42,23 @@ macro_rules! twins {
         };
     };
 }
+
+/// `Debug` and `name()` for handles whose core has a `name` (the object's key).
+macro_rules! named {
+    ($what:literal: $($T:ident)*) => {$(
+        impl std::fmt::Debug for $T {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($T))
+                    .field("name", &self.core.name)
+                    .finish_non_exhaustive()
+            }
+        }
+
+        impl $T {
+            #[doc = concat!("The ", $what, "'s name (its Redis key).")]
+            pub fn name(&self) -> &str {
+                &self.core.name
+            }
+        }
+    )*};
+}

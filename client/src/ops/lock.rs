@@ -1,12 +1,15 @@
-//! The lock's operations: `RLOCK.*` requests built, sent through the transport and the wait
-//! path, replies read, and the hold registry kept in step.
+//! The lock's operations: requests built, sent through the transport and the wait path,
+//! replies read, and the hold registry kept in step. For Redisson's `RLock` (`RLOCK.*`) and for
+//! each side of a read-write lock (`RRWLOCK.*`, whose commands and fields come from
+//! `ops/rwlock.rs`): the same operations, the [`Flavor`] picks the commands.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, FromRedisValue, Value};
 
-use super::lease_millis;
+use super::rwlock::{self, Side};
+use super::{lease_millis, prefix_name, Obj};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::{HoldId, HoldState, Kind};
@@ -26,19 +29,36 @@ fn renew_cmd(name: &str, owner: &str, lease_ms: u64) -> Cmd {
     cmd
 }
 
-/// `prefix:{name}`, or `prefix:name` when the name already holds a `{` (Redisson's
-/// `RedissonObject.prefixName`), so auxiliaries share the lock's cluster slot.
-fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
-}
-
 /// The fencing token counter of a lock (Redisson `RFencedLock`).
 pub(crate) fn token_key(name: &str) -> String {
     prefix_name("redisson_lock_token", name)
+}
+
+/// Which lock a handle is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    /// Redisson's `RLock`; with `fence`, every acquire takes a fencing token (`RFencedLock`).
+    Exclusive { fence: bool },
+    /// One side of a read-write lock (`RReadWriteLock.readLock()` / `writeLock()`).
+    Rw(Side),
+}
+
+impl Flavor {
+    pub(crate) fn fenced(self) -> bool {
+        self == Flavor::Exclusive { fence: true }
+    }
+
+    fn kind(self) -> &'static Kind {
+        match self {
+            Flavor::Exclusive { .. } => &LOCK,
+            Flavor::Rw(side) => rwlock::kind(side),
+        }
+    }
+
+    /// The command that sets `owner`'s lease to `lease_ms` (the watchdog's).
+    pub(crate) fn renew_cmd(self, name: &str, owner: &str, lease_ms: u64) -> Cmd {
+        (self.kind().renew)(name, owner, lease_ms)
+    }
 }
 
 /// One lock, as its operations reach it.
@@ -47,29 +67,40 @@ pub(crate) struct Target<'a> {
     pub(crate) ctx: &'a Context,
     pub(crate) io: Io,
     pub(crate) name: &'a Arc<str>,
-    /// Every acquire takes a fencing token.
-    pub(crate) fence: bool,
+    pub(crate) flavor: Flavor,
 }
 
 impl Target<'_> {
     fn hold(&self, owner: &Owner) -> HoldId {
         HoldId {
-            kind: &LOCK,
+            kind: self.flavor.kind(),
             key: self.name.clone(),
             holder: owner.shared(),
         }
     }
 
+    /// The hash field that counts `owner`'s holds.
+    fn field<'o>(&self, owner: &'o Owner) -> std::borrow::Cow<'o, str> {
+        match self.flavor {
+            Flavor::Exclusive { .. } => owner.as_str().into(),
+            Flavor::Rw(side) => rwlock::field(owner.as_str(), side),
+        }
+    }
+
+    fn obj(&self) -> Obj<'_> {
+        Obj {
+            ctx: self.ctx,
+            io: self.io,
+            name: self.name,
+        }
+    }
+
     async fn query<T: FromRedisValue>(&self, cmd: &Cmd, owner: &str, d: Delivery) -> Result<T> {
-        let ctx = self.ctx;
-        ctx.transport
-            .query(&ctx.bg, self.io, self.name, cmd, d)
-            .await
-            .map_err(|e| e.about(self.name, owner))
+        self.obj().query(cmd, owner, d).await
     }
 
     async fn read<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
-        self.query(cmd, "", Delivery::Idempotent).await
+        self.obj().read(cmd).await
     }
 }
 
@@ -80,8 +111,12 @@ pub(crate) struct Granted {
     pub(crate) state: Arc<HoldState>,
 }
 
-/// `RLOCK.ACQUIRE name owner lease_ms [BLOCK ms] [FENCE]`.
-fn acquire_cmd(name: &str, owner: &str, lease_ms: u64, block: Option<u64>, fence: bool) -> Cmd {
+/// `RLOCK.ACQUIRE name owner lease_ms [BLOCK ms] [FENCE]`, or the read-write lock's.
+fn acquire_cmd(name: &str, owner: &str, lease_ms: u64, block: Option<u64>, f: Flavor) -> Cmd {
+    let fence = match f {
+        Flavor::Exclusive { fence } => fence,
+        Flavor::Rw(side) => return rwlock::acquire_cmd(name, owner, side, lease_ms, block),
+    };
     let mut cmd = redis::cmd("RLOCK.ACQUIRE");
     cmd.arg(name).arg(owner).arg(lease_ms);
     if let Some(ms) = block {
@@ -114,7 +149,7 @@ impl Attempt for Acquire<'_> {
 
     fn command(&self, block: Option<u64>) -> Cmd {
         let t = self.t;
-        acquire_cmd(t.name, self.owner.as_str(), self.lease_ms, block, t.fence)
+        acquire_cmd(t.name, self.owner.as_str(), self.lease_ms, block, t.flavor)
     }
 
     fn granted(&self, reply: &Value) -> bool {
@@ -127,7 +162,7 @@ impl Attempt for Acquire<'_> {
         if now <= self.before {
             return Ok(None);
         }
-        if self.t.fence {
+        if self.t.flavor.fenced() {
             let token = token(self.t).await?.unwrap_or(0);
             return Ok(Some(Value::Int(token as i64)));
         }
@@ -173,7 +208,7 @@ pub(crate) async fn acquire(
         Wait::No | Wait::For(Duration::ZERO) => sent,
         _ => Instant::now(),
     };
-    let holds = if t.fence {
+    let holds = if t.flavor.fenced() {
         before + 1
     } else {
         value.max(1) as u64
@@ -224,8 +259,14 @@ pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
     let ctx = t.ctx;
     let id = t.hold(owner);
     let before = ctx.holds.lock().unwrap().holds(&id);
-    let mut cmd = redis::cmd("RLOCK.RELEASE");
-    cmd.arg(&**t.name).arg(owner.as_str());
+    let cmd = match t.flavor {
+        Flavor::Exclusive { .. } => {
+            let mut cmd = redis::cmd("RLOCK.RELEASE");
+            cmd.arg(&**t.name).arg(owner.as_str());
+            cmd
+        }
+        Flavor::Rw(side) => rwlock::release_cmd(t.name, owner.as_str(), side),
+    };
     let r = ctx
         .transport
         .policy
@@ -251,33 +292,78 @@ pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
     r
 }
 
-/// `RLOCK.FORCERELEASE`: whether a lock was deleted.
-pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
-    let mut cmd = redis::cmd("RLOCK.FORCERELEASE");
-    cmd.arg(&**t.name);
+/// Set `owner`'s lease to `lease` from now (`RLOCK.RENEW`, `RRWLOCK.RENEW`): whether it still
+/// held the lock. The hold's lease end is moved to match.
+pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Result<bool> {
+    let ctx = t.ctx;
+    let id = t.hold(owner);
+    let cmd = t
+        .flavor
+        .renew_cmd(t.name, owner.as_str(), lease_millis(lease)?);
+    let at = Instant::now();
     let n: i64 = t.read(&cmd).await?;
-    t.ctx.holds.lock().unwrap().forget_key(&LOCK, t.name);
+    let mut holds = ctx.holds.lock().unwrap();
+    let held = holds.holds(&id);
+    // Held as this client knows it (a hold whose lease ended by this client's clock is not).
+    let renewed = n >= 1 && held > 0;
+    if renewed {
+        holds.on_acquired(&id, held, Some(lease), at);
+    }
+    Ok(renewed)
+}
+
+/// `RLOCK.FORCERELEASE` (a read-write lock: deleted only in this side's mode, see
+/// [`rwlock::force_release_cmd`]): whether a lock was deleted.
+pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
+    let cmd = match t.flavor {
+        Flavor::Exclusive { .. } => {
+            let mut cmd = redis::cmd("RLOCK.FORCERELEASE");
+            cmd.arg(&**t.name);
+            cmd
+        }
+        Flavor::Rw(side) => rwlock::force_release_cmd(t.name, side),
+    };
+    let n: i64 = t.read(&cmd).await?;
+    if n == 1 {
+        let mut holds = t.ctx.holds.lock().unwrap();
+        match t.flavor {
+            Flavor::Exclusive { .. } => holds.forget_key(&LOCK, t.name),
+            // The whole read-write lock went, both sides.
+            Flavor::Rw(_) => {
+                holds.forget_key(&rwlock::READ, t.name);
+                holds.forget_key(&rwlock::WRITE, t.name);
+            }
+        }
+    }
     Ok(n == 1)
 }
 
-/// `HGET name owner` as a count (0 when absent).
+/// `HGET name field` as a count (0 when absent).
 pub(crate) async fn holds_of(t: Target<'_>, owner: &Owner) -> Result<u64> {
     let mut cmd = redis::cmd("HGET");
-    cmd.arg(&**t.name).arg(owner.as_str());
+    cmd.arg(&**t.name).arg(&*t.field(owner));
     Ok(t.read::<Option<u64>>(&cmd).await?.unwrap_or(0))
 }
 
-/// `EXISTS name`.
+/// `EXISTS name`; for a side of a read-write lock, whether that side is held (`RRWLOCK.INFO`).
 pub(crate) async fn is_locked(t: Target<'_>) -> Result<bool> {
-    let mut cmd = redis::cmd("EXISTS");
-    cmd.arg(&**t.name);
-    Ok(t.read::<i64>(&cmd).await? == 1)
+    match t.flavor {
+        Flavor::Exclusive { .. } => {
+            let mut cmd = redis::cmd("EXISTS");
+            cmd.arg(&**t.name);
+            Ok(t.read::<i64>(&cmd).await? == 1)
+        }
+        Flavor::Rw(side) => {
+            let info: Value = t.read(&rwlock::info_cmd(t.name)).await?;
+            rwlock::side_locked(&info, side).map_err(|e| t.ctx.transport.error(e, t.name))
+        }
+    }
 }
 
-/// `HEXISTS name owner`.
+/// `HEXISTS name field`.
 pub(crate) async fn is_held_by(t: Target<'_>, owner: &Owner) -> Result<bool> {
     let mut cmd = redis::cmd("HEXISTS");
-    cmd.arg(&**t.name).arg(owner.as_str());
+    cmd.arg(&**t.name).arg(&*t.field(owner));
     Ok(t.read::<i64>(&cmd).await? == 1)
 }
 
@@ -324,7 +410,7 @@ async fn sync_replicas(
             });
             let mut w = ctx.transport.waiter(t.io, t.name, at).await?;
             let mut pipe = redis::pipe();
-            pipe.add_command(renew_cmd(t.name, owner.as_str(), lease_ms));
+            pipe.add_command(t.flavor.renew_cmd(t.name, owner.as_str(), lease_ms));
             pipe.cmd("INFO").arg("replication");
             let info = String::from_redis_value(w.query(pipe).await?)?;
             let replicas = info
@@ -354,7 +440,7 @@ async fn sync_replicas(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::wire::words;
+    use crate::ops::words;
 
     #[test]
     fn token_key_shares_the_lock_slot() {
@@ -373,11 +459,23 @@ mod tests {
     #[test]
     fn requests_follow_the_wire_contract() {
         assert_eq!(
-            words(&acquire_cmd("k", "u:1", 30_000, None, false)),
+            words(&acquire_cmd(
+                "k",
+                "u:1",
+                30_000,
+                None,
+                Flavor::Exclusive { fence: false }
+            )),
             ["RLOCK.ACQUIRE", "k", "u:1", "30000"]
         );
         assert_eq!(
-            words(&acquire_cmd("k", "u:1", 5, Some(0), true)),
+            words(&acquire_cmd(
+                "k",
+                "u:1",
+                5,
+                Some(0),
+                Flavor::Exclusive { fence: true }
+            )),
             ["RLOCK.ACQUIRE", "k", "u:1", "5", "BLOCK", "0", "FENCE"]
         );
         assert_eq!(

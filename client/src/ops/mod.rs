@@ -1,12 +1,99 @@
 //! Operations per object: requests built, replies read, holds recorded. Plain async functions
 //! over the transport and the wait path, the same for the sync and async APIs.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use redis::{Cmd, FromRedisValue, Value};
+
+use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::transport::{Delivery, Io};
 use crate::wait::millis;
 
+pub(crate) mod latch;
 pub(crate) mod lock;
+pub(crate) mod multi;
+pub(crate) mod rwlock;
+pub(crate) mod semaphore;
+
+/// One object (its key), as an operation reaches it: the client, how the caller waits, and the
+/// object's name.
+#[derive(Clone, Copy)]
+pub(crate) struct Obj<'a> {
+    pub(crate) ctx: &'a Context,
+    pub(crate) io: Io,
+    pub(crate) name: &'a Arc<str>,
+}
+
+impl Obj<'_> {
+    /// `cmd` about this object; the server's errors as `who` (an owner, or nobody) meets them.
+    pub(crate) async fn query<T: FromRedisValue>(
+        &self,
+        cmd: &Cmd,
+        who: &str,
+        d: Delivery,
+    ) -> Result<T> {
+        let ctx = self.ctx;
+        ctx.transport
+            .query(&ctx.bg, self.io, self.name, cmd, d)
+            .await
+            .map_err(|e| e.about(self.name, who))
+    }
+
+    /// A command that may run twice (a read, a renewal).
+    pub(crate) async fn read<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        self.query(cmd, "", Delivery::Idempotent).await
+    }
+
+    /// A command that must not run twice: not resent after a broken connection (the caller gets
+    /// the ambiguous error).
+    pub(crate) async fn write<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        self.query(cmd, "", Delivery::AtMostOnce).await
+    }
+
+    /// A `redis` error met about this object, as the caller's error.
+    pub(crate) fn error(&self, e: redis::RedisError) -> Error {
+        self.ctx.transport.error(e, self.name)
+    }
+}
+
+/// A field of an introspection reply: a map (RESP3) or a flat array of name/value pairs.
+pub(crate) fn info_field<'a>(reply: &'a Value, name: &str) -> Option<&'a Value> {
+    let is = |k: &Value| match k {
+        Value::BulkString(b) => b == name.as_bytes(),
+        Value::SimpleString(s) => s == name,
+        _ => false,
+    };
+    match reply {
+        Value::Map(pairs) => pairs.iter().find(|(k, _)| is(k)).map(|(_, v)| v),
+        Value::Array(flat) => flat
+            .chunks(2)
+            .find(|kv| kv.len() == 2 && is(&kv[0]))
+            .map(|kv| &kv[1]),
+        _ => None,
+    }
+}
+
+/// `prefix:{name}`, or `prefix:name` when the name already holds a `{` (Redisson's
+/// `RedissonObject.prefixName`), so auxiliaries share the object's cluster slot.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// `{name}:suffix`, or `name:suffix` when the name already holds a `{` (Redisson's
+/// `RedissonObject.suffixName`).
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
 
 /// A lease in whole milliseconds, as the server takes it. A lease shorter than a millisecond is
 /// rounded up to 1 ms (every duration is sent rounded up); a zero lease is refused, as the
@@ -23,6 +110,10 @@ pub(crate) fn lease_millis(d: Duration) -> Result<u64> {
     }
     Ok(ms)
 }
+
+/// A command's words, for tests of the wire contract.
+#[cfg(test)]
+pub(crate) use crate::session::wire::words;
 
 #[cfg(test)]
 mod tests {

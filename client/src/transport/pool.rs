@@ -7,7 +7,10 @@
 //! shared (`ConnectionManager` multiplexes, which a blocking command would stall), hence this
 //! small one: idle connections kept for reuse.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
@@ -69,9 +72,73 @@ impl Dedicated for BlockingConn {
         Ok(BlockingConn { conn })
     }
 
+    /// One command, written and read on the caller's thread. Inside [`overlapped`] (a caller
+    /// driving several requests at once: a multi-lock's locks on several servers), written,
+    /// then read after one yield, so every request goes out before the first reply is awaited
+    /// and the round trips overlap. Measured (`rlock-bench`, sync, MultiLock of 3 locks on 3
+    /// servers against the 3 locks one after another): 1.71× with the yield, 0.95× without;
+    /// a yield on every command instead cost the lone request about 0.5 µs of CPU (section 6:
+    /// 0.91×/0.92× of raw against 0.94×/0.95× without), hence only inside `overlapped`.
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        cmd.query(&mut self.conn)
+        if !OVERLAPPED.get() {
+            return cmd.query(&mut self.conn);
+        }
+        self.conn.send_packed_command(&cmd.get_packed_command())?;
+        yield_once().await;
+        loop {
+            match self.conn.recv_response()? {
+                // RESP3 pushes (invalidations, ...) are not replies.
+                Value::Push { .. } => continue,
+                reply => return reply.extract_error(),
+            }
+        }
     }
+}
+
+thread_local! {
+    /// Set while an [`Overlapped`] future is polled on this thread.
+    static OVERLAPPED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+pin_project_lite::pin_project! {
+    /// A future whose blocking requests overlap their round trips (see [`overlapped`]).
+    pub(crate) struct Overlapped<F> {
+        #[pin]
+        fut: F,
+    }
+}
+
+/// `fut` (which drives several requests at once, e.g. `join_all`), polled so that its blocking
+/// requests are all sent before their replies are read.
+pub(crate) fn overlapped<F: Future>(fut: F) -> Overlapped<F> {
+    Overlapped { fut }
+}
+
+impl<F: Future> Future for Overlapped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<F::Output> {
+        let outer = OVERLAPPED.replace(true);
+        let r = self.project().fut.poll(cx);
+        OVERLAPPED.set(outer);
+        r
+    }
+}
+
+/// Pending once, woken at once: lets the caller's other futures run (tokio's `yield_now` would
+/// hand the wake to a runtime's scheduler when called on one of its threads, which a thread
+/// blocked in the sync API never gives back).
+async fn yield_once() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut yielded, true) {
+            Poll::Ready(())
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// An async connection for one user at a time (no response timeout: its command may wait on

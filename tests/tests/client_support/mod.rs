@@ -8,15 +8,6 @@ use std::time::Duration;
 use rlock_tests::redis;
 use rlock_tests::Server;
 
-/// A multi-thread tokio runtime with `workers` worker threads (for the async API).
-pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// A client with defaults except a short watchdog (tests should not wait 30 s).
 pub fn client(s: &Server) -> rlock::Client {
     client_with(s.url(), |b| b)
@@ -31,6 +22,15 @@ pub fn client_with(
         .watchdog_timeout(Duration::from_millis(600)))
     .build()
     .expect("build client")
+}
+
+/// A multi-thread tokio runtime with `workers` worker threads, as an application runs one.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// `RLOCK.INFO key` as (field -> value) pairs from the flat RESP2 array.

@@ -1,0 +1,348 @@
+//! The semaphores' operations (`RSEM.*`): plain permits (Redisson's `RSemaphore`) and leased
+//! permits with ids (`RPermitExpirableSemaphore`), on the same keys.
+//!
+//! A semaphore has no owner: after a broken connection nobody can tell whether an acquire took
+//! its permits, so such an acquire is not sent again; the caller gets an error saying the
+//! outcome is unknown (as Redisson, which does not retry semaphore scripts either).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{Cmd, FromRedisValue, Value};
+
+use super::{lease_millis, suffix_name, Obj};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::holds::{HoldId, HoldState, Kind};
+use crate::permit::PermitId;
+use crate::wait::{self, Attempt, Wait};
+
+/// Leased permits in the hold registry: never renewed by the watchdog (a permit always has a
+/// lease), there for the lost-hold signal of their guards. Its renew command is
+/// [`update_lease_cmd`].
+pub(crate) static PERMIT: Kind = Kind {
+    name: "permit",
+    renew: renew_cmd,
+};
+
+fn renew_cmd(name: &str, hex: &str, lease_ms: u64) -> Cmd {
+    let id: PermitId = hex.parse().expect("permit holds are named by their hex id");
+    update_lease_cmd(name, &id, lease_ms)
+}
+
+/// Move a leased permit's end to `lease_ms` from now (Redisson's `updateLeaseTime`): 1 if the
+/// permit was leased and its lease had not ended, else 0. A script, so the check and the
+/// update see one state; the module sees the `ZADD` and moves its timer.
+fn update_lease_cmd(name: &str, id: &PermitId, lease_ms: u64) -> Cmd {
+    const SCRIPT: &str = "local t = redis.call('time') \
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+        local at = redis.call('zscore', KEYS[1], ARGV[1]) \
+        if at == false or tonumber(at) <= now then return 0 end \
+        redis.call('zadd', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1]) \
+        return 1";
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(SCRIPT)
+        .arg(1)
+        .arg(suffix_name(name, "timeout"))
+        .arg(&id.as_bytes()[..])
+        .arg(lease_ms);
+    cmd
+}
+
+/// `RSEM.ACQUIRE name [PERMITS n] [LEASE ms] [BLOCK ms]`.
+fn acquire_cmd(name: &str, permits: u64, lease_ms: Option<u64>, block: Option<u64>) -> Cmd {
+    let mut cmd = redis::cmd("RSEM.ACQUIRE");
+    cmd.arg(name);
+    if permits != 1 {
+        cmd.arg("PERMITS").arg(permits);
+    }
+    if let Some(ms) = lease_ms {
+        cmd.arg("LEASE").arg(ms);
+    }
+    if let Some(ms) = block {
+        cmd.arg("BLOCK").arg(ms);
+    }
+    cmd
+}
+
+/// `RSEM.RELEASE name PERMITS n`.
+fn release_cmd(name: &str, permits: u64) -> Cmd {
+    let mut cmd = redis::cmd("RSEM.RELEASE");
+    cmd.arg(name).arg("PERMITS").arg(permits);
+    cmd
+}
+
+/// `RSEM.RELEASE name ID id ...`.
+fn release_ids_cmd(name: &str, ids: &[PermitId]) -> Cmd {
+    let mut cmd = redis::cmd("RSEM.RELEASE");
+    cmd.arg(name).arg("ID");
+    for id in ids {
+        cmd.arg(id.to_string());
+    }
+    cmd
+}
+
+/// The ids of a leased acquire's reply.
+fn ids_of(reply: &Value) -> redis::RedisResult<Vec<PermitId>> {
+    let texts = Vec::<String>::from_redis_value_ref(reply)?;
+    texts
+        .iter()
+        .map(|t| {
+            t.parse().map_err(|_| {
+                redis::RedisError::from((
+                    redis::ErrorKind::UnexpectedReturnType,
+                    "a permit id that is not 32 hex characters",
+                ))
+            })
+        })
+        .collect()
+}
+
+/// `RSEM.ACQUIRE` of `permits`, leased or not.
+struct Acquire<'a> {
+    s: Obj<'a>,
+    permits: u64,
+    lease_ms: Option<u64>,
+}
+
+impl Attempt for Acquire<'_> {
+    fn key(&self) -> &str {
+        self.s.name
+    }
+
+    fn command(&self, block: Option<u64>) -> Cmd {
+        acquire_cmd(self.s.name, self.permits, self.lease_ms, block)
+    }
+
+    fn granted(&self, reply: &Value) -> bool {
+        !matches!(reply, Value::Nil)
+    }
+
+    /// Unknowable: no owner to ask. Not sent again (it could take permits twice).
+    async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>> {
+        let cut = std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the connection broke before the reply to an acquire: whether it took permits is \
+             unknown (a semaphore has no owner to ask)",
+        );
+        Err(Error::Connection {
+            addr: ctx.transport.addr_of(self.s.name).to_string(),
+            source: cut.into(),
+        })
+    }
+
+    /// Plain permits go back by count; leased ones end with their lease.
+    async fn give_back(&self, _ctx: &Context) {
+        if self.lease_ms.is_none() {
+            let _ = release(self.s, self.permits).await;
+        }
+    }
+
+    async fn give_back_granted(&self, ctx: &Context, reply: &Value) {
+        match ids_of(reply) {
+            Ok(ids) if self.lease_ms.is_some() => {
+                let _ = release_ids(self.s, &ids).await;
+            }
+            _ => self.give_back(ctx).await,
+        }
+    }
+}
+
+/// A leased permit: its id and what tells when it ends.
+pub(crate) struct Leased {
+    pub(crate) id: PermitId,
+    pub(crate) state: Arc<HoldState>,
+}
+
+fn hold(s: Obj<'_>, id: &PermitId) -> HoldId {
+    HoldId {
+        kind: &PERMIT,
+        key: s.name.clone(),
+        holder: Arc::from(id.to_string()),
+    }
+}
+
+/// Take `permits` plain permits per `wait`: whether they were taken. Zero permits are taken
+/// at once without asking the server (Redisson's `tryAcquire(0)`).
+pub(crate) async fn acquire(s: Obj<'_>, permits: u64, wait: Wait) -> Result<bool> {
+    if permits == 0 {
+        return Ok(true);
+    }
+    let a = Acquire {
+        s,
+        permits,
+        lease_ms: None,
+    };
+    let reply = wait::acquire(s.ctx, s.io, &a, wait).await?;
+    Ok(a.granted(&reply))
+}
+
+/// Lease `permits` permits for `lease` per `wait`: their ids, `None` when not taken.
+pub(crate) async fn lease(
+    s: Obj<'_>,
+    permits: u64,
+    lease: Duration,
+    wait: Wait,
+) -> Result<Option<Vec<Leased>>> {
+    if permits == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let a = Acquire {
+        s,
+        permits,
+        lease_ms: Some(lease_millis(lease)?),
+    };
+    let sent = Instant::now();
+    let reply = wait::acquire(s.ctx, s.io, &a, wait).await?;
+    if !a.granted(&reply) {
+        return Ok(None);
+    }
+    // The lease runs from the grant (see `ops::lock::acquire`).
+    let granted_at = match wait {
+        Wait::No | Wait::For(Duration::ZERO) => sent,
+        _ => Instant::now(),
+    };
+    let ids = ids_of(&reply).map_err(|e| s.error(e))?;
+    let mut holds = s.ctx.holds.lock().unwrap();
+    Ok(Some(
+        ids.into_iter()
+            .map(|id| Leased {
+                state: holds.on_acquired(&hold(s, &id), 1, Some(lease), granted_at),
+                id,
+            })
+            .collect(),
+    ))
+}
+
+/// `RSEM.RELEASE name PERMITS n`: the count available after queued waiters were served.
+pub(crate) async fn release(s: Obj<'_>, permits: u64) -> Result<i64> {
+    if permits == 0 {
+        return available(s).await;
+    }
+    s.write(&release_cmd(s.name, permits)).await
+}
+
+/// `RSEM.RELEASE name ID ...`: all of `ids` or none ([`Error::PermitNotLeased`]).
+pub(crate) async fn release_ids(s: Obj<'_>, ids: &[PermitId]) -> Result<i64> {
+    if ids.is_empty() {
+        return available(s).await;
+    }
+    let n = s.write(&release_ids_cmd(s.name, ids)).await?;
+    let mut holds = s.ctx.holds.lock().unwrap();
+    for id in ids {
+        holds.forget(&hold(s, id));
+    }
+    Ok(n)
+}
+
+/// Redisson's `updateLeaseTime`: whether the permit was leased (and is now until `lease` from
+/// now).
+pub(crate) async fn update_lease(s: Obj<'_>, id: &PermitId, lease: Duration) -> Result<bool> {
+    let at = Instant::now();
+    let n: i64 = s
+        .read(&update_lease_cmd(s.name, id, lease_millis(lease)?))
+        .await?;
+    let mut holds = s.ctx.holds.lock().unwrap();
+    let h = hold(s, id);
+    if n == 1 && holds.holds(&h) > 0 {
+        holds.on_acquired(&h, 1, Some(lease), at);
+    }
+    Ok(n == 1)
+}
+
+/// `RSEM.TRYSETPERMITS`: whether the count was set (the semaphore did not exist).
+pub(crate) async fn try_set_permits(s: Obj<'_>, permits: u64) -> Result<bool> {
+    let mut cmd = redis::cmd("RSEM.TRYSETPERMITS");
+    cmd.arg(&**s.name).arg(permits);
+    Ok(s.write::<i64>(&cmd).await? == 1)
+}
+
+/// `RSEM.ADDPERMITS`: the count after queued waiters were served.
+pub(crate) async fn add_permits(s: Obj<'_>, delta: i64) -> Result<i64> {
+    let mut cmd = redis::cmd("RSEM.ADDPERMITS");
+    cmd.arg(&**s.name).arg(delta);
+    s.write(&cmd).await
+}
+
+/// `RSEM.AVAILABLE`.
+pub(crate) async fn available(s: Obj<'_>) -> Result<i64> {
+    let mut cmd = redis::cmd("RSEM.AVAILABLE");
+    cmd.arg(&**s.name);
+    s.read(&cmd).await
+}
+
+/// `RSEM.DRAIN`: the permits taken.
+pub(crate) async fn drain(s: Obj<'_>) -> Result<u64> {
+    let mut cmd = redis::cmd("RSEM.DRAIN");
+    cmd.arg(&**s.name);
+    s.write(&cmd).await
+}
+
+/// The permits leased now and not ended (`RSEM.INFO`'s `leased`).
+pub(crate) async fn leased(s: Obj<'_>) -> Result<u64> {
+    let mut cmd = redis::cmd("RSEM.INFO");
+    cmd.arg(&**s.name);
+    let info: Value = s.read(&cmd).await?;
+    match super::info_field(&info, "leased") {
+        Some(Value::Array(permits)) => Ok(permits.len() as u64),
+        _ => Err(s.error(redis::RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "unexpected RSEM.INFO reply",
+        )))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::words;
+
+    #[test]
+    fn requests_follow_the_wire_contract() {
+        assert_eq!(
+            words(&acquire_cmd("s", 1, None, None)),
+            ["RSEM.ACQUIRE", "s"]
+        );
+        assert_eq!(
+            words(&acquire_cmd("s", 3, Some(500), Some(0))),
+            [
+                "RSEM.ACQUIRE",
+                "s",
+                "PERMITS",
+                "3",
+                "LEASE",
+                "500",
+                "BLOCK",
+                "0"
+            ]
+        );
+        assert_eq!(
+            words(&release_cmd("s", 2)),
+            ["RSEM.RELEASE", "s", "PERMITS", "2"]
+        );
+        let id: PermitId = "7034183b6982aae9385b7798796c1ef5".parse().unwrap();
+        assert_eq!(
+            words(&release_ids_cmd("s", &[id])),
+            [
+                "RSEM.RELEASE",
+                "s",
+                "ID",
+                "7034183b6982aae9385b7798796c1ef5"
+            ]
+        );
+        let update = update_lease_cmd("{app}:s", &id, 10);
+        assert_eq!(words(&update)[3], "{app}:s:timeout");
+    }
+
+    #[test]
+    fn leased_replies_are_ids() {
+        let reply = Value::Array(vec![Value::BulkString(
+            b"7034183b6982aae9385b7798796c1ef5".to_vec(),
+        )]);
+        assert_eq!(
+            ids_of(&reply).unwrap()[0].to_string(),
+            "7034183b6982aae9385b7798796c1ef5"
+        );
+        assert!(ids_of(&Value::Array(vec![Value::BulkString(b"x".to_vec())])).is_err());
+    }
+}
