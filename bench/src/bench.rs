@@ -18,6 +18,9 @@ pub struct Sizes {
     pub expiry_rounds: usize,
     pub watchdog_locks: u64,
     pub waiters: usize,
+    /// Tasks of the many-waiters scenario, and force releases timed for the lost-hold signal.
+    pub many_waiters: usize,
+    pub lost_rounds: usize,
 }
 
 impl Sizes {
@@ -31,6 +34,8 @@ impl Sizes {
             expiry_rounds: 300,
             watchdog_locks: 10_000,
             waiters: 1_000,
+            many_waiters: 10_000,
+            lost_rounds: 200,
         }
     }
 
@@ -45,6 +50,8 @@ impl Sizes {
             expiry_rounds: 3,
             watchdog_locks: 500,
             waiters: 50,
+            many_waiters: 200,
+            lost_rounds: 20,
         }
     }
 }

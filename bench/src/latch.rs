@@ -246,10 +246,12 @@ fn measure(b: &Bench, scripts: &Scripts, side: Side, n: usize) -> Measured {
         .arg(1)
         .query(&mut conn)
         .unwrap();
+    // Clients parked before (the bench's rlock client keeps its session listener parked).
+    let blocked = info_int(&mut conn, "clients", "blocked_clients");
     let mut waiters: Vec<Waiter> = (0..n).map(|_| Waiter::new(side, &addr, &key)).collect();
     if side == Side::Rlock {
         wait_until(Duration::from_secs(60), "every waiter parked", || {
-            info_int(&mut conn, "clients", "blocked_clients") == n as i64
+            info_int(&mut conn, "clients", "blocked_clients") == blocked + n as i64
         });
     }
     for w in &waiters {

@@ -24,6 +24,7 @@ mod sem_protocols;
 mod semaphore;
 mod subscriber;
 mod uncontended;
+mod waiters;
 mod watchdog;
 
 use bench::{Bench, Sizes};
@@ -59,8 +60,9 @@ fn main() {
 
     let started = Instant::now();
     // One server, no persistence: every protocol pays the same for the server, and none for disk.
+    // Room for the many-waiters scenario's raw BLOCK waiters, one connection each.
     let server = Server::with(ServerOptions {
-        args: vec!["--maxclients".into(), "10000".into()],
+        args: vec!["--maxclients".into(), "15000".into()],
         ..Default::default()
     });
     let mut conn = server.conn();
@@ -75,7 +77,7 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 12] = [
+    let steps: [(&str, Step); 13] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("hand-off floor", handoff::run),
@@ -88,6 +90,7 @@ fn main() {
         ("latch fan-out", latch::run),
         ("client vs raw", client::run),
         ("family", family::run),
+        ("many waiters", waiters::run),
     ];
     for (name, step) in steps {
         if only

@@ -15,8 +15,7 @@ pub struct Config {
     pub(crate) renewal_interval: Option<Duration>,
     pub(crate) response_timeout: Duration,
     pub(crate) connect_timeout: Duration,
-    pub(crate) max_wait_connections: usize,
-    pub(crate) max_idle_wait_connections: usize,
+    pub(crate) session_grace: Duration,
     pub(crate) retry_attempts: u32,
     pub(crate) retry_delay: Duration,
     pub(crate) replica_sync: Option<Duration>,
@@ -32,8 +31,7 @@ impl Default for Config {
             renewal_interval: None,
             response_timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(1),
-            max_wait_connections: 64,
-            max_idle_wait_connections: 8,
+            session_grace: Duration::from_secs(10),
             retry_attempts: 3,
             retry_delay: Duration::from_millis(50),
             replica_sync: None,
@@ -116,6 +114,19 @@ impl Config {
         self.connect_timeout
     }
 
+    /// How long the client's sessions outlive their listener on the server (see
+    /// [`ClientBuilder::session_grace`]; default 10 s).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().session_grace(), Duration::from_secs(10));
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn session_grace(&self) -> Duration {
+        self.session_grace
+    }
+
     /// `WAIT` timeout used after each acquire when replica sync is on (`None`: off).
     ///
     /// ```no_run
@@ -150,7 +161,7 @@ impl Config {
 /// let client = rlock::Client::builder()
 ///     .url("redis://127.0.0.1:6390/")
 ///     .watchdog_timeout(Duration::from_secs(10)) // renewals every 10/3 s
-///     .max_wait_connections(32)                  // at most 32 callers wait at once
+///     .session_grace(Duration::from_secs(5))     // a frozen process's waits end after 5 s
 ///     .replica_sync(Some(Duration::from_secs(1))) // WAIT for replicas after each acquire
 ///     .build()?;
 /// # Ok::<(), rlock::Error>(())
@@ -277,37 +288,50 @@ impl ClientBuilder {
         self
     }
 
-    /// Most connections used at once by callers waiting for a lock (default 64). A blocked
-    /// acquire holds one connection for the whole wait; callers beyond this limit queue in the
-    /// client until a connection frees. (Calls that do not wait are never held up by it.) The
-    /// sync API also keeps up to this many idle blocking connections for its calls, one per
-    /// thread that calls at the same time.
+    /// The grace period of the client's sessions (default 10 s): how long the server keeps a
+    /// session whose listener stopped reading, with its queued waits and the grants it has not
+    /// acknowledged. Waits go through one session per server (see "Waiting: sessions" in the
+    /// crate docs); its listener reads with a `BLOCK` of a fifth of the grace, so a live
+    /// process never lets it lapse, and a listener whose connection broke reconnects and picks
+    /// up what it missed. When the process is frozen (stopped, swapped out, in a debugger)
+    /// for longer than the grace, the server withdraws its queued waits and hands the grants it
+    /// never acknowledged to the next waiters; on resume those waits fail with
+    /// [`Error::SessionExpired`]. A shorter grace frees a frozen process's waits sooner; a
+    /// longer one rides out longer network outages. The server bounds it
+    /// (`rlock.session-max-grace-ms`, 60 s by default): a longer grace is lowered to that bound
+    /// with a warning.
     ///
     /// ```no_run
     /// # use std::time::Duration;
     /// let client = rlock::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
-    ///     .max_wait_connections(16)
+    ///     .session_grace(Duration::from_secs(3))
     ///     .build()?;
     /// # Ok::<(), rlock::Error>(())
     /// ```
-    pub fn max_wait_connections(mut self, n: usize) -> Self {
-        self.config.max_wait_connections = n;
+    pub fn session_grace(mut self, grace: Duration) -> Self {
+        self.config.session_grace = grace;
         self
     }
 
-    /// Idle connections of async waits kept open for reuse (default 8).
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
-    ///     .url("redis://127.0.0.1:6390/")
-    ///     .max_idle_wait_connections(2)
-    ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
-    /// ```
-    pub fn max_idle_wait_connections(mut self, n: usize) -> Self {
-        self.config.max_idle_wait_connections = n;
+    /// Deprecated, without effect: waits no longer take connections (every wait goes through
+    /// the client's session, over one listener connection per server), so there is nothing to
+    /// bound. Kept so that existing builder code compiles.
+    #[deprecated(
+        since = "0.1.0",
+        note = "waits go through the client's session and take no connection: remove the call"
+    )]
+    pub fn max_wait_connections(self, _n: usize) -> Self {
+        self
+    }
+
+    /// Deprecated, without effect: waits no longer take connections (see
+    /// [`ClientBuilder::max_wait_connections`]).
+    #[deprecated(
+        since = "0.1.0",
+        note = "waits go through the client's session and take no connection: remove the call"
+    )]
+    pub fn max_idle_wait_connections(self, _n: usize) -> Self {
         self
     }
 
@@ -377,9 +401,9 @@ impl ClientBuilder {
                 "renewal_interval must be above zero and shorter than watchdog_timeout".into(),
             ));
         }
-        if c.max_wait_connections == 0 {
+        if c.session_grace < Duration::from_millis(100) {
             return Err(Error::Config(
-                "max_wait_connections must be at least 1".into(),
+                "session_grace must be at least 100 ms".into(),
             ));
         }
         if c.worker_threads == 0 {
@@ -409,6 +433,7 @@ mod tests {
         assert_eq!(c.response_timeout(), Duration::from_secs(3));
         assert_eq!(c.connect_timeout(), Duration::from_secs(1));
         assert_eq!(c.replica_sync(), None);
+        assert_eq!(c.session_grace(), Duration::from_secs(10));
     }
 
     #[test]
@@ -423,7 +448,7 @@ mod tests {
             Err(Error::Config(_))
         ));
         assert!(matches!(
-            b.clone().max_wait_connections(0).build(),
+            b.clone().session_grace(Duration::from_millis(10)).build(),
             Err(Error::Config(_))
         ));
         assert!(matches!(

@@ -1,12 +1,13 @@
 //! [`Context`]: what every handle, guard and background task of one client shares. It sits
 //! below the public API and knows nothing of it; `Client` builds it and hands it out.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::holds::Registry;
 use crate::runtime::Background;
+use crate::session::{Sessions, Settings};
 use crate::transport::Transport;
 
 pub(crate) struct Context {
@@ -14,7 +15,10 @@ pub(crate) struct Context {
     /// The client's UUID, the first part of every owner it writes.
     pub(crate) id: String,
     pub(crate) transport: Transport,
-    pub(crate) holds: Mutex<Registry>,
+    /// Shared with the session listeners, which mark holds the server reports lost.
+    pub(crate) holds: Arc<Mutex<Registry>>,
+    /// Every wait goes through them.
+    pub(crate) sessions: Sessions,
     /// Declared last: dropped after the connections that run on it.
     pub(crate) bg: Background,
 }
@@ -27,10 +31,18 @@ impl Context {
             let _in = bg.handle().enter();
             Transport::new(&config)?
         };
+        let id = uuid::Uuid::new_v4().to_string();
+        let holds = Arc::new(Mutex::new(Registry::default()));
+        let settings = Settings {
+            grace: config.session_grace,
+            retry_delay: config.retry_delay,
+            response_timeout: config.response_timeout,
+        };
         Ok(Context {
-            id: uuid::Uuid::new_v4().to_string(),
+            sessions: Sessions::new(&id, settings, holds.clone()),
+            id,
             transport,
-            holds: Mutex::new(Registry::default()),
+            holds,
             bg,
             config,
         })

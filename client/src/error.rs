@@ -131,6 +131,21 @@ pub enum Error {
     #[error("{}", redis_words(.0))]
     Redis(#[source] redis::RedisError),
 
+    /// A wait was withdrawn by the server because the client's session on it expired: the
+    /// process did not read its session's outcomes for longer than the grace period
+    /// ([`ClientBuilder::session_grace`](crate::ClientBuilder::session_grace)), typically
+    /// because it was frozen (stopped, swapped out, a debugger). The server withdrew the wait
+    /// and handed any grant it had not seen acknowledged to the next waiter: the object is not
+    /// held. Waits started afterwards use a new session.
+    #[error(
+        "the client's session on {addr} expired (the process did not read its outcomes for \
+         longer than the session grace period): the wait was withdrawn and is not held"
+    )]
+    SessionExpired {
+        /// `host:port` of the server.
+        addr: String,
+    },
+
     /// The client's background runtime is gone (the client is shutting down).
     #[error("the rlock client has shut down")]
     Shutdown,
@@ -193,7 +208,9 @@ impl Error {
             };
         }
         let unknown = e.detail().unwrap_or_default().to_ascii_lowercase();
-        if unknown.contains("unknown command") && unknown.contains("rlock.") {
+        if unknown.contains("unknown command")
+            && (unknown.contains("rlock.") || unknown.contains("rsession."))
+        {
             return Error::ModuleNotLoaded(addr.to_string());
         }
         Error::Redis(e)

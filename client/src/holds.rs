@@ -2,10 +2,11 @@
 //! "did my acquire happen anyway?" checks, and the lost-hold signal of guards.
 //!
 //! A hold is named by a [`HoldId`]: the object's [`Kind`] (which knows its renew command), its
-//! key, and the holder (an owner, or a permit id). Whoever learns that a hold is gone (today the
-//! watchdog, later the server's pushed outcomes) reports it with [`Registry::mark_lost`].
+//! key, and the holder (an owner, or a permit id). Whoever learns that a hold is gone (the
+//! watchdog, or the server's `lost` outcomes read by the session listener) reports it with
+//! [`Registry::mark_lost`] or [`Registry::mark_lost_held`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -215,6 +216,26 @@ impl Registry {
         }
     }
 
+    /// The server reports that `holder`'s hold of `key` ended (a session's `lost` outcome,
+    /// which names key and holder, not the kind): every such current hold is marked lost.
+    /// Returns the holds marked.
+    pub(crate) fn mark_lost_held(&mut self, held: &[(Arc<str>, Arc<str>)]) -> Vec<HoldId> {
+        let ended: HashSet<(&str, &str)> = held.iter().map(|(k, h)| (&**k, &**h)).collect();
+        let seen: Vec<Seen> = self
+            .map
+            .iter()
+            .filter(|(id, _)| ended.contains(&(&*id.key, &*id.holder)))
+            .map(|(id, e)| Seen {
+                id: id.clone(),
+                state: e.state.clone(),
+            })
+            .collect();
+        seen.into_iter()
+            .filter(|s| self.mark_lost(s))
+            .map(|s| s.id)
+            .collect()
+    }
+
     /// Number of holds being renewed.
     pub(crate) fn renewing(&self) -> usize {
         self.map
@@ -306,6 +327,27 @@ mod tests {
         let s2 = r.on_acquired(&a, 1, None, now());
         assert!(!r.mark_lost(&batch[0]));
         assert!(!s2.is_lost());
+    }
+
+    #[test]
+    fn the_server_names_lost_holds_by_key_and_holder() {
+        let mut r = Registry::default();
+        let lease = Some(Duration::from_secs(60));
+        let a = r.on_acquired(&id("a", "u:1"), 1, None, now());
+        let b = r.on_acquired(&id("a", "u:2"), 1, lease, now());
+        let c = r.on_acquired(&id("c", "u:1"), 1, None, now());
+        let marked = r.mark_lost_held(&[(Arc::from("a"), Arc::from("u:1"))]);
+        assert_eq!(marked, vec![id("a", "u:1")]);
+        assert!(a.is_lost() && !b.is_lost() && !c.is_lost());
+        assert!(r.is_lost(&id("a", "u:1")));
+        // A lease hold is marked too (the server watches it), and only once.
+        let marked = r.mark_lost_held(&[(Arc::from("a"), Arc::from("u:2"))]);
+        assert_eq!(marked.len(), 1);
+        assert!(b.is_lost() && r.is_lost(&id("a", "u:2")));
+        assert!(r
+            .mark_lost_held(&[(Arc::from("a"), Arc::from("u:2"))])
+            .is_empty());
+        assert_eq!(r.renewing(), 1, "lost holds are no longer renewed");
     }
 
     #[test]

@@ -147,6 +147,10 @@
 //! | **`RedissonMultiLock`**: `getMultiLock(locks...)` | [`MultiLock::new`], [`Client::multi_lock`] | [`AsyncMultiLock::new`], [`Client::async_multi_lock`] |
 //! | `lock`, `tryLock`, `unlock`, `isHeldByCurrentThread` | [`MultiLock::lock`], [`MultiLock::try_lock_for`], [`MultiLock::unlock`], [`MultiLock::is_held`], guards | same names |
 //! | **`RedissonRedLock`**: `getRedLock(locks...)` | [`RedLock::new`] (methods of [`MultiLock`]) | [`AsyncRedLock::new`] |
+//! | waiting through pub/sub (a subscription per lock, `subscriptionConnectionPoolSize`, `subscriptionsPerConnection`) | every wait through the client's session: one listener connection per server, no pool to size (see "Waiting: sessions") | same |
+//! | no notice when a hold is lost (found at the next renewal at best) | [`Guard::is_lost`], [`Lock::is_lost`]: the server pushes the loss through the session within milliseconds | [`Guard::lost`] |
+//! | `lockWatchdogTimeout` | [`ClientBuilder::watchdog_timeout`] | same |
+//! | (none) | [`ClientBuilder::session_grace`]: how long a frozen process's waits outlive it | same |
 //!
 //! # Owners: threads in sync code, tasks in async code
 //!
@@ -162,13 +166,17 @@
 //! background task per client renews every such hold every `timeout / 3`, of every kind (locks
 //! with `RLOCK.RENEW`, read and write holds of read-write locks with `RRWLOCK.RENEW`, the locks
 //! of a [`MultiLock`] or [`RedLock`] by their own clients), all in one pipelined round trip per
-//! server on a connection of its own. Renewal stops the moment the hold is fully released. When a renewal finds the lock gone, the hold is marked lost
-//! ([`Guard::is_lost`], [`Guard::lost`], [`Lock::is_lost`]) and a `tracing` warning is logged.
-//! If the process dies, its locks free after the watchdog timeout.
+//! server on a connection of its own. Renewal stops the moment the hold is fully released. If
+//! the process dies, its locks free after the watchdog timeout.
 //!
-//! A lock taken with an explicit lease is neither renewed nor checked: its guard counts the hold
-//! as lost once the lease has run out, and [`Lock::is_lost`] (the watchdog's verdict) stays
-//! `false` (see "Lost holds" on [`Guard`]).
+//! A lost hold is reported within milliseconds, whether taken with the watchdog or with a lease:
+//! every acquire names the client's session, and the server tells the session's listener as
+//! soon as a hold ends by anything but its owner's release (force release, deletion, expiry,
+//! eviction, `FLUSHALL`, a Redisson force unlock). The hold is then marked lost
+//! ([`Guard::is_lost`], [`Guard::lost`], [`Lock::is_lost`]), no longer renewed, and a `tracing`
+//! warning is logged. A renewal that finds the hold gone does the same (the backstop while a
+//! session is being opened again). A lease hold also counts as lost once its lease has run out
+//! (see "Lost holds" on [`Guard`]).
 //!
 //! Semaphore permits and latches have no owner. A leased permit of a
 //! [`PermitExpirableSemaphore`] always has a lease (nothing renews it unless you call
@@ -181,24 +189,61 @@
 //! so a lease of 500 µs is a lease of 1 ms. A zero lease is refused
 //! ([`Error::InvalidArgument`]); a zero wait makes one attempt.
 //!
+//! # Waiting: sessions
+//!
+//! Every wait of the process goes through one session per server (per node in a cluster),
+//! however many tasks or threads wait on however many locks:
+//!
+//! - **A fixed few connections.** Per server: the multiplexed connection of async calls, the
+//!   session's listener (`rlock-session` in `CLIENT LIST`), the watchdog's, and a blocking
+//!   connection per sync thread for the length of a call. A wait holds none of them: it is a
+//!   request queued on the server (a few hundred bytes there, not a blocked client).
+//! - **A free lock is one round trip.** An acquire that may wait names the session with a
+//!   request id and its time limit (`SESSION s QUEUE <id> <timeout_ms>`); the server grants it
+//!   at once when it can, with the usual reply. Otherwise it queues it in the lock's FIFO queue
+//!   and the outcome (granted, timed out, failed) later reaches the listener, which hands it to
+//!   the waiting task or thread. One lock's waiters never delay another lock's.
+//! - **On time.** The server ends a wait at its deadline; `try_lock_for(d)` returns within `d`
+//!   plus a few milliseconds whatever else waits (if the outcome is late, the client withdraws
+//!   the request itself).
+//! - **Cancellation.** Dropping an async acquire withdraws its request (`RSESSION.CANCEL`)
+//!   before the drop returns; a grant that raced the withdrawal is released before the drop
+//!   returns too.
+//! - **Nothing lost, nothing twice.** The listener acknowledges outcomes only after handing them
+//!   over; a listener whose connection broke reconnects, resumes the session and reads what it
+//!   missed, each outcome once.
+//! - **A frozen process loses its waits, never holds a lock it does not know about.** The
+//!   session lives while its listener reads, and for the grace period after
+//!   ([`ClientBuilder::session_grace`], default 10 s, bounded by the server's
+//!   `rlock.session-max-grace-ms`, 60 s by default). A process frozen for longer (stopped,
+//!   swapped out, paused in a debugger) loses it: the server withdraws its queued waits and
+//!   hands the grants it never acknowledged to the next waiters; when the process resumes,
+//!   those waits fail with [`Error::SessionExpired`], never reporting a hold. A session the
+//!   server lost in a restart or failover is opened again and its waits queue again, after the
+//!   client checked whether each was granted before.
+//! - **Lost holds are pushed** (see "Watchdog").
+//!
+//! `BLOCK` waits (a connection parked per waiter) remain in the module for redis-cli and
+//! simple clients; this client does not use them.
+//!
 //! # Connections and cancellation
 //!
 //! A sync call runs on the calling thread, over a blocking connection of its own taken from a
-//! pool (and put back after the call). Async calls are awaited on the caller's executor and
-//! share one multiplexed connection; an async acquire that waits holds a pooled connection of
-//! its own for the wait (a blocked command occupies its connection on the server). Nothing is
-//! spawned per call. Dropping an async acquire future withdraws the waiter from the server's
-//! queue (`CLIENT UNBLOCK`) before the drop returns, and if the server granted the lock at the
-//! same moment, releases it before the drop returns too. After a server restart the client
-//! reconnects; a wait broken by the restart queues again.
+//! pool (and put back after the call; a wait holds none, see above). Async calls are awaited
+//! on the caller's executor and share one multiplexed connection. Nothing is spawned per call.
+//! Dropping an async acquire future withdraws its request from the server's queue before the
+//! drop returns, and if the server granted the lock at the same moment, releases it before the
+//! drop returns too. After a server restart the client reconnects; a wait broken by the
+//! restart queues again.
 //!
 //! A call against a server that is down fails after at most the connect timeout (default 1 s,
 //! [`ClientBuilder::connect_timeout`]) with [`Error::Connection`], which names the address; see
 //! "When Redis can't be reached" on [`ClientBuilder`] for the whole retry policy.
 //!
-//! The client's watchdog and async connections run on a small runtime of its own, so the sync
-//! API needs no runtime and the async API works from any executor. Don't call the blocking API
-//! from async code: it blocks the calling worker thread.
+//! The client's watchdog and async connections run on a small runtime of its own, and each
+//! session listener on a thread of its own, so the sync API needs no runtime and the async API
+//! works from any executor. Don't call the blocking API from async code: it blocks the calling
+//! worker thread.
 //!
 //! The client is built on the [`redis`] crate (re-exported here, so the `redis` types inside
 //! [`Error`] are always the ones this crate was built with).
@@ -206,9 +251,10 @@
 //! # Redis Cluster
 //!
 //! [`Client::open_cluster`] (or [`ClientBuilder::cluster`]) takes the URLs of some cluster
-//! nodes. Each command goes to the master of its lock's hash slot; a waiting acquire holds a
-//! dedicated connection to that node. `MOVED`/`ASK` redirects, `TRYAGAIN`, `CLUSTERDOWN`, a
-//! wait ended by a slot migration (`TRYAGAIN`) or by its node turning into a replica
+//! nodes. Each command goes to the master of its lock's hash slot; a wait is queued in the
+//! client's session on that node (a listener per node that has had an acquire). `MOVED`/`ASK`
+//! redirects, `TRYAGAIN`, `CLUSTERDOWN`, a wait ended by a slot migration (`TRYAGAIN`) or by
+//! its node turning into a replica
 //! (`UNBLOCKED`) are all retried transparently: the caller queues again on the node that now
 //! serves the lock. Use hash tags (`{orders}:42`) to place related locks in one slot; a lock's
 //! fencing-token key and channel always share its slot. A single-server client also queues a
@@ -228,8 +274,11 @@
 //! - **holds and watchdog** (`holds.rs`, `watchdog.rs`): what this client holds, of every kind
 //!   of object (kind, key, holder, renew command), renewed in one round trip per node; a lost
 //!   hold is an event the registry receives.
-//! - **the wait path** (`wait.rs`): how every object's acquire waits on the server, withdraws,
-//!   and queues again after a redirect or a broken connection.
+//! - **sessions** (`session/`): per server the session every wait goes through, its listener
+//!   thread, and the wire form of `RSESSION.*`; lost holds reach the registry from here.
+//! - **the wait path** (`wait.rs`): how every object's acquire waits on the server through the
+//!   session, withdraws, and queues again after a redirect, a migration, a failover or a broken
+//!   connection. Objects implement its `Attempt` trait.
 //! - **operations** (`ops/`): per object, requests built and replies read, as plain async
 //!   functions shared by both APIs.
 //! - **handles** (`api/`): per object one handle written once and given as a blocking type and
@@ -250,6 +299,7 @@ mod owner;
 pub mod performance;
 mod permit;
 mod runtime;
+mod session;
 mod transport;
 mod wait;
 mod watchdog;

@@ -4,56 +4,57 @@
 //! of `make bench` (which writes `bench/results/latest.md`). Each comparison uses the same
 //! connection style on both sides: a blocking connection on the calling thread for the sync
 //! API, a multiplexed tokio connection awaited by one task for the async API, and one
-//! connection per thread parked with `BLOCK` for the contended runs.
+//! connection per thread (or task) parked with `BLOCK` for the contended runs. The client waits
+//! through its session (one listener connection per server, see "Waiting: sessions" in the
+//! crate docs); the raw `BLOCK` clients each park a connection.
 //!
-//! Figures of one `make bench` run on a shared 2-core machine (redis-server 7.0.15, other
-//! builds running beside it, so rates swing from run to run):
-//!
-//! | what | raw commands | client | client / raw |
-//! |---|---|---|---|
-//! | sync, uncontended acquire+release pairs/s (section 6) | 21 794 | 20 444 | 0.94× |
-//! | async (tokio), uncontended pairs/s (section 6) | 9 436 | 10 571 | 1.12× |
-//! | sync, 8 threads on one lock, hand-offs/s (section 2) | 19 059 | 19 274 | 1.01× |
-//! | sync, 32 threads on one lock, hand-offs/s (section 2) | 19 966 | 20 466 | 1.03× |
-//! | this process' CPU per sync pair (section 6) | 20.1 µs | 21.1 µs | +1.0 µs |
-//! | this process' CPU per async pair (section 6) | 68.5 µs | 61.3 µs | −7.2 µs |
-//!
-//! The synchronizer family in the same run (section 8; raw side: one blocking connection per
-//! thread, waits parked with `BLOCK 0`; client side: the sync API):
+//! Figures of one `make bench` run on a shared 2-core machine (Redis 7.0.15, other builds
+//! running beside it, so rates swing from run to run):
 //!
 //! | what | raw commands | client | client / raw |
 //! |---|---|---|---|
-//! | read-write lock, 8 threads, 90 % reads, acquire+release/s | 29 303 | 31 025 | 1.06× |
-//! | semaphore, 16 threads on 4 permits, acquire+release/s | 38 568 | 35 715 | 0.93× |
+//! | sync, uncontended acquire+release pairs/s (section 6) | 10 347 | 9 053 | 0.87× |
+//! | async (tokio), uncontended pairs/s (section 6) | 6 912 | 7 407 | 1.07× |
+//! | sync, 8 threads on one lock, hand-offs/s (section 2) | 20 339 | 17 610 | 0.87× |
+//! | sync, 32 threads on one lock, hand-offs/s (section 2) | 18 363 | 18 132 | 0.99× |
+//! | 10,000 tasks waiting (section 7): server memory per queued request | 35 858 B (a blocked client) | 500 B | 0.014× |
+//! | 10,000 tasks waiting: connections per waiter | 1 | 0.0001 | |
+//! | 5,000 distinct locks released at once: grant p99 / last | 176 ms / 181 ms | 31 ms / 32 ms | |
+//! | hot lock, 5,000 waiters each taking it once: hand-offs/s | 12 924 | 10 230 | 0.79× |
+//! | lost-hold signal, `RLOCK.FORCERELEASE` → `lost()`, p50 / p99 | never (found at the next renewal, 10 s by default) | 0.09 / 0.13 ms | |
 //!
-//! | what | 3 locks one after another | MultiLock of the 3 | MultiLock / sequential |
-//! |---|---|---|---|
-//! | 3 locks on 3 servers (sync), acquire+release of the set per second | 4 490 | 7 288 | 1.62× |
+//! Other runs the same day: sync uncontended 0.81× to 0.92× (lower when the machine was
+//! busier), async 1.01× to 1.08×, 8 threads 0.77× to 0.87×, 32 threads 0.77× to 0.99×, the
+//! hot lock 0.77× to 0.84× (2,000 tasks). A sync acquire+release pair costs the calling thread about a
+//! microsecond of CPU more than the raw commands (`perf stat`: 17.2 against 15.6 µs per pair);
+//! naming the session in every acquire costs the server about 1.6 µs more per pair (it watches
+//! the hold for loss; `INFO commandstats`).
 //!
-//! A MultiLock sends each step's requests to all servers at once, also from sync code: inside
-//! its parallel steps a blocking request is written, and read only after the others were
-//! written (`transport/pool.rs` has the measurement; without it the MultiLock was 0.95× of the
-//! sequential locks).
+//! Where the time goes in a contended hand-off: the grant of a queued request reaches the
+//! listener thread, which wakes the waiting thread or task; the releasing thread's next
+//! acquire is answered `QUEUED` at once. That is four thread wake-ups per hand-off where raw
+//! `BLOCK` clients need two (the releaser and the next holder, each woken by its own socket),
+//! and one more command (the listener's next read). The listener runs on a thread of its own
+//! over a blocking connection: as a task of the client's runtime over an async connection it
+//! measured 0.68×/0.65× at 8/32 threads in the same runs where the thread gave 0.69×/0.89×
+//! (every read then also wakes the connection's driver task). A listener's read that goes out
+//! before the grants it returned are handed over is parked on the server when the next grant
+//! comes, and costs a park and a wake-up per hand-off (0.52× against 0.75×), so it goes out
+//! after.
 //!
-//! Other runs of the same sections on the same day: sync uncontended 0.89× to 1.02×, async
-//! 0.87× to 0.99×, 8 threads 0.93× to 1.31×, 32 threads 0.94× to 1.24×. The sync client makes
-//! exactly the raw commands' system calls (one `sendto` and one `recvfrom` per command, counted
-//! with `strace -c`); what it adds is about a microsecond of CPU per pair, so the spread of the
-//! ratios is the machine's, not the client's. Section 8 in other runs of the same week: read-write
-//! lock 0.90× to 1.06×, semaphore 0.91× to 1.02×, MultiLock 1.42× to 2.03×.
+//! Before sessions, a waiting acquire held a connection of its own from a pool of 64: with 1,000
+//! tasks in one process (500 on a hot lock, 500 on distinct locks), only 64 reached the server
+//! and the distinct locks' grants took p99 5,065 ms; a `try_lock_for(300 ms)` on a free lock
+//! took 5.5 s behind 80 waiting tasks.
 //!
-//! Before this client was restructured (every call spawned onto the client's runtime and
-//! answered over a channel), the same benchmark gave 0.41× raw for sync pairs and 0.37× at 32
-//! contended threads.
-//!
-//! To reproduce: `make bench` (about 5 minutes), or `target/release/rlock-bench --only client`,
-//! `--only contended` and `--only family` after a build (`RLOCK_MODULE` pointing at the
+//! To reproduce: `make bench` (about 4 minutes), or `target/release/rlock-bench --only
+//! client`, `--only contended` and `--only many` after a build (`RLOCK_MODULE` pointing at the
 //! module, as `make bench` sets it).
 //!
-//! Where the time goes: a sync call runs on the calling thread over a pooled blocking
-//! connection (no thread hop); an async call is awaited on the caller's executor and its reply
-//! comes through the multiplexed connection's driver on the client's runtime (as with a raw
-//! multiplexed connection, whose driver is a task too). On top of the round trip the client
-//! adds the owner's name (cached per thread), a registry entry per hold (for the watchdog and
-//! for "did my acquire happen anyway?" after a broken connection) and the pool checkout: about
-//! a microsecond of CPU per acquire+release pair.
+//! Where the time goes in an uncontended call: a sync call runs on the calling thread over a
+//! pooled blocking connection (no thread hop); an async call is awaited on the caller's
+//! executor and its reply comes through the multiplexed connection's driver on the client's
+//! runtime (as with a raw multiplexed connection, whose driver is a task too). On top of the
+//! round trip the client adds the owner's name (cached per thread), the session's name in the
+//! acquire, a registry entry per hold (for the watchdog, the lost-hold signal and "did my
+//! acquire happen anyway?" after a broken connection) and the pool checkout.

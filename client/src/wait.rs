@@ -1,28 +1,40 @@
 //! The one wait path: every object's acquire goes through [`acquire`].
 //!
-//! An acquire that may wait is parked on the server (`BLOCK ms`) on a connection of its own
-//! ([`Waiter`]); the server hands the object over and answers. Around that:
+//! Every acquire names the client's session on the node that serves its key (`SESSION s`): a
+//! hold it takes is watched by the server, which tells the listener at once when the hold ends
+//! by anything but its owner's release. An acquire that may wait also says
+//! `QUEUE <request> <timeout_ms>`: granted at once when it can be (one round trip, the usual
+//! reply), else queued on the server with the wait's deadline, its outcome delivered through the
+//! session's listener (`session/`). No connection is held while waiting, so any number of tasks
+//! wait on any number of objects over the node's command connection and its listener. Around
+//! that:
 //!
-//! - a redirect (`MOVED`/`ASK`), a migration's `TRYAGAIN` or a failover's `UNBLOCKED` means the
-//!   command did not run: it is queued again where the object is served now;
-//! - a connection that breaks during the wait (a restart, a killed client) leaves the outcome
-//!   unknown: the object's [`Attempt::took_effect`] check decides before queueing again;
-//! - a server that does not answer by the end of the wait (plus the response timeout) gets the
-//!   waiter withdrawn (`CLIENT UNBLOCK`, then its reply is read);
-//! - an async acquire dropped while it waits is withdrawn before the drop returns, and a grant
-//!   that raced the withdrawal is given back ([`Attempt::give_back`]).
+//! - a redirect (`MOVED`/`ASK`) means the command did not run: it is sent where the object is
+//!   served now; an outcome saying the request can't be served here (a migration's `TRYAGAIN`,
+//!   a failover's `UNBLOCKED`) queues it again on the node that serves the key now;
+//! - a connection that breaks under the acquire leaves its outcome unknown: the request is
+//!   withdrawn (`RSESSION.CANCEL`), then the object's [`Attempt::took_effect`] check decides
+//!   before queueing again; so does a session the server lost (restart, failover);
+//! - a session that expired while its process could not read (frozen longer than the grace)
+//!   fails the wait with [`Error::SessionExpired`]: the server withdrew it;
+//! - the server ends a wait at its deadline; if its outcome is not there shortly after, the
+//!   client withdraws the request itself, so a wait returns within its time plus a few
+//!   milliseconds whatever else waits;
+//! - an acquire dropped while it waits is withdrawn before the drop returns, and a grant that
+//!   raced the withdrawal is given back ([`Attempt::give_back`]).
 //!
-//! An acquire that does not wait is one command on the shared connection, with the same
-//! at-most-once rule. Only this file knows how a wait is carried (today `BLOCK` on a dedicated
-//! connection), so another carrier can replace it without touching the objects.
+//! Only this file and `session/` know how a wait is carried, so objects implement [`Attempt`]
+//! and nothing else.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisError, RedisResult, Value};
 
 use crate::context::Context;
-use crate::error::Result;
-use crate::transport::{Delivery, Failure, Io, Redirect, Waiter};
+use crate::error::{Error, Result};
+use crate::session::{wire, Delivered, Ticket};
+use crate::transport::{classify, Delivery, Failure, Io, Redirect};
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,11 +52,16 @@ pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
+/// How long after a wait's end the client waits for the server's timeout outcome before it
+/// withdraws the request itself (the outcome normally comes within a millisecond or two).
+const OUTCOME_LATE: Duration = Duration::from_millis(25);
+
 /// One object's acquire, as the wait path drives it.
 pub(crate) trait Attempt: Sync {
     /// The key that routes it.
     fn key(&self) -> &str;
-    /// The command: `block` is `Some(ms)` to wait on the server up to `ms` (0: no limit).
+    /// The command. The wait path passes `None` and appends the session options itself;
+    /// `Some(ms)` would make it wait with `BLOCK ms` (0: no limit), as redis-cli users do.
     fn command(&self, block: Option<u64>) -> Cmd;
     /// Whether `reply` grants the object.
     fn granted(&self, reply: &Value) -> bool;
@@ -57,153 +74,296 @@ pub(crate) trait Attempt: Sync {
     async fn give_back_granted(&self, ctx: &Context, _reply: &Value) {
         self.give_back(ctx).await
     }
+    /// Whom a grant makes a holder, as the server names it in a `lost` outcome (the owner):
+    /// a grant handed over just before its session was lost is then marked lost. `None` for
+    /// objects whose grants name no holder.
+    fn holder(&self) -> Option<&str> {
+        None
+    }
 }
 
-/// Acquire per `wait`: the server's reply (its "not granted" reply when the wait ended).
-pub(crate) async fn acquire<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait) -> Result<Value> {
-    let deadline = match wait {
-        Wait::No => return once(ctx, io, a).await,
-        Wait::For(d) if d.is_zero() => return once(ctx, io, a).await,
-        // A wait too long to represent is a wait without limit.
-        Wait::For(d) => Instant::now().checked_add(d),
-        Wait::Forever => None,
-    };
-    let policy = &ctx.transport.policy;
-    policy
-        .at_most_once(
-            &ctx.bg,
-            || async {
-                policy
-                    .run(&ctx.bg, Delivery::AtMostOnce, |to| {
-                        park(ctx, io, a, deadline, to)
-                    })
-                    .await
-                    .map_err(|e| ctx.transport.error(e, a.key()))
+/// When a wait ends.
+#[derive(Clone, Copy, Debug)]
+enum Until {
+    /// It does not wait: one attempt.
+    Now,
+    At(Instant),
+    Forever,
+}
+
+impl Until {
+    /// The server-side timeout to queue with right now (0: none); `None`: don't queue, make one
+    /// attempt (no wait, or its time is up after redirects).
+    fn queue_ms(self) -> Option<u64> {
+        match self {
+            Until::Now => None,
+            Until::Forever => Some(0),
+            Until::At(t) => match t.checked_duration_since(Instant::now()) {
+                Some(left) if !left.is_zero() => Some(millis(left)),
+                _ => None,
             },
-            || a.took_effect(ctx),
-        )
-        .await
+        }
+    }
 }
 
-/// One attempt without waiting, on the shared connection.
-async fn once<A: Attempt>(ctx: &Context, io: Io, a: &A) -> Result<Value> {
-    let cmd = a.command(None);
-    let send = || {
-        ctx.transport
-            .query(&ctx.bg, io, a.key(), &cmd, Delivery::AtMostOnce)
+/// Acquire per `wait`: the server's reply (its "not granted" reply, nil, when the wait ended).
+pub(crate) async fn acquire<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait) -> Result<Value> {
+    let until = match wait {
+        Wait::No => Until::Now,
+        Wait::For(d) if d.is_zero() => Until::Now,
+        // A wait too long to represent is a wait without limit.
+        Wait::For(d) => Instant::now()
+            .checked_add(d)
+            .map_or(Until::Forever, Until::At),
+        Wait::Forever => Until::Forever,
     };
     ctx.transport
         .policy
-        .at_most_once(&ctx.bg, send, || a.took_effect(ctx))
+        .at_most_once(&ctx.bg, || waited(ctx, io, a, until), || a.took_effect(ctx))
         .await
 }
 
-/// Park once on the server, on a connection of our own to the node `to` points at (else the
-/// one serving the key), and read the outcome.
-async fn park<A: Attempt>(
-    ctx: &Context,
-    io: Io,
-    a: &A,
-    deadline: Option<Instant>,
-    to: Option<Redirect>,
-) -> RedisResult<Value> {
-    let at = match &to {
-        Some(Redirect::Moved(addr) | Redirect::Ask(addr)) => Some(addr.as_str()),
-        None => None,
-    };
-    let r = match ctx.transport.waiter(io, a.key(), at).await {
-        Ok(waiter) => {
-            // Past the caller's wait time (after redirects or a broken connection): one last
-            // attempt that does not wait.
-            let block = match deadline {
-                None => Some(0),
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(millis(left)),
-                    _ => None,
-                },
-            };
-            let mut parked = Parked {
-                ctx,
-                a,
-                waiter,
-                armed: true,
-            };
-            parked
-                .waiter
-                .send(a.command(block), matches!(to, Some(Redirect::Ask(_))));
-            parked.outcome(deadline).await
+/// Send, then wait for the outcome; an outcome that says "not here" queues again where the key
+/// is served now.
+async fn waited<A: Attempt>(ctx: &Context, io: Io, a: &A, until: Until) -> Result<Value> {
+    let policy = &ctx.transport.policy;
+    let mut requeued = 0;
+    loop {
+        let sent = policy
+            .run(&ctx.bg, Delivery::AtMostOnce, |to| {
+                send(ctx, io, a, until, to)
+            })
+            .await
+            .map_err(|e| ctx.transport.error(e, a.key()))?;
+        let mut queued = match sent {
+            Sent::Reply(v) => return Ok(v),
+            Sent::Queued(q) => q,
+        };
+        let e = match queued.outcome(until).await {
+            Delivered::Granted(v) => return Ok(v),
+            Delivered::TimedOut => return Ok(Value::Nil),
+            Delivered::Expired => {
+                return Err(Error::SessionExpired {
+                    addr: queued.addr().to_string(),
+                })
+            }
+            Delivered::Interrupted => return Err(interrupted(queued.addr())),
+            Delivered::Failed(e) => e,
+        };
+        requeued += 1;
+        match classify(&e) {
+            Failure::Redirected(Redirect::Moved(addr)) if requeued <= policy.redirect_budget() => {
+                ctx.transport.learn(a.key(), &addr)
+            }
+            Failure::NotRun | Failure::Redirected(_) if requeued <= policy.redirect_budget() => {
+                tracing::debug!(key = a.key(), error = %e, "rlock: a queued wait must queue again");
+                ctx.transport.forget(a.key());
+                ctx.bg.sleep(policy.delay).await;
+            }
+            _ => return Err(ctx.transport.error(e, a.key())),
         }
-        Err(e) => Err(e),
+    }
+}
+
+/// The server lost the session the wait was queued in: whether it took effect is unknown.
+fn interrupted(addr: &str) -> Error {
+    Error::Connection {
+        addr: addr.to_string(),
+        source: RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "the server lost the client's session (restart or failover)",
+        )),
+    }
+}
+
+/// What sending an acquire gave.
+enum Sent<'a, A: Attempt> {
+    /// The server's reply: granted at once, or not granted and not queued.
+    Reply(Value),
+    /// Queued: the outcome comes through the session.
+    Queued(Queued<'a, A>),
+}
+
+/// Send the acquire once: to the node `to` points at (a redirect), else the one serving the
+/// key, in that node's session.
+async fn send<'a, A: Attempt>(
+    ctx: &'a Context,
+    io: Io,
+    a: &'a A,
+    until: Until,
+    to: Option<Redirect>,
+) -> RedisResult<Sent<'a, A>> {
+    let key = a.key();
+    let (addr, asking): (Arc<str>, bool) = match &to {
+        Some(Redirect::Moved(addr)) => {
+            ctx.transport.learn(key, addr);
+            (Arc::from(addr.as_str()), false)
+        }
+        Some(Redirect::Ask(addr)) => (Arc::from(addr.as_str()), true),
+        None => (ctx.transport.node_of(key).await, false),
     };
+    let r = send_at(ctx, io, a, until, &addr, asking).await;
     // Keep the node map right for the next attempt.
     if let Err(e) = &r {
-        match crate::transport::classify(e) {
-            Failure::Redirected(Redirect::Moved(addr)) => ctx.transport.learn(a.key(), &addr),
-            Failure::Unreachable | Failure::NotRun => ctx.transport.forget(a.key()),
+        match classify(e) {
+            Failure::Redirected(Redirect::Moved(addr)) => ctx.transport.learn(key, &addr),
+            Failure::Unreachable | Failure::NotRun => ctx.transport.forget(key),
             _ => {}
         }
     }
     r
 }
 
-/// A waiter parked on the server. Dropped while armed (its caller went away), it is withdrawn
+async fn send_at<'a, A: Attempt>(
+    ctx: &'a Context,
+    io: Io,
+    a: &'a A,
+    until: Until,
+    addr: &Arc<str>,
+    asking: bool,
+) -> RedisResult<Sent<'a, A>> {
+    let listener = ctx.sessions.at(&ctx.transport, addr)?;
+    let name = listener.ready().await?;
+    let mut cmd = a.command(None);
+    let Some(timeout_ms) = until.queue_ms() else {
+        wire::name_session(&mut cmd, &name, None);
+        let reply = ctx.transport.send_at(io, addr, &cmd, asking).await?;
+        return Ok(Sent::Reply(reply));
+    };
+    // Registered before sending: the outcome may reach the listener before the reply here.
+    let ticket = listener.register(a.key(), a.holder())?;
+    wire::name_session(&mut cmd, &ticket.name, Some((ticket.request, timeout_ms)));
+    let mut queued = Queued {
+        ctx,
+        a,
+        io,
+        ticket,
+        armed: true,
+    };
+    match ctx.transport.send_at(io, addr, &cmd, asking).await {
+        Ok(v) if wire::is_queued(&v) => Ok(Sent::Queued(queued)),
+        Ok(v) => {
+            queued.armed = false;
+            Ok(Sent::Reply(v))
+        }
+        Err(e) if classify(&e) == Failure::Cut => match queued.unknown().await {
+            Some(v) => Ok(Sent::Reply(v)),
+            None => Err(e),
+        },
+        Err(e) => {
+            queued.armed = false;
+            Err(e)
+        }
+    }
+}
+
+/// A request queued in a session. Dropped while armed (its caller went away), it is withdrawn
 /// before the drop returns, and a grant that came first is given back.
-struct Parked<'a, A: Attempt> {
+struct Queued<'a, A: Attempt> {
     ctx: &'a Context,
     a: &'a A,
-    waiter: Waiter,
+    io: Io,
+    ticket: Ticket,
     armed: bool,
 }
 
-impl<A: Attempt> Parked<'_, A> {
-    /// The reply to the parked command. A server silent past the wait's end plus the response
-    /// timeout gets the waiter withdrawn; without a reply even then, the outcome is unknown
-    /// (a timeout error: the caller checks what happened).
-    async fn outcome(&mut self, deadline: Option<Instant>) -> RedisResult<Value> {
-        let margin = self.ctx.config.response_timeout + Duration::from_secs(1);
-        let stuck_at = deadline.and_then(|d| d.checked_add(margin));
-        let r = match self.waiter.reply(&self.ctx.bg, stuck_at).await {
-            Some(r) => Some(r),
-            None => self.withdraw().await,
-        };
-        self.armed = false;
-        r.unwrap_or_else(|| {
-            Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "no reply to a waiting acquire",
-            )))
-        })
+impl<A: Attempt> Queued<'_, A> {
+    fn addr(&self) -> &str {
+        self.ticket.listener().addr()
     }
 
-    /// Take the waiter off the server's queue and read its last word: `CLIENT UNBLOCK`, repeated
-    /// while the command may not have reached the server yet. `None` when no reply came; the
-    /// connection is then closed, which also drops a waiter still parked on it.
-    async fn withdraw(&mut self) -> Option<RedisResult<Value>> {
-        let give_up = Instant::now() + self.ctx.config.response_timeout;
-        while self.waiter.resumable() && Instant::now() < give_up {
-            let _ = self.waiter.unblock().await;
-            let soon = Instant::now() + Duration::from_millis(20);
-            if let Some(r) = self.waiter.reply(&self.ctx.bg, Some(soon)).await {
-                return Some(r);
+    /// The outcome. The server times the wait out at its deadline; if that outcome is late
+    /// (the listener cut off), the request is withdrawn here.
+    async fn outcome(&mut self, until: Until) -> Delivered {
+        let d = match until {
+            Until::At(t) => {
+                let late = self.ctx.bg.sleep_until(t + OUTCOME_LATE);
+                tokio::select! {
+                    d = self.ticket.outcome() => d,
+                    _ = late => self.withdraw().await,
+                }
+            }
+            _ => self.ticket.outcome().await,
+        };
+        self.armed = false;
+        d
+    }
+
+    /// Take the request off the server's queue and read its outcome: `TimedOut` when it was
+    /// still queued, else the outcome the listener hands over (a grant that raced the cancel
+    /// included), `Interrupted` if none comes within the response timeout.
+    async fn withdraw(&mut self) -> Delivered {
+        if let Ok(true) = self.cancel().await {
+            return Delivered::TimedOut;
+        }
+        let t = self.ctx.config.response_timeout;
+        match tokio::time::timeout(t, self.ticket.outcome()).await {
+            Ok(d) => d,
+            Err(_) => Delivered::Interrupted,
+        }
+    }
+
+    /// `RSESSION.CANCEL`: whether the request was still queued. A session the server no longer
+    /// knows withdrew it already (its listener reports how): not cancelled here.
+    async fn cancel(&self) -> RedisResult<bool> {
+        let (ctx, io) = (self.ctx, self.io);
+        let cmd = wire::cancel(&self.ticket.name, self.ticket.request);
+        let addr = self.addr();
+        let reply = ctx
+            .transport
+            .policy
+            .run(&ctx.bg, Delivery::Idempotent, |_| async {
+                match ctx.transport.send_at(io, addr, &cmd, false).await {
+                    Err(e) if e.code() == Some("NOSESSION") => Ok(Value::Int(0)),
+                    r => r,
+                }
+            })
+            .await?;
+        Ok(reply == Value::Int(1))
+    }
+
+    /// The acquire's connection broke: its request may be queued, decided, or lost on the
+    /// way. Withdraw it, so that the at-most-once check that follows sees the whole truth.
+    /// `Some`: it was granted and the grant is here.
+    async fn unknown(mut self) -> Option<Value> {
+        self.armed = false;
+        match self.cancel().await {
+            Ok(true) => None,
+            Ok(false) => match self.ticket.try_outcome() {
+                Some(Delivered::Granted(v)) => Some(v),
+                _ => None,
+            },
+            Err(e) => {
+                tracing::warn!(
+                    key = self.a.key(),
+                    error = %e,
+                    "rlock: can't withdraw a wait whose acquire was cut off; if the server \
+                     grants it later, the grant frees when its lease ends"
+                );
+                None
             }
         }
-        self.waiter.discard();
-        None
     }
 }
 
-impl<A: Attempt> Drop for Parked<'_, A> {
+impl<A: Attempt> Drop for Queued<'_, A> {
     fn drop(&mut self) {
         if !self.armed {
             return;
         }
         let ctx = self.ctx;
         ctx.bg.block_on(async {
-            let granted = match self.withdraw().await {
-                Some(Ok(v)) => self.a.granted(&v).then_some(Some(v)),
-                Some(Err(_)) => None,
-                // No last word: ask the server whether the grant came first.
-                None => matches!(self.a.took_effect(ctx).await, Ok(Some(_))).then_some(None),
+            let d = match self.ticket.try_outcome() {
+                Some(d) => d,
+                None => self.withdraw().await,
+            };
+            let granted = match d {
+                Delivered::Granted(v) => self.a.granted(&v).then_some(Some(v)),
+                // No word from the listener: ask the server whether the grant came first.
+                Delivered::Interrupted => {
+                    matches!(self.a.took_effect(ctx).await, Ok(Some(_))).then_some(None)
+                }
+                _ => None,
             };
             if let Some(reply) = granted {
                 tracing::debug!(
@@ -231,5 +391,15 @@ mod tests {
         assert_eq!(millis(Duration::from_micros(1500)), 2);
         assert_eq!(millis(Duration::from_secs(2)), 2000);
         assert_eq!(millis(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_wait_queues_with_what_is_left_of_its_time() {
+        assert_eq!(Until::Now.queue_ms(), None);
+        assert_eq!(Until::Forever.queue_ms(), Some(0));
+        let soon = Until::At(Instant::now() + Duration::from_secs(5));
+        assert!(matches!(soon.queue_ms(), Some(ms) if ms > 4000 && ms <= 5000));
+        let past = Until::At(Instant::now() - Duration::from_millis(1));
+        assert_eq!(past.queue_ms(), None, "time is up: one last attempt");
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use client_support::*;
 use rlock::{Error, Ttl};
-use rlock_tests::{free_port, info_int, redis, wait_until, Server, ServerOptions};
+use rlock_tests::{free_port, redis, wait_until, Server, ServerOptions};
 
 /// `f`'s error and how long it took.
 fn timed<T: std::fmt::Debug>(f: impl FnOnce() -> rlock::Result<T>) -> (Error, Duration) {
@@ -175,12 +175,12 @@ fn a_dropped_async_wait_is_withdrawn_before_the_drop_returns() {
             .unwrap();
         let queued = async {
             loop {
-                let blocked: String = redis::cmd("INFO")
-                    .arg("clients")
+                let stats: String = redis::cmd("INFO")
+                    .arg("rlock")
                     .query_async(&mut probe)
                     .await
                     .unwrap();
-                if blocked.contains("blocked_clients:1") {
+                if rlock_tests::rlock_stat_in(&stats, "session_requests") == 1 {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -194,40 +194,49 @@ fn a_dropped_async_wait_is_withdrawn_before_the_drop_returns() {
     });
     // No wait_until: the waiter was gone before `drop` returned.
     assert_eq!(waiters(&mut c, "drop"), 0);
-    assert_eq!(info_int(&mut c, "clients", "blocked_clients"), 0);
+    assert_eq!(rlock_tests::rlock_stat(&mut c, "session_requests"), 0);
     holder.unlock().unwrap();
     assert!(!exists(&mut c, "drop"), "nobody was handed the lock");
 }
 
 #[test]
-fn lease_holds_are_lost_when_the_lease_ends_and_not_checked_before() {
+fn lease_holds_are_lost_when_the_lease_ends_or_the_server_reports_them_gone() {
     let s = Server::start();
     let mut c = s.conn();
     let client = client(&s); // watchdog renews every 200 ms
     let lock = client.lock("leased");
     let lease = Duration::from_millis(400);
+
+    // Nothing renews a lease hold: it counts as lost once its lease has run out.
     let g = lock.guard_with_lease(lease).unwrap();
     let taken = Instant::now();
     assert!(!g.is_lost() && !lock.is_lost());
-    // Documented: nothing watches a lease hold, so a deletion before the lease ends goes
-    // unnoticed ...
-    let _: () = redis::cmd("DEL").arg("leased").query(&mut c).unwrap();
-    std::thread::sleep(Duration::from_millis(250)); // more than a renewal period
-    assert!(taken.elapsed() < lease);
-    assert!(!g.is_lost(), "a lease hold is not checked by the watchdog");
-    // ... and the hold counts as lost once the lease has run out.
     wait_until(Duration::from_secs(2), "lease end", || g.is_lost());
     assert!(taken.elapsed() >= lease - Duration::from_millis(5));
-    assert!(
-        !lock.is_lost(),
-        "the handle reports the watchdog's findings only"
+    drop(g);
+
+    // The server watches it (the acquire named the client's session): a deletion before the
+    // lease ends is reported at once, to the guard and to the handle.
+    let g = lock.guard_with_lease(lease).unwrap();
+    let taken = Instant::now();
+    let _: () = redis::cmd("DEL").arg("leased").query(&mut c).unwrap();
+    wait_until(
+        Duration::from_secs(1),
+        "the server reports the loss",
+        || g.is_lost(),
     );
+    assert!(
+        taken.elapsed() < lease,
+        "reported before the lease would have ended: {:?}",
+        taken.elapsed()
+    );
+    assert!(lock.is_lost());
     drop(g);
 
     // A watchdog hold found gone stays lost for the handle too, past further renewal rounds.
     let g = lock.guard().unwrap();
     let _: () = redis::cmd("DEL").arg("leased").query(&mut c).unwrap();
-    wait_until(Duration::from_secs(2), "watchdog finds it gone", || {
+    wait_until(Duration::from_secs(2), "the loss is reported", || {
         g.is_lost()
     });
     std::thread::sleep(Duration::from_millis(450)); // two more renewal rounds

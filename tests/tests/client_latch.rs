@@ -11,9 +11,9 @@ use client_support::{client, runtime};
 use rlock_tests::redisson::latch as java;
 use rlock_tests::*;
 
-/// Waiters parked on a latch: blocked clients of the server.
-fn blocked(c: &mut redis::Connection) -> i64 {
-    info_int(c, "clients", "blocked_clients")
+/// The client's waits queued on the server (through its session: no blocked connection).
+fn queued(c: &mut redis::Connection) -> i64 {
+    rlock_tests::rlock_stat(c, "session_requests")
 }
 
 #[test]
@@ -56,12 +56,12 @@ fn every_method_and_all_waiters_at_once() {
         })
         .collect();
     wait_until(Duration::from_secs(5), "eight waiters parked", || {
-        blocked(&mut c) == 8
+        queued(&mut c) == 8
     });
     latch.count_down().unwrap();
     latch.count_down().unwrap();
     assert_eq!(latch.get_count().unwrap(), 1);
-    assert_eq!(blocked(&mut c), 8, "still closed");
+    assert_eq!(queued(&mut c), 8, "still closed");
     let opened = Instant::now();
     latch.count_down().unwrap();
     for w in waiters {
@@ -80,7 +80,7 @@ fn every_method_and_all_waiters_at_once() {
     latch.try_set_count(2).unwrap();
     let l = latch.clone();
     let w = std::thread::spawn(move || l.wait_for(Duration::from_secs(10)).unwrap());
-    wait_until(Duration::from_secs(5), "parked", || blocked(&mut c) == 1);
+    wait_until(Duration::from_secs(5), "parked", || queued(&mut c) == 1);
     assert!(latch.delete().unwrap());
     assert!(w.join().unwrap(), "a deleted latch is open");
 }
@@ -102,7 +102,7 @@ fn a_start_barrier_from_async_tasks_and_cancellation() {
         })
         .await
         .unwrap());
-        assert_eq!(blocked(&mut c), 0);
+        assert_eq!(queued(&mut c), 0);
         let tasks: Vec<_> = (0..5)
             .map(|_| {
                 let g = go.clone();
@@ -110,7 +110,7 @@ fn a_start_barrier_from_async_tasks_and_cancellation() {
             })
             .collect();
         wait_until(Duration::from_secs(5), "five tasks parked", || {
-            blocked(&mut c) == 5
+            queued(&mut c) == 5
         });
         assert_eq!(go.get_count().await.unwrap(), 1);
         go.count_down().await.unwrap();
@@ -139,7 +139,7 @@ fn redisson_and_the_client_share_a_latch_both_ways() {
         l.wait_for(Duration::from_secs(10)).unwrap()
     });
     start.wait();
-    wait_until(Duration::from_secs(5), "parked", || blocked(&mut c) == 1);
+    wait_until(Duration::from_secs(5), "parked", || queued(&mut c) == 1);
     java::count_down(&mut c, "jl");
     latch.count_down().unwrap();
     assert!(w.join().unwrap());
@@ -165,7 +165,7 @@ fn cluster_mode() {
         let w = std::thread::spawn(move || l.wait_for(Duration::from_secs(5)).unwrap());
         let mut m = cluster.master_for(name).conn();
         wait_until(Duration::from_secs(5), "parked on its master", || {
-            blocked(&mut m) == 1
+            queued(&mut m) == 1
         });
         latch.count_down().unwrap();
         assert!(w.join().unwrap());

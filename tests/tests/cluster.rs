@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use rlock_tests::cluster::Cluster;
 use rlock_tests::{
-    cmd, exists, hgetall, info_int, int, lock_channel, lock_info, raw, string, token_key,
-    wait_until, Server, Value,
+    cmd, exists, hgetall, int, lock_channel, lock_info, raw, string, token_key, wait_until, Server,
+    Value,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -273,7 +273,7 @@ fn waiters_follow_a_migrated_slot() {
         // The lock is on the target now; nobody may be left waiting for it on the source.
         let mut src = source.conn();
         wait_until(WAIT, "source waiters released", || {
-            info_int(&mut src, "clients", "blocked_clients") == 0
+            rlock_tests::rlock_stat(&mut src, "waiters") == 0
         });
     });
     let reply = raw_waiter.reply();
@@ -294,8 +294,11 @@ fn waiters_follow_a_migrated_slot() {
         Some(t0 as i64),
         "lock and token moved"
     );
+    // Nothing waits on the source (the client's waits are queued in its session there:
+    // no blocked connection, and no request left).
+    assert_eq!(rlock_tests::rlock_stat(&mut source.conn(), "waiters"), 0);
     assert_eq!(
-        info_int(&mut source.conn(), "clients", "blocked_clients"),
+        rlock_tests::rlock_stat(&mut source.conn(), "session_requests"),
         0
     );
     holder.unlock().unwrap();

@@ -1,6 +1,7 @@
 //! Fault injection against real redis-server processes (issue 5, part B): a holder process
 //! SIGKILLed, a queued waiter process SIGKILLed, the server SIGSTOPped past a lease, the server
-//! crashed and restarted on its AOF, and a client's connections cut with `CLIENT KILL`.
+//! crashed and restarted on its AOF, and a client's connections cut with `CLIENT KILL`. The
+//! faults of the client's sessions (issue 13) are in `sessions_client.rs`.
 //!
 //! After each fault the same checks run ([`assert_sane`]): at most one holder per lock, no lock
 //! without an expiry (held by nobody beyond its lease), no waiter left queued on a free lock, and
@@ -23,6 +24,8 @@ use rlock_tests::{
 
 const CHILD_URL: &str = "RLOCK_FAULT_CHILD_URL";
 const CHILD_KEY: &str = "RLOCK_FAULT_CHILD_KEY";
+/// The session grace of the waiter child.
+const CHILD_GRACE: Duration = Duration::from_millis(500);
 
 /// Every invariant a fault must not break, for the locks `keys`:
 /// - at most one holder (one hash field), holding a positive count;
@@ -30,7 +33,8 @@ const CHILD_KEY: &str = "RLOCK_FAULT_CHILD_KEY";
 /// - a lock with queued waiters is held (a free lock is handed off at once; a freshly expired
 ///   lock is given 1 s to be handed off, the contract's target being 10 ms);
 /// - `INFO rlock` `rlock_waiters` equals the sum of the queues, and every blocked client is
-///   one of those waiters.
+///   one of those waiters (queued with `BLOCK`) or a session listener parked in its read (a
+///   waiter queued through a session blocks no client).
 #[track_caller]
 fn assert_sane(c: &mut redis::Connection, keys: &[&str], max_lease_ms: i64) {
     let mut queued = 0;
@@ -70,11 +74,25 @@ fn assert_sane(c: &mut redis::Connection, keys: &[&str], max_lease_ms: i64) {
         queued += info.waiters;
     }
     assert_eq!(rlock_stat(c, "waiters"), queued, "INFO rlock rlock_waiters");
+    let blocking = queued - rlock_stat(c, "session_requests");
     assert_eq!(
         info_int(c, "clients", "blocked_clients"),
-        queued,
-        "every blocked client is a queued waiter"
+        blocking + parked_listeners(c),
+        "every blocked client is a waiter queued with BLOCK or a session listener"
     );
+}
+
+/// Session listeners parked in `RSESSION.READ` (`RSESSION.INFO`'s `reading`).
+fn parked_listeners(c: &mut redis::Connection) -> i64 {
+    let names: Vec<String> = redis::cmd("RSESSION.LIST").query(c).unwrap();
+    names
+        .iter()
+        .filter(|n| {
+            let info: Vec<Value> = redis::cmd("RSESSION.INFO").arg(n).query(c).unwrap();
+            info.chunks(2)
+                .any(|kv| kv[0] == Value::BulkString(b"reading".to_vec()) && kv[1] == Value::Int(1))
+        })
+        .count() as i64
 }
 
 fn waiters(c: &mut redis::Connection, key: &str) -> i64 {
@@ -104,7 +122,9 @@ fn waiter_child() {
     let (Ok(url), Ok(key)) = (std::env::var(CHILD_URL), std::env::var(CHILD_KEY)) else {
         return;
     };
-    let client = client_with(url, |b| b);
+    // A dead process's session (and the waits queued in it) ends one grace period after its
+    // connection closed.
+    let client = client_with(url, |b| b.session_grace(CHILD_GRACE));
     let lock = client.lock(key);
     println!("WAITING");
     lock.lock().unwrap();
@@ -158,7 +178,9 @@ fn sigkilled_holder_process_hands_off_after_its_lease() {
         &s,
         &cmd!("RLOCK.ACQUIRE", "fk:holder", "w2", 5000, "BLOCK", 20_000),
     );
-    wait_blocked(&mut c, 2);
+    wait_until(Duration::from_secs(5), "two raw waiters queued", || {
+        waiters(&mut c, "fk:holder") == 2
+    });
     assert_sane(&mut c, &["fk:holder"], 1000);
     let expired_before = rlock_stat(&mut c, "grants_after_expiry");
 
@@ -221,19 +243,29 @@ fn sigkilled_waiter_process_leaves_the_queue() {
         &s,
         &cmd!("RLOCK.ACQUIRE", "fk:waiter", "behind", 30_000, "BLOCK", 0),
     );
-    wait_blocked(&mut c, 3);
+    wait_until(Duration::from_secs(5), "three waiters queued", || {
+        waiters(&mut c, "fk:waiter") == 3
+    });
     let child_owner = lock_info(&mut c, "fk:waiter").queue[1].clone();
-    let disconnected = rlock_stat(&mut c, "waiters_disconnected");
+    let expired = rlock_stat(&mut c, "sessions_expired");
 
     child.0.kill().unwrap();
     let _ = child.0.wait();
+    let killed = Instant::now();
+    // The child waited through its session: the wait leaves the queue when the session
+    // expires, one grace period after the dead process's listener connection closed.
     wait_until(Duration::from_secs(5), "dead waiter removed", || {
         waiters(&mut c, "fk:waiter") == 2
     });
+    let gone = killed.elapsed();
+    assert!(
+        gone >= CHILD_GRACE - Duration::from_millis(50) && gone < CHILD_GRACE * 4,
+        "the dead waiter left {gone:?} after the kill (grace {CHILD_GRACE:?})"
+    );
     let info = lock_info(&mut c, "fk:waiter");
     assert_eq!(info.queue, vec!["ahead".to_string(), "behind".to_string()]);
     assert!(!info.queue.contains(&child_owner));
-    assert_eq!(rlock_stat(&mut c, "waiters_disconnected"), disconnected + 1);
+    assert_eq!(rlock_stat(&mut c, "sessions_expired"), expired + 1);
     assert_sane(&mut c, &["fk:waiter"], 30_000);
 
     // Releases go to the live waiters in order; the dead one is never granted.
@@ -420,7 +452,7 @@ fn server_crash_and_aof_restart_keeps_locks_and_requeues_waiters() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-fn client_kill_of_every_connection_client_holder_keeps_and_waiter_requeues() {
+fn client_kill_of_every_connection_client_holder_keeps_and_waiter_stays_queued() {
     let s = Server::start();
     let mut c = s.conn();
     let holder = client_with(s.url(), |b| b.retry(20, Duration::from_millis(50)));
@@ -439,23 +471,27 @@ fn client_kill_of_every_connection_client_holder_keeps_and_waiter_requeues() {
     wait_until(Duration::from_secs(10), "client waiter queued", || {
         waiters(&mut c, "fk:cut") == 1
     });
-    let disconnected = rlock_stat(&mut c, "waiters_disconnected");
+    let expired = rlock_stat(&mut c, "sessions_expired");
+    let opened = rlock_stat(&mut c, "sessions_opened");
 
-    // Cut every client connection but ours.
+    // Cut every client connection but ours: both clients' command connections and session
+    // listeners, and the holder's watchdog connection.
     let killed = int(
         &mut c,
         &cmd!("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"),
     );
-    assert!(killed >= 2, "killed {killed} connections");
-    wait_until(
-        Duration::from_secs(5),
-        "the cut waiter left the queue",
-        || rlock_stat(&mut c, "waiters_disconnected") == disconnected + 1,
-    );
-    wait_until(
-        Duration::from_secs(10),
-        "the waiter's client queued it again",
-        || waiters(&mut c, "fk:cut") == 1,
+    assert!(killed >= 3, "killed {killed} connections");
+    // The wait is queued in the waiter client's session, which outlives its listener's
+    // connection: the listener reconnects and resumes it, and the wait never leaves the queue.
+    wait_until(Duration::from_secs(5), "both listeners read again", || {
+        parked_listeners(&mut c) == 2
+    });
+    assert_eq!(waiters(&mut c, "fk:cut"), 1);
+    assert_eq!(rlock_stat(&mut c, "sessions_expired"), expired);
+    assert_eq!(
+        rlock_stat(&mut c, "sessions_opened"),
+        opened,
+        "resumed, not opened anew"
     );
     // The holder's watchdog reconnects: three renewals after the cut span at least 400 ms
     // beyond it, so the lock was kept alive continuously (its lease is 600 ms).

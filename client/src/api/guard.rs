@@ -103,15 +103,14 @@ impl Watch {
 /// [`is_lost`](Guard::is_lost) (and [`lost`](Guard::lost) for async guards) tell whether the
 /// hold can no longer be counted on:
 ///
-/// - **without a lease** (watchdog mode), when the watchdog's renewal found the lock gone:
-///   expired, deleted, or force-released by someone else. A lost lock is no longer renewed and
-///   a `tracing` warning is logged. The watchdog looks once per renewal interval, so a loss is
-///   noticed up to that long after it happened.
-/// - **with an explicit lease**, nothing renews or checks the lock: the hold counts as lost
-///   once its lease has run out (by this client's clock, counted from the grant). A deletion or
-///   force release before the lease ends is not noticed. (The lock handle's `is_lost` reports
-///   the watchdog's findings only, so it stays `false` for a lease hold.) A leased permit is
-///   lost when its lease ends.
+/// - when the server reports it gone: force-released, deleted, expired, evicted, flushed. The
+///   acquire named the client's session, so the server tells the session's listener as soon as
+///   the hold ends by anything but its owner's release (within milliseconds). The watchdog's
+///   renewal finding it gone does the same, as a backstop. A lost hold is no longer renewed and
+///   a `tracing` warning is logged; the lock handle's `is_lost` tells too.
+/// - **with an explicit lease**, also once its lease has run out (by this client's clock,
+///   counted from the grant), as nothing renews it. A leased permit is lost when its lease
+///   ends.
 /// - a **multi-lock** is lost when any of its locks is; a **RedLock** when it no longer holds a
 ///   majority, or when its validity ([`valid_until`](Guard::valid_until)) has passed.
 /// - plain semaphore permits are never lost (they have no lease).

@@ -126,9 +126,11 @@ impl Held for LockHeld {
 ///
 /// The owner of each call is the calling thread (`UUID:thread-number`), so a thread that holds
 /// the lock may take it again (the hold count goes up) and must unlock as often as it locked.
-/// Waiting happens on the server: a waiting thread is parked in the server's first-come,
-/// first-served queue for this name and gets the lock handed over directly, with no polling.
-/// Each call runs on the calling thread, over a connection of its own for the call.
+/// Waiting happens on the server: a waiting thread's request is queued in the server's
+/// first-come, first-served queue for this name and the lock is handed over directly, with no
+/// polling; the thread sleeps until the client's session listener hands it the grant. Each call
+/// runs on the calling thread, over a connection of its own for the call's round trip (a wait
+/// holds none).
 ///
 /// Without a lease the lock is held until unlocked: the client's watchdog keeps it alive (see
 /// [`ClientBuilder::watchdog_timeout`](crate::ClientBuilder::watchdog_timeout)), and if the
@@ -171,9 +173,11 @@ pub struct Lock {
 /// be released anywhere. Requests are awaited on the caller's executor; nothing is spawned.
 ///
 /// Every acquire future is cancellation-safe: dropping it (e.g. in `tokio::select!` or
-/// `tokio::time::timeout`) withdraws the waiter from the server's queue before the drop
-/// returns (the dropping thread waits one round trip for it), and if the server granted the
-/// lock at the same moment, the lock is released before the drop returns too.
+/// `tokio::time::timeout`) withdraws its request from the server's queue (`RSESSION.CANCEL`)
+/// before the drop returns (the dropping thread waits one round trip for it), and if the
+/// server granted the lock at the same moment, the lock is released before the drop returns
+/// too. Any number of tasks may wait at once: waits go through the client's session and hold
+/// no connection (see "Waiting: sessions" in the crate docs).
 ///
 /// ```no_run
 /// # async fn demo() -> rlock::Result<()> {
@@ -270,10 +274,10 @@ macro_rules! common {
                 self.core.owner()
             }
 
-            /// Whether the watchdog found the calling owner's current hold gone (see "Lost
-            /// holds" on [`Guard`]); cleared by the next lock or unlock. A hold taken with a
-            /// lease is not watched, so this stays `false` for it: its guard's `is_lost` tells
-            /// when the lease has run out.
+            /// Whether the calling owner's current hold was reported gone by the server or
+            /// found gone by the watchdog (see "Lost holds" on [`Guard`]); cleared by the next
+            /// lock or unlock. The end of a lease by this client's clock is told by the guard's
+            /// `is_lost` only.
             pub fn is_lost(&self) -> bool {
                 self.core.is_lost()
             }

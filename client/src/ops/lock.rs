@@ -172,6 +172,10 @@ impl Attempt for Acquire<'_> {
     async fn give_back(&self, _ctx: &Context) {
         let _ = release(self.t, self.owner).await;
     }
+
+    fn holder(&self) -> Option<&str> {
+        Some(self.owner.as_str())
+    }
 }
 
 /// Acquire for `owner` per `lease` (`None`: the watchdog's) and `wait`. `None`: not granted.
@@ -408,7 +412,7 @@ async fn sync_replicas(
             let mut pipe = redis::pipe();
             pipe.add_command(t.flavor.renew_cmd(t.name, owner.as_str(), lease_ms));
             pipe.cmd("INFO").arg("replication");
-            let info = String::from_redis_value(w.query(&ctx.bg, pipe).await?)?;
+            let info = String::from_redis_value(w.query(pipe).await?)?;
             let replicas = info
                 .lines()
                 .find_map(|l| l.strip_prefix("connected_slaves:"))
@@ -419,10 +423,7 @@ async fn sync_replicas(
             }
             let mut pipe = redis::pipe();
             pipe.cmd("WAIT").arg(replicas).arg(wait_ms);
-            Ok((
-                replicas,
-                i64::from_redis_value(w.query(&ctx.bg, pipe).await?)?,
-            ))
+            Ok((replicas, i64::from_redis_value(w.query(pipe).await?)?))
         })
         .await
         .map_err(|e| ctx.transport.error(e, t.name))?;

@@ -113,14 +113,7 @@ pub(crate) fn lease_millis(d: Duration) -> Result<u64> {
 
 /// A command's words, for tests of the wire contract.
 #[cfg(test)]
-pub(crate) fn words(c: &Cmd) -> Vec<String> {
-    c.args_iter()
-        .map(|a| match a {
-            redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-            _ => "<other>".into(),
-        })
-        .collect()
-}
+pub(crate) use crate::session::wire::words;
 
 #[cfg(test)]
 mod tests {

@@ -3,24 +3,25 @@
 //! retries are off so the policy in `retry.rs` decides about redirects, broken connections and
 //! resends (acquires and releases must not be resent blindly).
 //!
-//! What `cluster_async` cannot do is give a waiter a connection of its own on the right node
-//! (it multiplexes, and a blocked command would stall that node's connection for everyone), nor
-//! tell which node serves a slot. So waits keep their own connections per node, and learn where
-//! a slot lives from the `MOVED`/`ASK` replies of the waits themselves: a wait sent to a node
-//! that does not serve its slot is refused at once with the right address. The first wait on a
-//! slot goes to the seeds in turn.
+//! What `cluster_async` cannot do is tell which node serves a slot. A wait must know it: it is
+//! queued in the client's session on that node, whose listener receives the outcome, and a
+//! cancel goes there too. So acquires are routed by address from a slot map of our own, read
+//! with `CLUSTER SLOTS` when a slot is not known and corrected by the `MOVED` replies of the
+//! commands themselves (a command sent to a node that does not serve its slot is refused at
+//! once with the right address). A command that blocks its connection (`WAIT`) gets a
+//! connection of its own on the node.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult, Value};
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::OnceCell;
 
 use super::pool::{AsyncConn, Node, Pool};
 use super::retry::Redirect;
@@ -33,16 +34,22 @@ pub(crate) struct Cluster {
     seeds: Vec<ConnectionInfo>,
     shared: OnceCell<ClusterConnection>,
     watchdog: OnceCell<ClusterConnection>,
-    /// The node each slot was last seen served by (from redirects), for waits.
+    /// The node each slot was last seen served by (`CLUSTER SLOTS`, redirects).
     masters: Mutex<HashMap<Route, Arc<str>>>,
+    /// When the slot map was last read (read at most every [`REFRESH_EVERY`]).
+    refreshed: Mutex<Option<Instant>>,
     /// Next seed to try for a slot not seen yet.
     next_seed: AtomicUsize,
     pools: Mutex<HashMap<Arc<str>, Arc<Pool<AsyncConn>>>>,
-    waits: Arc<Semaphore>,
-    max_idle: usize,
     connect_timeout: Duration,
     response_timeout: Duration,
 }
+
+/// Idle dedicated connections kept per node (replica sync's `WAIT`).
+const MAX_IDLE_DEDICATED: usize = 4;
+
+/// The slot map is read again at most this often (many waits may find it stale at once).
+const REFRESH_EVERY: Duration = Duration::from_millis(100);
 
 fn master(key: &str) -> Route {
     Route::with_key(key, SlotAddr::Master)
@@ -63,7 +70,7 @@ fn by_address(addr: &str) -> RedisResult<SingleNodeRoutingInfo> {
 }
 
 impl Cluster {
-    pub(crate) fn new(seeds: &[String], cfg: &Config, waits: Arc<Semaphore>) -> Result<Cluster> {
+    pub(crate) fn new(seeds: &[String], cfg: &Config) -> Result<Cluster> {
         let infos = seeds
             .iter()
             .map(|s| {
@@ -90,10 +97,9 @@ impl Cluster {
             shared: OnceCell::new(),
             watchdog: OnceCell::new(),
             masters: Mutex::new(HashMap::new()),
+            refreshed: Mutex::new(None),
             next_seed: AtomicUsize::new(0),
             pools: Mutex::new(HashMap::new()),
-            waits,
-            max_idle: cfg.max_idle_wait_connections,
             connect_timeout: cfg.connect_timeout,
             response_timeout: cfg.response_timeout,
         })
@@ -142,6 +148,22 @@ impl Cluster {
         }
     }
 
+    /// One command to the node at `addr` (after `ASKING` when `asking`), one attempt.
+    pub(crate) async fn send_at(&self, addr: &str, cmd: &Cmd, asking: bool) -> RedisResult<Value> {
+        let mut conn = self.conn(false).await?;
+        if !asking {
+            let route = RoutingInfo::SingleNode(by_address(addr)?);
+            return conn.route_command(cmd.clone(), route).await;
+        }
+        let mut pipe = redis::pipe();
+        pipe.cmd("ASKING").ignore();
+        pipe.add_command(cmd.clone());
+        // The command's error reply as a value (a pipeline error would hide its code).
+        pipe.ignore_errors();
+        let mut replies = conn.route_pipeline(pipe, 1, 1, by_address(addr)?).await?;
+        replies.pop().unwrap_or(Value::Nil).extract_error()
+    }
+
     /// Each `(key, command)` to its key's master, all at once on the watchdog's connection
     /// (the keys may live on different nodes, so one pipeline cannot carry them).
     pub(crate) async fn send_each(
@@ -179,13 +201,57 @@ impl Cluster {
         Arc::from(self.seeds[i].addr().to_string())
     }
 
+    /// The node serving `key`: from the slot map, read again (`CLUSTER SLOTS`) when the slot is
+    /// not in it; else the next seed (which redirects if it is the wrong node).
+    pub(crate) async fn node_of(&self, key: &str) -> Arc<str> {
+        if let Some(a) = self.masters.lock().unwrap().get(&master(key)) {
+            return a.clone();
+        }
+        let due = {
+            let mut last = self.refreshed.lock().unwrap();
+            let due = last.is_none_or(|t| t.elapsed() >= REFRESH_EVERY);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if due {
+            if let Err(e) = self.refresh().await {
+                tracing::debug!(error = %e, "rlock: can't read the cluster's slot map");
+            }
+        }
+        self.node_for(key)
+    }
+
+    /// Read the slot map with `CLUSTER SLOTS`.
+    async fn refresh(&self) -> RedisResult<()> {
+        let mut conn = self.conn(false).await?;
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SLOTS");
+        let random = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
+        let slots = conn.route_command(cmd, random).await?;
+        let ranges = slot_ranges(slots);
+        let mut masters = self.masters.lock().unwrap();
+        for (start, end, addr) in ranges {
+            for slot in start..=end {
+                masters.insert(Route::new(slot, SlotAddr::Master), addr.clone());
+            }
+        }
+        Ok(())
+    }
+
     /// A connection of its own on the node serving `key` (or on `at`, where a redirect pointed).
     pub(crate) async fn waiter(&self, key: &str, at: Option<&str>) -> RedisResult<Waiter> {
         let addr: Arc<str> = match at {
             Some(a) => Arc::from(a),
-            None => self.node_for(key),
+            None => self.node_of(key).await,
         };
-        Ok(Waiter::asynchronous(self.pool(&addr)?.get(true).await?))
+        Ok(Waiter::asynchronous(self.pool(&addr)?.get().await?))
+    }
+
+    /// The node at `addr`, to open connections of its own to.
+    pub(crate) fn node(&self, addr: &Arc<str>) -> RedisResult<Arc<Node>> {
+        Ok(self.pool(addr)?.node.clone())
     }
 
     fn pool(&self, addr: &Arc<str>) -> RedisResult<Arc<Pool<AsyncConn>>> {
@@ -216,8 +282,69 @@ impl Cluster {
             self.connect_timeout,
             self.response_timeout,
         ));
-        let pool = Pool::new(node, self.max_idle, self.waits.clone());
+        let pool = Pool::new(node, MAX_IDLE_DEDICATED);
         let mut pools = self.pools.lock().unwrap();
         Ok(pools.entry(addr.clone()).or_insert(pool).clone())
+    }
+}
+
+/// The master of each slot range in a `CLUSTER SLOTS` reply: `[start, end, [host, port, ...],
+/// replicas...]` per range (a range whose master has no address is left out).
+fn slot_ranges(reply: Value) -> Vec<(u16, u16, Arc<str>)> {
+    let Value::Array(ranges) = reply else {
+        return Vec::new();
+    };
+    ranges
+        .into_iter()
+        .filter_map(|r| {
+            let Value::Array(f) = r else { return None };
+            let (Value::Int(start), Value::Int(end), Value::Array(m)) =
+                (f.first()?, f.get(1)?, f.get(2)?)
+            else {
+                return None;
+            };
+            let host = match m.first()? {
+                Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                Value::SimpleString(s) => s.clone(),
+                _ => return None,
+            };
+            let Value::Int(port) = m.get(1)? else {
+                return None;
+            };
+            if host.is_empty() || host == "?" {
+                return None;
+            }
+            let (start, end) = (u16::try_from(*start).ok()?, u16::try_from(*end).ok()?);
+            Some((start, end.min(16383), Arc::from(format!("{host}:{port}"))))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_map_from_cluster_slots() {
+        let node = |h: &str, p: i64| {
+            Value::Array(vec![
+                Value::BulkString(h.as_bytes().to_vec()),
+                Value::Int(p),
+                Value::BulkString(b"id".to_vec()),
+            ])
+        };
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(5460),
+                node("127.0.0.1", 7000),
+                node("127.0.0.1", 7003),
+            ]),
+            Value::Array(vec![Value::Int(5461), Value::Int(16383), node("", 7001)]),
+        ]);
+        let r = slot_ranges(reply);
+        assert_eq!(r.len(), 1, "a master without an address is left out");
+        assert_eq!((r[0].0, r[0].1, &*r[0].2), (0, 5460, "127.0.0.1:7000"));
+        assert!(slot_ranges(Value::Nil).is_empty());
     }
 }

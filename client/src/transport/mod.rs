@@ -1,6 +1,8 @@
 //! Transport: the one place that owns connections, routing, redirects and the retry policy.
-//! Above it, operations send commands by key and get replies or errors that already name the
-//! server; they never see a connection, except the [`Waiter`] a wait holds.
+//! Above it, operations send commands by key (or to a node by address, for what a session
+//! queued there) and get replies or errors that already name the server; they never see a
+//! connection, except the [`Waiter`] replica sync holds for `WAIT` and the session listener's
+//! own connection (to a [`Node`]).
 
 mod cluster;
 mod pool;
@@ -12,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
-use tokio::sync::Semaphore;
 
 pub(crate) use pool::overlapped;
+pub(crate) use pool::Node;
 pub(crate) use retry::{classify, Delivery, Failure, Redirect, RetryPolicy};
 pub(crate) use waiter::Waiter;
 
@@ -43,13 +45,12 @@ enum Via {
 impl Transport {
     /// Must run inside the client runtime's context.
     pub(crate) fn new(cfg: &Config) -> Result<Transport> {
-        let waits = Arc::new(Semaphore::new(cfg.max_wait_connections));
         let via = match &cfg.cluster {
-            Some(seeds) => Via::Cluster(Box::new(cluster::Cluster::new(seeds, cfg, waits)?)),
+            Some(seeds) => Via::Cluster(Box::new(cluster::Cluster::new(seeds, cfg)?)),
             None => {
                 let client = redis::Client::open(cfg.url.as_str())
                     .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", cfg.url)))?;
-                Via::Single(single::Single::new(client, cfg, waits)?)
+                Via::Single(single::Single::new(client, cfg)?)
             }
         };
         Ok(Transport {
@@ -115,8 +116,40 @@ impl Transport {
         }
     }
 
+    /// The node serving `key` now, by address (a cluster reads its slot map when it does not
+    /// know the slot).
+    pub(crate) async fn node_of(&self, key: &str) -> Arc<str> {
+        match &self.via {
+            Via::Single(s) => s.node.addr.clone(),
+            Via::Cluster(c) => c.node_of(key).await,
+        }
+    }
+
+    /// The node at `addr` (for connections of its own: the session listener).
+    pub(crate) fn node(&self, addr: &Arc<str>) -> RedisResult<Arc<Node>> {
+        match &self.via {
+            Via::Single(s) => Ok(s.node.clone()),
+            Via::Cluster(c) => c.node(addr),
+        }
+    }
+
+    /// `cmd` to the node at `addr` (after `ASKING` when `asking`), one attempt: for commands
+    /// that must reach a given node (a wait queued in the session there, its cancel).
+    pub(crate) async fn send_at(
+        &self,
+        io: Io,
+        addr: &str,
+        cmd: &Cmd,
+        asking: bool,
+    ) -> RedisResult<Value> {
+        match &self.via {
+            Via::Single(s) => s.send(io, cmd).await,
+            Via::Cluster(c) => c.send_at(addr, cmd, asking).await,
+        }
+    }
+
     /// A connection of its own on the node serving `key` (or on `at`, where a redirect
-    /// pointed), for a wait.
+    /// pointed), for a command that blocks it (`WAIT`).
     pub(crate) async fn waiter(&self, io: Io, key: &str, at: Option<&str>) -> RedisResult<Waiter> {
         match &self.via {
             Via::Single(s) => s.waiter(io).await,

@@ -1,10 +1,11 @@
-//! Connections of one server that one caller uses at a time: blocking ones for the sync API
-//! (its requests and its waits) and async ones for async waits (a blocked command occupies its
-//! connection on the server until it is answered).
+//! Connections of one server that one caller uses at a time: blocking ones for the sync API's
+//! requests, and async ones for a command that occupies its connection on the server (`WAIT`
+//! for replica sync). Waits do not take connections: they go through the client's session
+//! (`session/`).
 //!
 //! redis-rs has no pool of its own for blocking connections or for connections that must not be
-//! shared (`ConnectionManager` multiplexes, which a blocked command would stall), hence this
-//! small one: idle connections kept for reuse, and a bound on connections held by waits.
+//! shared (`ConnectionManager` multiplexes, which a blocking command would stall), hence this
+//! small one: idle connections kept for reuse.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,7 +15,6 @@ use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A server to connect to, with the timeouts every connection to it uses.
 pub(crate) struct Node {
@@ -42,26 +42,23 @@ impl Node {
 
 /// A connection kind the pool can open and use.
 pub(crate) trait Dedicated: Sized + Send + 'static {
-    /// Open one and learn its `CLIENT ID` (for `CLIENT UNBLOCK`).
+    /// Open one.
     async fn connect(node: &Node) -> RedisResult<Self>;
     /// One command, answered.
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value>;
-    /// The server-side id of the connection.
-    fn id(&self) -> i64;
 }
 
-/// Names the connection and reads its id, in one round trip.
-fn hello() -> redis::Pipeline {
-    let mut p = redis::pipe();
-    p.cmd("CLIENT").arg("SETNAME").arg("rlock").ignore();
-    p.cmd("CLIENT").arg("ID");
-    p
+/// `CLIENT SETNAME rlock`: the client's connections in `CLIENT LIST` (its session listeners
+/// are `rlock-session`).
+fn hello() -> Cmd {
+    let mut c = redis::cmd("CLIENT");
+    c.arg("SETNAME").arg("rlock");
+    c
 }
 
 /// A blocking connection: the sync API reads and writes it on the caller's thread.
 pub(crate) struct BlockingConn {
     pub(crate) conn: redis::Connection,
-    id: i64,
 }
 
 impl Dedicated for BlockingConn {
@@ -71,8 +68,8 @@ impl Dedicated for BlockingConn {
             .get_connection_with_timeout(node.connect_timeout)?;
         conn.set_read_timeout(Some(node.response_timeout))?;
         conn.set_write_timeout(Some(node.response_timeout))?;
-        let (id,): (i64,) = hello().query(&mut conn)?;
-        Ok(BlockingConn { conn, id })
+        let () = hello().query(&mut conn)?;
+        Ok(BlockingConn { conn })
     }
 
     /// One command, written and read on the caller's thread. Inside [`overlapped`] (a caller
@@ -95,10 +92,6 @@ impl Dedicated for BlockingConn {
                 reply => return reply.extract_error(),
             }
         }
-    }
-
-    fn id(&self) -> i64 {
-        self.id
     }
 }
 
@@ -148,10 +141,10 @@ async fn yield_once() {
     .await
 }
 
-/// An async connection for one waiter at a time (no response timeout: a wait may be long).
+/// An async connection for one user at a time (no response timeout: its command may wait on
+/// the server, the user times it).
 pub(crate) struct AsyncConn {
     pub(crate) conn: MultiplexedConnection,
-    id: i64,
 }
 
 impl Dedicated for AsyncConn {
@@ -163,16 +156,12 @@ impl Dedicated for AsyncConn {
             .client
             .get_multiplexed_async_connection_with_config(&cfg)
             .await?;
-        let (id,): (i64,) = hello().query_async(&mut conn).await?;
-        Ok(AsyncConn { conn, id })
+        let () = hello().query_async(&mut conn).await?;
+        Ok(AsyncConn { conn })
     }
 
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         cmd.query_async(&mut self.conn).await
-    }
-
-    fn id(&self) -> i64 {
-        self.id
     }
 }
 
@@ -181,30 +170,19 @@ pub(crate) struct Pool<C> {
     pub(crate) node: Arc<Node>,
     idle: Mutex<Vec<C>>,
     max_idle: usize,
-    /// Bounds the connections held by waits (shared by every pool of a client).
-    waits: Arc<Semaphore>,
 }
 
 impl<C: Dedicated> Pool<C> {
-    pub(crate) fn new(node: Arc<Node>, max_idle: usize, waits: Arc<Semaphore>) -> Arc<Pool<C>> {
+    pub(crate) fn new(node: Arc<Node>, max_idle: usize) -> Arc<Pool<C>> {
         Arc::new(Pool {
             node,
             idle: Mutex::new(Vec::new()),
             max_idle,
-            waits,
         })
     }
 
-    /// A connection nobody else uses until the lease is dropped. A `wait` lease counts against
-    /// the waits' bound (callers beyond it queue here); a short command's does not, so a release
-    /// never waits behind the waiters it would wake.
-    pub(crate) async fn get(self: &Arc<Self>, wait: bool) -> RedisResult<Leased<C>> {
-        let permit = match wait {
-            true => Some(self.waits.clone().acquire_owned().await.map_err(|_| {
-                redis::RedisError::from((redis::ErrorKind::Client, "the client has shut down"))
-            })?),
-            false => None,
-        };
+    /// A connection nobody else uses until the lease is dropped.
+    pub(crate) async fn get(self: &Arc<Self>) -> RedisResult<Leased<C>> {
         let idle = self.idle.lock().unwrap().pop();
         let conn = match idle {
             Some(c) => c,
@@ -213,7 +191,6 @@ impl<C: Dedicated> Pool<C> {
         Ok(Leased {
             conn: Some(conn),
             pool: self.clone(),
-            _permit: permit,
         })
     }
 
@@ -229,7 +206,6 @@ impl<C: Dedicated> Pool<C> {
 pub(crate) struct Leased<C: Dedicated> {
     conn: Option<C>,
     pub(crate) pool: Arc<Pool<C>>,
-    _permit: Option<OwnedSemaphorePermit>,
 }
 
 impl<C: Dedicated> Leased<C> {
@@ -237,12 +213,8 @@ impl<C: Dedicated> Leased<C> {
         self.conn.as_mut().expect("a live connection")
     }
 
-    pub(crate) fn id(&self) -> i64 {
-        self.conn.as_ref().map_or(0, C::id)
-    }
-
     /// Close it instead of returning it (broken, or in an unknown state). Closing the socket
-    /// also makes the server drop a waiter still parked on it.
+    /// also ends a command still waiting on it on the server.
     pub(crate) fn discard(&mut self) {
         self.conn = None;
     }

@@ -51,7 +51,10 @@ pub(crate) enum Failure {
 
 /// What `e` means for the command that got it.
 pub(crate) fn classify(e: &RedisError) -> Failure {
-    if e.code() == Some("UNBLOCKED") {
+    // UNBLOCKED: Redis' reply to a client blocked on a node that turns into a replica (also the
+    // outcome of a session request queued there). NOSESSION: the session named is not open on
+    // the server yet (it is being opened again); nothing ran.
+    if matches!(e.code(), Some("UNBLOCKED" | "NOSESSION")) {
         return Failure::NotRun;
     }
     match e.retry_method() {
@@ -94,7 +97,7 @@ pub(crate) struct RetryPolicy {
 impl RetryPolicy {
     /// Redirects and "not run" replies followed per call before giving up (a migration or
     /// failover settles within a few).
-    fn redirect_budget(&self) -> u32 {
+    pub(crate) fn redirect_budget(&self) -> u32 {
         self.attempts.max(1) * 10
     }
 
@@ -202,6 +205,7 @@ mod tests {
             "READONLY You can't write against a read only replica.",
             "MASTERDOWN Link with MASTER is down",
             "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)",
+            "NOSESSION no such session (never opened, closed, or expired): open it with RSESSION.OPEN",
         ] {
             assert_eq!(classify(&server_err(busy)), Failure::NotRun, "{busy}");
         }

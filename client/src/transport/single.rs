@@ -10,14 +10,14 @@
 //!   command) 0.20x, 0.42x, 0.40x; the pooled blocking connection 1.03x, 0.79x, 0.90x in the
 //!   same runs; the old way (every call spawned onto the client's runtime and answered over a
 //!   channel) 0.41x in `make bench`. Nothing but the caller's thread touches the request.
-//! - Async waits hold a multiplexed connection of their own for the wait (a blocked command
-//!   would stall everyone else's requests on a shared one).
+//! - Waits take no connection: they are queued through the client's session, whose listener
+//!   (`session/`) has a connection of its own. Replica sync's `WAIT` blocks its connection, so
+//!   it takes one from a pool of dedicated connections.
 
 use std::sync::Arc;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, RedisResult, Value};
-use tokio::sync::Semaphore;
 
 use super::pool::{AsyncConn, BlockingConn, Node, Pool};
 use super::waiter::Waiter;
@@ -30,16 +30,19 @@ pub(crate) struct Single {
     shared: ConnectionManager,
     watchdog: ConnectionManager,
     blocking: Arc<Pool<BlockingConn>>,
-    waits: Arc<Pool<AsyncConn>>,
+    dedicated: Arc<Pool<AsyncConn>>,
 }
+
+/// Idle blocking connections kept for sync calls: one per thread that calls at the same time
+/// (a call holds one for its round trip only; waits hold none).
+const MAX_IDLE_BLOCKING: usize = 64;
+
+/// Idle dedicated async connections kept (replica sync's `WAIT`).
+const MAX_IDLE_DEDICATED: usize = 4;
 
 impl Single {
     /// Must run inside the client runtime's context (the managers spawn their drivers there).
-    pub(crate) fn new(
-        client: redis::Client,
-        cfg: &Config,
-        waits: Arc<Semaphore>,
-    ) -> Result<Single> {
+    pub(crate) fn new(client: redis::Client, cfg: &Config) -> Result<Single> {
         let node = Arc::new(Node::new(client, cfg.connect_timeout, cfg.response_timeout));
         let manager = || {
             let mc = ConnectionManagerConfig::new()
@@ -52,9 +55,8 @@ impl Single {
         Ok(Single {
             shared: manager()?,
             watchdog: manager()?,
-            // Idle blocking connections serve every sync caller: keep as many as may wait.
-            blocking: Pool::new(node.clone(), cfg.max_wait_connections, waits.clone()),
-            waits: Pool::new(node.clone(), cfg.max_idle_wait_connections, waits),
+            blocking: Pool::new(node.clone(), MAX_IDLE_BLOCKING),
+            dedicated: Pool::new(node.clone(), MAX_IDLE_DEDICATED),
             node,
         })
     }
@@ -62,7 +64,7 @@ impl Single {
     /// One command, one attempt.
     pub(crate) async fn send(&self, io: Io, cmd: &Cmd) -> RedisResult<Value> {
         match io {
-            Io::Blocking => self.blocking.get(false).await?.query(cmd).await,
+            Io::Blocking => self.blocking.get().await?.query(cmd).await,
             Io::Async => cmd.query_async(&mut self.shared.clone()).await,
         }
     }
@@ -78,11 +80,11 @@ impl Single {
         Ok(replies.into_iter().map(Value::extract_error).collect())
     }
 
-    /// A connection of its own for a wait.
+    /// A connection of its own for a command that blocks it.
     pub(crate) async fn waiter(&self, io: Io) -> RedisResult<Waiter> {
         Ok(match io {
-            Io::Blocking => Waiter::blocking(self.blocking.get(true).await?),
-            Io::Async => Waiter::asynchronous(self.waits.get(true).await?),
+            Io::Blocking => Waiter::blocking(self.blocking.get().await?),
+            Io::Async => Waiter::asynchronous(self.dedicated.get().await?),
         })
     }
 }

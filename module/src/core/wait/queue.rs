@@ -102,7 +102,9 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
                 self.keys.insert(
                     id.clone(),
                     KeyQueue {
-                        waiters: VecDeque::new(),
+                        // Room for one: most keys that are waited on have one waiter (a first
+                        // push into an empty VecDeque reserves four, 192 B more per key).
+                        waiters: VecDeque::with_capacity(1),
                         check: None,
                         expired: false,
                     },

@@ -1,0 +1,443 @@
+//! Scenario 7: many waiters in one process (issue 13). W tasks share one rlock client; half
+//! wait on one hot lock, half on distinct held locks. Measured against W raw `BLOCK` waiters,
+//! one connection each, in the same run:
+//!
+//! - server memory per queued request (`used_memory` growth / W, connections opened first for
+//!   the raw waiters so that only the waits count) and connections per waiter;
+//! - the distinct locks released at once (one pipeline): each waiter's grant latency from the
+//!   release;
+//! - the hot lock handed from waiter to waiter (each takes it and gives it back): hand-offs/s;
+//! - lost-hold signal: `RLOCK.FORCERELEASE` of a held lock to the holder's `lost()` firing.
+
+use crate::bench::{info_int, Bench};
+use crate::protocols::owner;
+use crate::report::{ms, percentile, Report, Table};
+use redis::{AsyncConnectionConfig, Connection, Value};
+use rlock_tests::wait_until;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub fn run(b: &Bench, r: &mut Report) {
+    let w = b.sizes.many_waiters;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let sessions = through_sessions(b, &rt, w);
+    let raw = raw_block(b, &rt, w);
+    let lost = lost_signal(b, &rt, b.sizes.lost_rounds);
+
+    let mut t = Table::new(
+        &format!(
+            "7. Many waiters: {w} tasks in one process, half on one hot lock, half on distinct held locks (rlock client through its session vs raw BLOCK waiters, one connection each)"
+        ),
+        &["what", "client (session)", "raw BLOCK", "client / raw"],
+    );
+    let row = |t: &mut Table, what: &str, s: String, r: String, ratio: String| {
+        t.row(vec![what.into(), s, r, ratio]);
+    };
+    row(
+        &mut t,
+        "server memory per queued request (bytes)",
+        format!("{:.0}", sessions.bytes_per_wait),
+        format!("{:.0}", raw.bytes_per_wait),
+        format!("{:.3}×", sessions.bytes_per_wait / raw.bytes_per_wait),
+    );
+    row(
+        &mut t,
+        "connections per waiter",
+        format!("{:.4}", sessions.conns_per_wait),
+        format!("{:.4}", raw.conns_per_wait),
+        String::new(),
+    );
+    row(
+        &mut t,
+        &format!(
+            "{} distinct locks released at once: grant p50 / p99 / last (ms)",
+            w / 2
+        ),
+        sessions.release.show(),
+        raw.release.show(),
+        String::new(),
+    );
+    let ratio = sessions.hot_rate / raw.hot_rate;
+    row(
+        &mut t,
+        &format!("hot lock hand-offs/s ({} waiters, each once)", w / 2),
+        format!("{:.0}", sessions.hot_rate),
+        format!("{:.0}", raw.hot_rate),
+        format!("{ratio:.2}×"),
+    );
+    row(
+        &mut t,
+        &format!(
+            "lost-hold signal, FORCERELEASE → lost() ({} rounds): p50 / p99 (ms)",
+            lost.len()
+        ),
+        format!("{} / {}", ms(lost.p50), ms(lost.p99)),
+        "never (no session)".into(),
+        String::new(),
+    );
+    r.tables.push(t);
+
+    r.target(
+        &format!("server memory per queued request ({w} waiters)"),
+        format!("{:.0} bytes", sessions.bytes_per_wait),
+        "≤ 512 bytes",
+        sessions.bytes_per_wait <= 512.0,
+    );
+    r.target(
+        &format!("connections per waiter ({w} waiters)"),
+        format!("{:.4}", sessions.conns_per_wait),
+        "≤ 0.001",
+        sessions.conns_per_wait <= 0.001,
+    );
+    let rel = &sessions.release;
+    r.target(
+        &format!(
+            "{} distinct locks released at once: every waiter granted",
+            w / 2
+        ),
+        format!("last {} ms", ms(rel.last)),
+        "within 1 s",
+        rel.last <= Duration::from_secs(1),
+    );
+    r.target(
+        &format!("{} distinct locks released at once: grant p99", w / 2),
+        format!("{} ms", ms(rel.p99)),
+        "≤ 50 ms",
+        rel.p99 <= Duration::from_millis(50),
+    );
+    r.target(
+        &format!("hot lock hand-offs/s through sessions vs raw BLOCK ({w} waiters)"),
+        format!("{ratio:.2}×"),
+        "≥ 0.8×",
+        ratio >= 0.8,
+    );
+    r.target(
+        "lost-hold signal p99 (FORCERELEASE → lost())",
+        format!("{} ms", ms(lost.p99)),
+        "≤ 10 ms",
+        lost.p99 <= Duration::from_millis(10),
+    );
+}
+
+/// Grant latencies after a release.
+struct Latency {
+    p50: Duration,
+    p99: Duration,
+    last: Duration,
+}
+
+impl Latency {
+    fn of(mut v: Vec<Duration>) -> Latency {
+        Latency {
+            p50: percentile(&mut v, 50.0),
+            p99: percentile(&mut v, 99.0),
+            last: v.iter().copied().max().unwrap_or_default(),
+        }
+    }
+
+    fn show(&self) -> String {
+        format!("{} / {} / {}", ms(self.p50), ms(self.p99), ms(self.last))
+    }
+}
+
+struct Measured {
+    bytes_per_wait: f64,
+    conns_per_wait: f64,
+    release: Latency,
+    hot_rate: f64,
+}
+
+/// Hold `hot` and `keys` as a raw owner.
+fn hold(c: &mut Connection, hot: &str, keys: &[String]) -> String {
+    let who = owner(70);
+    for chunk in keys.chunks(1000) {
+        let mut p = redis::pipe();
+        for k in chunk {
+            p.cmd("RLOCK.ACQUIRE").arg(k).arg(&who).arg(600_000);
+        }
+        let _: Vec<Value> = p.query(c).unwrap();
+    }
+    let _: i64 = redis::cmd("RLOCK.ACQUIRE")
+        .arg(hot)
+        .arg(&who)
+        .arg(600_000)
+        .query(c)
+        .unwrap();
+    who
+}
+
+/// Release `keys` in one pipeline; returns when it was sent.
+fn release_all(c: &mut Connection, keys: &[String], who: &str) -> Instant {
+    let mut p = redis::pipe();
+    for k in keys {
+        p.cmd("RLOCK.RELEASE").arg(k).arg(who);
+    }
+    let at = Instant::now();
+    let _: Vec<Value> = p.query(c).unwrap();
+    at
+}
+
+/// Waiters queued on the server now.
+fn waiters(c: &mut Connection) -> usize {
+    rlock_tests::rlock_stat(c, "waiters") as usize
+}
+
+/// `used_memory` once it has settled (replies still in the server's buffers are no request's
+/// cost): two readings 50 ms apart within 1 KB, or the last after 2 s.
+fn settled_memory(c: &mut Connection) -> i64 {
+    let mut last = info_int(c, "memory", "used_memory");
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = info_int(c, "memory", "used_memory");
+        if (now - last).abs() <= 1024 {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// When each task was granted, and when the hot lock's tasks were done.
+struct Grants {
+    distinct: Vec<Instant>,
+    hot: Vec<Instant>,
+}
+
+fn through_sessions(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
+    let mut c = b.conn();
+    let (hot, keys) = names("mws", w);
+    let who = hold(&mut c, &hot, &keys);
+    let client = rlock::Client::open(b.url.clone()).expect("rlock client");
+    // The session listener and the command connection open with the first acquire: let a
+    // first one happen before the baseline (their own buffers are not a queued request's).
+    let warm = client.lock("mws:warm");
+    assert!(warm.try_lock().unwrap());
+    warm.unlock().unwrap();
+    let mem0 = settled_memory(&mut c);
+    let conns0 = info_int(&mut c, "clients", "connected_clients");
+    let (tx, rx) = std::sync::mpsc::channel::<(bool, Instant)>();
+    let tasks: Vec<_> = keys
+        .iter()
+        .map(|k| (k.clone(), false))
+        .chain((0..w / 2).map(|_| (hot.clone(), true)))
+        .map(|(k, is_hot)| {
+            let lock = client.async_lock(k);
+            let tx = tx.clone();
+            rt.spawn(async move {
+                let g = lock.guard().await.expect("wait through the session");
+                let at = Instant::now();
+                g.unlock().await.expect("release");
+                let _ = tx.send((is_hot, at));
+            })
+        })
+        .collect();
+    let out = finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0));
+    drop(client);
+    out
+}
+
+fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
+    let mut c = b.conn();
+    let (hot, keys) = names("mwr", w);
+    let who = hold(&mut c, &hot, &keys);
+    let url = b.url.clone();
+    // One connection per waiter, all open before the baseline.
+    let conns: Vec<redis::aio::MultiplexedConnection> = rt.block_on(async {
+        let client = redis::Client::open(url).unwrap();
+        let cfg = AsyncConnectionConfig::new().set_response_timeout(None);
+        let mut all = Vec::with_capacity(w);
+        // In batches: thousands of connects at once overflow the server's accept backlog.
+        while all.len() < w {
+            let batch: Vec<_> = (0..200.min(w - all.len()))
+                .map(|_| {
+                    let (client, cfg) = (client.clone(), cfg.clone());
+                    tokio::spawn(async move {
+                        client
+                            .get_multiplexed_async_connection_with_config(&cfg)
+                            .await
+                            .expect("raw waiter connection")
+                    })
+                })
+                .collect();
+            for h in batch {
+                all.push(h.await.unwrap());
+            }
+        }
+        all
+    });
+    let mem0 = settled_memory(&mut c);
+    let conns0 = info_int(&mut c, "clients", "connected_clients") - w as i64;
+    let (tx, rx) = std::sync::mpsc::channel::<(bool, Instant)>();
+    let targets = keys
+        .iter()
+        .map(|k| (k.clone(), false))
+        .chain((0..w / 2).map(|_| (hot.clone(), true)));
+    let tasks: Vec<_> = targets
+        .zip(conns)
+        .enumerate()
+        .map(|(i, ((k, is_hot), mut conn))| {
+            let tx = tx.clone();
+            let me = owner(100_000 + i);
+            rt.spawn(async move {
+                let got: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
+                    .arg(&k)
+                    .arg(&me)
+                    .arg(30_000)
+                    .arg("BLOCK")
+                    .arg(0)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("raw BLOCK acquire");
+                assert!(got.is_some());
+                let at = Instant::now();
+                let _: i64 = redis::cmd("RLOCK.RELEASE")
+                    .arg(&k)
+                    .arg(&me)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("raw release");
+                let _ = tx.send((is_hot, at));
+            })
+        })
+        .collect();
+    finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0))
+}
+
+/// Once every task waits: the server's memory and connections against the baseline
+/// `(memory, connections)`, then the releases, and every task's grant.
+fn finish(
+    c: &mut Connection,
+    rt: &tokio::runtime::Runtime,
+    (hot, keys, who): (&str, &[String], &str),
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    rx: std::sync::mpsc::Receiver<(bool, Instant)>,
+    (mem0, conns0): (i64, i64),
+) -> Measured {
+    let w = tasks.len();
+    wait_until(Duration::from_secs(120), "every wait queued", || {
+        waiters(c) >= w
+    });
+    let mem1 = settled_memory(c);
+    let conns1 = info_int(c, "clients", "connected_clients");
+    let grants = release_and_collect(c, hot, keys, who, rx, w);
+    rt.block_on(async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    measured(&grants, mem1 - mem0, conns1 - conns0, w)
+}
+
+/// Release the distinct locks at once, then the hot one; collect every task's grant.
+fn release_and_collect(
+    c: &mut Connection,
+    hot: &str,
+    keys: &[String],
+    who: &str,
+    rx: std::sync::mpsc::Receiver<(bool, Instant)>,
+    w: usize,
+) -> (Instant, Grants, Instant) {
+    let mut g = Grants {
+        distinct: Vec::with_capacity(w / 2),
+        hot: Vec::with_capacity(w / 2),
+    };
+    let released = release_all(c, keys, who);
+    while g.distinct.len() < keys.len() {
+        let (is_hot, at) = rx.recv_timeout(Duration::from_secs(60)).expect("a grant");
+        assert!(!is_hot, "the hot lock is still held");
+        g.distinct.push(at);
+    }
+    let hot_released = release_all(c, &[hot.to_string()], who);
+    while g.hot.len() < w / 2 {
+        let (is_hot, at) = rx.recv_timeout(Duration::from_secs(120)).expect("a grant");
+        assert!(is_hot);
+        g.hot.push(at);
+    }
+    (released, g, hot_released)
+}
+
+fn measured(
+    (released, g, hot_released): &(Instant, Grants, Instant),
+    bytes: i64,
+    conns: i64,
+    w: usize,
+) -> Measured {
+    let lat = g
+        .distinct
+        .iter()
+        .map(|t| t.saturating_duration_since(*released))
+        .collect();
+    let last_hot = g.hot.iter().max().copied().unwrap_or(*hot_released);
+    let span = last_hot.saturating_duration_since(*hot_released);
+    Measured {
+        bytes_per_wait: bytes as f64 / w as f64,
+        conns_per_wait: conns.max(0) as f64 / w as f64,
+        release: Latency::of(lat),
+        hot_rate: g.hot.len() as f64 / span.as_secs_f64().max(1e-9),
+    }
+}
+
+/// The hot lock's name and `w / 2` distinct lock names.
+fn names(prefix: &str, w: usize) -> (String, Vec<String>) {
+    (
+        format!("{prefix}:hot"),
+        (0..w / 2).map(|i| format!("{prefix}:d:{i}")).collect(),
+    )
+}
+
+/// How soon a holder learns its hold ended: `rounds` force releases of a held lock.
+fn lost_signal(b: &Bench, rt: &tokio::runtime::Runtime, rounds: usize) -> LostSignal {
+    let client = Arc::new(rlock::Client::open(b.url.clone()).expect("rlock client"));
+    let mut c = b.conn();
+    let mut took = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let lock = client
+            .async_lock(format!("mwlost:{i}"))
+            .with_owner(client.new_owner());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let ready = Arc::new(std::sync::Barrier::new(2));
+        let r2 = ready.clone();
+        let task = rt.spawn(async move {
+            let g = lock.guard().await.expect("take the lock");
+            r2.wait();
+            g.lost().await;
+            let _ = tx.send(Instant::now());
+            drop(g);
+        });
+        ready.wait();
+        let at = Instant::now();
+        let n: i64 = redis::cmd("RLOCK.FORCERELEASE")
+            .arg(format!("mwlost:{i}"))
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(n, 1);
+        let fired = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("lost() fired");
+        took.push(fired.saturating_duration_since(at));
+        rt.block_on(task).unwrap();
+    }
+    let n = took.len();
+    let l = Latency::of(took);
+    LostSignal {
+        n,
+        p50: l.p50,
+        p99: l.p99,
+    }
+}
+
+struct LostSignal {
+    n: usize,
+    p50: Duration,
+    p99: Duration,
+}
+
+impl LostSignal {
+    fn len(&self) -> usize {
+        self.n
+    }
+}

@@ -1,0 +1,612 @@
+//! [`Listener`]: one server's session as the client keeps it. A thread of its own ([`start`])
+//! holds a blocking connection to the server (`rlock-session` in `CLIENT LIST`), opens the
+//! session there, reads its outcomes (`RSESSION.READ ... BLOCK`), hands each to the task or
+//! thread waiting for that request, and reconnects when the connection fails.
+//!
+//! A thread, not a task of the client's runtime: every hand-off to a waiter passes through
+//! here, and a blocking read wakes this thread straight from the socket, where an async
+//! connection first wakes its driver task, which hands the reply to the reading task (and
+//! the next read goes back the same way). Measured with `rlock-bench --only contended,client`
+//! (8 and 32 sync threads on one lock, client / raw `BLOCK` clients, same run): the async
+//! listener 0.68x and 0.65x; this thread: see `performance.rs`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use redis::{RedisError, RedisResult, Value};
+use tokio::sync::{oneshot, watch};
+
+use super::wire::{self, Kind, Outcome};
+use super::{Delivered, Settings, Ticket};
+use crate::holds::Registry;
+use crate::transport::Node;
+
+/// Longest pause between connection attempts of a listener whose server is down.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Where the listener is.
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Connecting and opening its session.
+    Starting,
+    /// Its session is open: requests may be queued in it.
+    Open,
+    /// The last attempt to connect or open failed with this error (it tries again).
+    Down(RedisError),
+}
+
+/// Why a session was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Loss {
+    /// It expired on a live server (its process did not read for longer than the grace).
+    Expired,
+    /// The server is another process now (restart, failover behind one address).
+    Interrupted,
+}
+
+/// A wait in flight: where its outcome goes, and what a grant makes its holder hold.
+struct Slot {
+    tx: oneshot::Sender<Delivered>,
+    key: Arc<str>,
+    holder: Option<Arc<str>>,
+}
+
+/// A grant handed to its task whose acknowledgement the server has not confirmed yet:
+/// `(seq, key, holder)`. If the session is lost before, the server undid the grant.
+type Tentative = (u64, Arc<str>, Arc<str>);
+
+/// The listener thread's own state.
+struct Inner {
+    /// The session's name now: `<client id>:<incarnation>`. A new incarnation starts when a
+    /// session is lost, so nothing is queued again under a name the server forgot.
+    name: Arc<str>,
+    incarnation: u64,
+    /// The name was opened on the server (a later `resumed = 0` means it was lost meanwhile).
+    opened: bool,
+    /// The grace period asked for, after the server's bound.
+    grace_ms: u64,
+    /// The server process the session lives in (`run_id`).
+    run_id: Option<String>,
+    /// The last outcome dispatched (the next read acknowledges up to it).
+    cursor: u64,
+    tentative: Vec<Tentative>,
+}
+
+pub(crate) struct Listener {
+    base: String,
+    node: Arc<Node>,
+    settings: Settings,
+    holds: Arc<Mutex<Registry>>,
+    phase: watch::Sender<Phase>,
+    /// Wakes a listener that waits before its next connection attempt.
+    kick: Kick,
+    /// The client is gone: stop after the current read.
+    closed: AtomicBool,
+    /// The server turned into a replica: the thread ended its session and stopped (a later
+    /// wait there starts a new listener).
+    retired: AtomicBool,
+    inner: Mutex<Inner>,
+    /// The session's name while requests may be queued in it. Kept apart from `inner` and
+    /// `slots` so that callers checking it do not wait for a dispatch (locks are taken in the
+    /// order `open`, `slots`; `inner` is never held with `open`).
+    open: Mutex<Option<Arc<str>>>,
+    /// The waits in flight, by request id.
+    slots: Mutex<HashMap<u64, Slot>>,
+    next_request: AtomicU64,
+}
+
+/// A wake-up for a thread that pauses (a permit is kept if nobody pauses yet).
+#[derive(Default)]
+struct Kick {
+    kicked: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Kick {
+    fn notify(&self) {
+        *self.kicked.lock().unwrap() = true;
+        self.cv.notify_one();
+    }
+
+    /// Pause for `d`, or until notified.
+    fn pause(&self, d: Duration) {
+        let kicked = self.kicked.lock().unwrap();
+        let (mut kicked, _) = self.cv.wait_timeout_while(kicked, d, |k| !*k).unwrap();
+        *kicked = false;
+    }
+}
+
+fn session_name(base: &str, incarnation: u64) -> Arc<str> {
+    Arc::from(format!("{base}:{incarnation}"))
+}
+
+/// A server error reply as the library reads it (`CODE detail`).
+fn server_error(text: &str) -> RedisError {
+    wire::error_of(text)
+}
+
+impl Listener {
+    pub(crate) fn new(
+        base: &str,
+        node: Arc<Node>,
+        settings: Settings,
+        holds: Arc<Mutex<Registry>>,
+    ) -> Listener {
+        // Whole milliseconds (the builder refuses a grace under 100 ms).
+        let grace_ms = u64::try_from(settings.grace.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        Listener {
+            base: base.to_string(),
+            node,
+            settings,
+            holds,
+            phase: watch::Sender::new(Phase::Starting),
+            kick: Kick::default(),
+            closed: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+            inner: Mutex::new(Inner {
+                name: session_name(base, 1),
+                incarnation: 1,
+                opened: false,
+                grace_ms,
+                run_id: None,
+                cursor: 0,
+                tentative: Vec::new(),
+            }),
+            open: Mutex::new(None),
+            slots: Mutex::new(HashMap::new()),
+            next_request: AtomicU64::new(1),
+        }
+    }
+
+    /// The server's address.
+    pub(crate) fn addr(&self) -> &Arc<str> {
+        &self.node.addr
+    }
+
+    fn open_name(&self) -> Option<Arc<str>> {
+        self.open.lock().unwrap().clone()
+    }
+
+    /// The session's name once it is open. A listener that could not connect is asked to try
+    /// again at once, and its error is returned if that attempt fails too (the caller's retry
+    /// policy decides what it means).
+    pub(crate) async fn ready(&self) -> RedisResult<Arc<str>> {
+        if let Some(name) = self.open_name() {
+            return Ok(name);
+        }
+        let mut rx = self.phase.subscribe();
+        let mut kicked = false;
+        loop {
+            let phase = rx.borrow_and_update().clone();
+            match phase {
+                Phase::Open => {
+                    if let Some(name) = self.open_name() {
+                        return Ok(name);
+                    }
+                }
+                Phase::Down(e) if kicked => return Err(e),
+                Phase::Down(_) => {
+                    kicked = true;
+                    self.kick.notify();
+                }
+                Phase::Starting => {}
+            }
+            if rx.changed().await.is_err() {
+                return Err(server_error("NOSESSION the client is shutting down"));
+            }
+        }
+    }
+
+    /// Register a wait on `key` before its acquire is sent (`holder`: who a grant makes hold
+    /// it). Refused while the session is not open (the caller tries again after a pause).
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        key: &str,
+        holder: Option<&str>,
+    ) -> RedisResult<Ticket> {
+        let (tx, rx) = oneshot::channel();
+        let open = self.open.lock().unwrap();
+        let Some(name) = open.clone() else {
+            return Err(server_error("NOSESSION the session is being opened again"));
+        };
+        let request = self.next_request.fetch_add(1, Ordering::Relaxed);
+        let slot = Slot {
+            tx,
+            key: Arc::from(key),
+            holder: holder.map(Arc::from),
+        };
+        self.slots.lock().unwrap().insert(request, slot);
+        drop(open);
+        Ok(Ticket {
+            listener: self.clone(),
+            name,
+            request,
+            rx,
+            done: false,
+        })
+    }
+
+    /// The wait `request` is over; an outcome that still comes for it is a stray.
+    pub(crate) fn forget(&self, request: u64) {
+        self.slots.lock().unwrap().remove(&request);
+    }
+
+    fn set_phase(&self, p: Phase) {
+        self.phase.send_replace(p);
+    }
+
+    /// Open the session on `conn`: resume it, or notice it was lost and open a new one.
+    fn open(&self, conn: &mut redis::Connection, run_id: &Option<String>) -> RedisResult<()> {
+        loop {
+            let (name, opened, grace_ms) = {
+                let i = self.inner.lock().unwrap();
+                (i.name.clone(), i.opened, i.grace_ms)
+            };
+            let reply = self.query(conn, &wire::open(&name, grace_ms));
+            let resumed = match reply {
+                Ok(v) => wire::resumed(v)?,
+                Err(e) => match wire::max_grace(&e) {
+                    Some(max) if max < grace_ms => {
+                        tracing::warn!(
+                            asked_ms = grace_ms,
+                            max_ms = max,
+                            server = %self.node.addr,
+                            "rlock: the server bounds the session grace period \
+                             (rlock.session-max-grace-ms); using its bound"
+                        );
+                        self.inner.lock().unwrap().grace_ms = max.max(1);
+                        continue;
+                    }
+                    _ => return Err(e),
+                },
+            };
+            if opened && !resumed {
+                // The session we had is gone, and OPEN just made an empty one under its name:
+                // close that one, so a request sent under the old name can't be queued there.
+                let _ = self.query(conn, &wire::close(&name));
+                let same = run_id.is_some() && self.inner.lock().unwrap().run_id == *run_id;
+                self.lose(if same {
+                    Loss::Expired
+                } else {
+                    Loss::Interrupted
+                });
+                continue;
+            }
+            let mut i = self.inner.lock().unwrap();
+            i.opened = true;
+            i.run_id = run_id.clone();
+            *self.open.lock().unwrap() = Some(i.name.clone());
+            return Ok(());
+        }
+    }
+
+    /// One command on the listener's connection, within the response timeout.
+    fn query(&self, conn: &mut redis::Connection, cmd: &redis::Cmd) -> RedisResult<Value> {
+        conn.set_read_timeout(Some(self.settings.response_timeout))?;
+        cmd.query(conn)
+    }
+
+    /// The session was lost: fail every wait it had, and start a new incarnation.
+    fn lose(&self, loss: Loss) {
+        let slots = {
+            let mut open = self.open.lock().unwrap();
+            *open = None;
+            std::mem::take(&mut *self.slots.lock().unwrap())
+        };
+        let (tentative, old) = {
+            let mut i = self.inner.lock().unwrap();
+            let old = i.name.clone();
+            i.incarnation += 1;
+            i.name = session_name(&self.base, i.incarnation);
+            i.opened = false;
+            i.cursor = 0;
+            (std::mem::take(&mut i.tentative), old)
+        };
+        self.set_phase(Phase::Starting);
+        match loss {
+            Loss::Expired => tracing::warn!(
+                session = %old,
+                server = %self.node.addr,
+                waits = slots.len(),
+                "rlock: the client's session expired on the server (its process did not read \
+                 outcomes for longer than the grace period): its waits failed, unacknowledged \
+                 grants were undone; opening a new session"
+            ),
+            Loss::Interrupted => tracing::warn!(
+                session = %old,
+                server = %self.node.addr,
+                waits = slots.len(),
+                "rlock: the server lost the client's session (restart or failover); \
+                 its waits are checked and queued again"
+            ),
+        }
+        for (_, s) in slots {
+            let _ = s.tx.send(match loss {
+                Loss::Expired => Delivered::Expired,
+                Loss::Interrupted => Delivered::Interrupted,
+            });
+        }
+        if loss == Loss::Expired {
+            let held: Vec<_> = tentative.into_iter().map(|(_, k, h)| (k, h)).collect();
+            self.mark_lost(&held);
+        }
+    }
+
+    /// Hand each outcome to its task. `acked` is the cursor of the read that returned them (the
+    /// server has processed the acknowledgement up to it).
+    fn dispatch(&self, acked: u64, outcomes: Vec<Outcome>) {
+        let mut lost = Vec::new();
+        let mut strays = 0;
+        let mut handed = Vec::with_capacity(outcomes.len());
+        {
+            let mut i = self.inner.lock().unwrap();
+            let mut slots = self.slots.lock().unwrap();
+            i.tentative.retain(|(seq, ..)| *seq > acked);
+            for o in outcomes {
+                // A read after a reconnect may return what was dispatched already.
+                if o.seq <= i.cursor {
+                    continue;
+                }
+                i.cursor = o.seq;
+                let delivered = match o.kind {
+                    Kind::Lost(owner) => {
+                        if let Some(key) = o.key {
+                            lost.push((Arc::from(key), Arc::from(owner)));
+                        }
+                        continue;
+                    }
+                    Kind::Granted(v) => Delivered::Granted(v),
+                    Kind::Timeout => Delivered::TimedOut,
+                    Kind::Error(e) => Delivered::Failed(e),
+                };
+                let Some(slot) = o.request.and_then(|r| slots.remove(&r)) else {
+                    strays += matches!(delivered, Delivered::Granted(_)) as usize;
+                    continue;
+                };
+                if let (Delivered::Granted(_), Some(h)) = (&delivered, &slot.holder) {
+                    i.tentative.push((o.seq, slot.key.clone(), h.clone()));
+                }
+                handed.push((slot.tx, delivered));
+            }
+        }
+        // Woken after the locks are let go: a waiter that runs at once finds them free.
+        for (tx, d) in handed {
+            let _ = tx.send(d);
+        }
+        if strays > 0 {
+            // A wait that was cancelled, or resolved by checking the server, while its grant was
+            // on its way: the task that cancelled has given it back, or holds it.
+            tracing::debug!(strays, "rlock: grants for waits that were already resolved");
+        }
+        if !lost.is_empty() {
+            self.mark_lost(&lost);
+        }
+    }
+
+    /// The server says these `(key, holder)` holds ended: mark them lost.
+    fn mark_lost(&self, held: &[(Arc<str>, Arc<str>)]) {
+        if held.is_empty() {
+            return;
+        }
+        let marked = self.holds.lock().unwrap().mark_lost_held(held);
+        for id in marked {
+            tracing::warn!(
+                kind = id.kind.name,
+                key = %id.key,
+                holder = %id.holder,
+                "rlock: hold lost: the server reports it ended (expired, deleted or \
+                 force-released); it is no longer renewed"
+            );
+        }
+    }
+
+    /// One connection's life: connect, open, read until it fails (or the client is gone).
+    /// Returns why it ended, and whether the session was open on it.
+    fn serve(&self) -> (RedisError, bool) {
+        let node = &self.node;
+        let mut conn = match node
+            .client
+            .get_connection_with_timeout(node.connect_timeout)
+        {
+            Ok(c) => c,
+            Err(e) => return (e, false),
+        };
+        let mut hello = redis::cmd("CLIENT");
+        hello.arg("SETNAME").arg("rlock-session");
+        if let Err(e) = conn
+            .set_write_timeout(Some(self.settings.response_timeout))
+            .and_then(|()| self.query(&mut conn, &hello))
+        {
+            return (e, false);
+        }
+        let mut info = redis::cmd("INFO");
+        info.arg("server");
+        let run_id = match self.query(&mut conn, &info) {
+            Ok(Value::BulkString(b)) => wire::run_id(&String::from_utf8_lossy(&b)),
+            Ok(Value::VerbatimString { text, .. }) => wire::run_id(&text),
+            Ok(_) => None,
+            Err(e) => return (e, false),
+        };
+        if let Err(e) = self.open(&mut conn, &run_id) {
+            return (e, false);
+        }
+        self.set_phase(Phase::Open);
+        let mut timeout = None;
+        loop {
+            let (name, cursor, grace_ms) = {
+                let i = self.inner.lock().unwrap();
+                (i.name.clone(), i.cursor, i.grace_ms)
+            };
+            if self.closed.load(Ordering::Relaxed) {
+                // The client is gone: nothing waits, end the session now rather than after
+                // its grace.
+                let _ = self.query(&mut conn, &wire::close(&name));
+                return (server_error("NOSESSION the client is closed"), false);
+            }
+            // READ's BLOCK: a fifth of the grace, so that the session outlives a read that comes
+            // a little late, and a connection that went silent is noticed well before the grace
+            // ends.
+            let block = Duration::from_millis((grace_ms / 5).max(1));
+            // A read that outlasts its BLOCK by this much means a silent connection.
+            let stuck = block + block.max(Duration::from_millis(50));
+            if timeout != Some(stuck) {
+                if let Err(e) = conn.set_read_timeout(Some(stuck)) {
+                    return (e, true);
+                }
+                timeout = Some(stuck);
+            }
+            let read = wire::read(&name, cursor, block.as_millis() as u64);
+            let sent = Instant::now();
+            let reply = match read.query::<Value>(&mut conn).and_then(wire::outcomes) {
+                // A grant read long after its read was sent (the process was frozen, or this
+                // thread starved) may belong to a session that expired meanwhile, its grant
+                // undone: confirm the session lives (acknowledging the grants) before handing
+                // them over. Fresh replies need no check: the session lives for the grace
+                // after the server answered, and the next read acknowledges them in time.
+                Ok(outcomes)
+                    if sent.elapsed() >= Duration::from_millis(grace_ms / 2)
+                        && outcomes.iter().any(|o| matches!(o.kind, Kind::Granted(_))) =>
+                {
+                    let last = outcomes.iter().map(|o| o.seq).max().unwrap_or(cursor);
+                    self.query(&mut conn, &wire::ack(&name, last))
+                        .map(|_| outcomes)
+                }
+                other => other,
+            };
+            match reply {
+                // The next read goes out after the outcomes are handed over. (Sent before, it
+                // is parked on the server when the woken waiter's release grants the next one,
+                // and every hand-off costs a park and a wake-up of the read: measured with 8
+                // threads on one lock, 0.52x raw BLOCK clients against 0.75x; sent after, it
+                // usually finds that next outcome already there.)
+                Ok(outcomes) => {
+                    // A demotion ends every wait with UNBLOCKED; an idle read (nothing for a
+                    // whole BLOCK) is a cheap moment to look too.
+                    let demoted = outcomes.is_empty()
+                        || outcomes.iter().any(
+                            |o| matches!(&o.kind, Kind::Error(e) if e.code() == Some("UNBLOCKED")),
+                        );
+                    self.dispatch(cursor, outcomes);
+                    if demoted && self.is_replica(&mut conn) {
+                        return self.retire(&mut conn, &name);
+                    }
+                }
+                Err(e) if e.code() == Some("NOSESSION") => {
+                    if self.closed.load(Ordering::Relaxed) {
+                        return (e, false);
+                    }
+                    // Same connection, same server: the session expired while nobody read.
+                    self.lose(Loss::Expired);
+                    timeout = None;
+                    if let Err(e) = self.open(&mut conn, &run_id) {
+                        return (e, false);
+                    }
+                    self.set_phase(Phase::Open);
+                }
+                Err(e) => return (e, true),
+            }
+        }
+    }
+
+    /// Whether the server is a replica now (`ROLE`).
+    fn is_replica(&self, conn: &mut redis::Connection) -> bool {
+        match self.query(conn, &redis::cmd("ROLE")) {
+            Ok(Value::Array(v)) => matches!(
+                v.first(),
+                Some(Value::BulkString(r)) if r == b"slave" || r == b"replica"
+            ),
+            _ => false,
+        }
+    }
+
+    /// The server turned into a replica, which ended every wait queued there (their outcomes
+    /// were just handed over): end the session and stop, so that no connection stays parked
+    /// on a replica.
+    fn retire(&self, conn: &mut redis::Connection, name: &str) -> (RedisError, bool) {
+        let _ = self.query(conn, &wire::close(name));
+        self.retired.store(true, Ordering::Relaxed);
+        tracing::debug!(server = %self.node.addr, "rlock: session listener leaves a demoted node");
+        (
+            server_error("READONLY the server turned into a replica"),
+            false,
+        )
+    }
+
+    /// Whether the thread stopped for good (its server turned into a replica).
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
+    }
+
+    /// The client is gone: the thread stops after its current read.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
+        self.kick.notify();
+    }
+
+    /// End the session on the server now, so that its reader (parked for up to a fifth of
+    /// the grace) is answered `NOSESSION` and the closed thread stops at once. Blocks for a
+    /// round trip on a connection of its own.
+    pub(crate) fn end_session(&self) {
+        let Some(name) = self.open_name() else {
+            return;
+        };
+        let node = &self.node;
+        if let Ok(mut c) = node
+            .client
+            .get_connection_with_timeout(node.connect_timeout)
+        {
+            let _ = self.query(&mut c, &wire::close(&name));
+        }
+    }
+}
+
+/// Start the listener's thread.
+pub(crate) fn start(l: Arc<Listener>) {
+    let spawned = std::thread::Builder::new()
+        .name("rlock-session".into())
+        .spawn(move || run(&l));
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "rlock: can't start a session listener thread");
+    }
+}
+
+/// The listener's thread: serve, and after a failure connect again (at once after a
+/// connection that worked broke, then with growing pauses up to [`MAX_BACKOFF`]), until the
+/// client is gone.
+fn run(l: &Listener) {
+    let mut delay = Duration::ZERO;
+    while !l.closed.load(Ordering::Relaxed) {
+        let (e, was_open) = l.serve();
+        *l.open.lock().unwrap() = None;
+        if l.is_retired() {
+            l.lose(Loss::Interrupted);
+            l.set_phase(Phase::Down(e));
+            return;
+        }
+        let opened = l.inner.lock().unwrap().opened;
+        if opened && matches!(e.code(), Some("READONLY" | "UNBLOCKED")) {
+            // The server turned into a replica: the demotion ended every wait queued there, and
+            // outcomes it holds can't be read from a replica. Whether a wait was granted before
+            // is for the wait path to check on the new master.
+            l.lose(Loss::Interrupted);
+        }
+        if was_open {
+            tracing::debug!(server = %l.node.addr, error = %e, "rlock: session listener reconnecting");
+            l.set_phase(Phase::Starting);
+            delay = Duration::ZERO;
+        } else {
+            tracing::debug!(server = %l.node.addr, error = %e, "rlock: session listener can't open its session");
+            l.set_phase(Phase::Down(e));
+            delay = (delay * 2)
+                .max(l.settings.retry_delay)
+                .min(MAX_BACKOFF.max(l.settings.retry_delay));
+        }
+        if !delay.is_zero() && !l.closed.load(Ordering::Relaxed) {
+            l.kick.pause(delay);
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! The rlock client's waits through its sessions (issue 13) against real servers: many waits
+//! over a fixed few connections, a free lock one round trip away and `try_lock_for` on time
+//! whatever else waits, the session listener cut while grants are pending, a process frozen
+//! past its grace, 10,000 queued waits of a process that dies, and lost holds reported in
+//! milliseconds. Each fault ends with at most one holder and no waiter left behind.
+//!
+//! Restart and failover with waits queued in sessions: `client_recovery.rs`, `faults.rs`
+//! (AOF restart) and `failover.rs`; a cluster slot migration: `cluster.rs`.
+
+mod client_support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use client_support::*;
+use rlock::Error;
+use rlock_tests::{
+    cmd, hgetall, info_int, int, redis, rlock_stat, signal, wait_until, Pending, Server, Value,
+};
+
+/// Connections of rlock clients (`rlock`: command and pooled connections, `rlock-session`:
+/// session listeners) in `CLIENT LIST`.
+fn client_connections(c: &mut redis::Connection) -> Vec<String> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(c).unwrap();
+    list.lines()
+        .filter(|l| l.contains(" name=rlock"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// `CLIENT ID` of the one session listener connected.
+fn listener_id(c: &mut redis::Connection) -> i64 {
+    let ids: Vec<i64> = client_connections(c)
+        .iter()
+        .filter(|l| l.contains(" name=rlock-session "))
+        .filter_map(|l| l.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(ids.len(), 1, "one listener: {ids:?}");
+    ids[0]
+}
+
+/// Nothing held, nothing queued, nothing undelivered.
+#[track_caller]
+fn assert_quiet(c: &mut redis::Connection, keys: &[String]) {
+    for k in keys {
+        assert!(hgetall(c, k).is_empty(), "{k} is still held");
+    }
+    assert_eq!(rlock_stat(c, "waiters"), 0, "waiters left");
+    assert_eq!(
+        rlock_stat(c, "session_requests"),
+        0,
+        "session requests left"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Many waits, few connections
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_thousand_waits_take_a_fixed_few_connections_and_leave_free_locks_one_round_trip_away() {
+    const N: usize = 500;
+    let s = Server::start();
+    let mut c = s.conn();
+    // Half the tasks wait on one hot lock, half on distinct locks; all are held by a raw owner.
+    let keys: Vec<String> = (0..N).map(|i| format!("many:{i}")).collect();
+    let mut hold = redis::pipe();
+    hold.cmd("RLOCK.ACQUIRE")
+        .arg("many:hot")
+        .arg("raw")
+        .arg(60_000);
+    for k in &keys {
+        hold.cmd("RLOCK.ACQUIRE").arg(k).arg("raw").arg(60_000);
+    }
+    let _: Vec<Value> = hold.query(&mut c).unwrap();
+
+    let client = client(&s);
+    let rt = runtime(2);
+    let mut tasks = Vec::new();
+    for k in keys
+        .iter()
+        .cloned()
+        .chain((0..N).map(|_| "many:hot".to_string()))
+    {
+        let lock = client.async_lock(k);
+        tasks.push(rt.spawn(async move {
+            let g = lock.guard().await.unwrap();
+            g.unlock().await.unwrap();
+        }));
+    }
+    wait_until(Duration::from_secs(20), "every wait queued", || {
+        rlock_stat(&mut c, "waiters") == 2 * N as i64
+    });
+    assert_eq!(rlock_stat(&mut c, "session_requests"), 2 * N as i64);
+    assert_eq!(rlock_stat(&mut c, "sessions"), 1);
+    // The multiplexed command connection and the session listener (the watchdog's connection
+    // opens with the first renewal).
+    let ours = client_connections(&mut c);
+    assert!(ours.len() <= 3, "{} connections: {ours:#?}", ours.len());
+    assert_eq!(
+        info_int(&mut c, "clients", "blocked_clients"),
+        1,
+        "only the listener is parked"
+    );
+
+    // A free lock: one round trip, whatever waits.
+    let acquires = calls(&mut c, "rlock.acquire");
+    let free = client.lock("many:free");
+    let t = Instant::now();
+    assert!(free.try_lock().unwrap());
+    let took = t.elapsed();
+    assert_eq!(calls(&mut c, "rlock.acquire"), acquires + 1, "one command");
+    assert!(took < Duration::from_millis(500), "try_lock took {took:?}");
+    free.unlock().unwrap();
+
+    // A wait on a held lock ends on time, whatever else waits.
+    let busy = client.lock("many:0");
+    for wait in [Duration::from_millis(300), Duration::from_millis(50)] {
+        let t = Instant::now();
+        assert!(!busy.try_lock_for(wait).unwrap());
+        let took = t.elapsed();
+        assert!(
+            took + Duration::from_millis(2) >= wait && took < wait + Duration::from_millis(150),
+            "try_lock_for({wait:?}) took {took:?}"
+        );
+    }
+    rt.block_on(async {
+        let busy = client.async_lock("many:0");
+        let t = Instant::now();
+        assert!(!busy.try_lock_for(Duration::from_millis(200)).await.unwrap());
+        let took = t.elapsed();
+        assert!(took < Duration::from_millis(350), "async took {took:?}");
+    });
+
+    // Everything released at once: every task gets its lock and gives it back.
+    let mut release = redis::pipe();
+    release.cmd("RLOCK.RELEASE").arg("many:hot").arg("raw");
+    for k in &keys {
+        release.cmd("RLOCK.RELEASE").arg(k).arg("raw");
+    }
+    let _: Vec<Value> = release.query(&mut c).unwrap();
+    rt.block_on(async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    let mut all = keys.clone();
+    all.push("many:hot".into());
+    assert_quiet(&mut c, &all);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The listener cut while grants are pending
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_listener_cut_while_grants_are_pending_hands_each_grant_once_to_its_task() {
+    const N: usize = 40;
+    let s = Server::start();
+    let mut c = s.conn();
+    let keys: Vec<String> = (0..N).map(|i| format!("cut:{i}")).collect();
+    for k in &keys {
+        assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", k, "raw", 60_000)), 1);
+    }
+    let client = client(&s);
+    let rt = runtime(2);
+    let granted = Arc::new(Mutex::new(Vec::new()));
+    let go = Arc::new(tokio::sync::Notify::new());
+    let tasks: Vec<_> = keys
+        .iter()
+        .map(|k| {
+            let lock = client.async_lock(k.clone());
+            let (granted, go) = (granted.clone(), go.clone());
+            rt.spawn(async move {
+                let g = lock.guard().await.unwrap();
+                granted.lock().unwrap().push((
+                    lock.name().to_string(),
+                    g.owner()
+                        .expect("a lock guard has an owner")
+                        .as_str()
+                        .to_string(),
+                ));
+                go.notified().await;
+                g.unlock().await.unwrap();
+            })
+        })
+        .collect();
+    wait_until(Duration::from_secs(10), "every wait queued", || {
+        rlock_stat(&mut c, "session_requests") == N as i64
+    });
+    let opened = rlock_stat(&mut c, "sessions_opened");
+    let expired = rlock_stat(&mut c, "sessions_expired");
+
+    // Kill the listener and grant every wait in one step: the grants are decided while no
+    // listener is connected.
+    let listener = listener_id(&mut c);
+    let mut cut = redis::pipe();
+    cut.atomic()
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(listener);
+    for k in &keys {
+        cut.cmd("RLOCK.RELEASE").arg(k).arg("raw");
+    }
+    let replies: Vec<Value> = cut.query(&mut c).unwrap();
+    assert_eq!(replies[0], Value::Int(1), "the listener was killed");
+
+    // The listener reconnects, resumes its session and reads what it missed.
+    wait_until(Duration::from_secs(10), "every task got its lock", || {
+        granted.lock().unwrap().len() == N
+    });
+    assert_ne!(listener_id(&mut c), listener, "a new listener connection");
+    assert_eq!(rlock_stat(&mut c, "sessions_opened"), opened, "resumed");
+    assert_eq!(rlock_stat(&mut c, "sessions_expired"), expired);
+    // Each grant went to the task that asked, once: every lock is held by its own task's
+    // owner, exactly once.
+    let mut got = granted.lock().unwrap().clone();
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), N, "every lock granted to one task");
+    for (k, owner) in &got {
+        let fields = hgetall(&mut c, k);
+        assert_eq!(
+            fields.into_iter().collect::<Vec<_>>(),
+            vec![(owner.clone(), "1".to_string())],
+            "{k}"
+        );
+    }
+    wait_until(Duration::from_secs(5), "outcomes acknowledged", || {
+        rlock_stat(&mut c, "session_outcomes_pending") == 0
+    });
+    go.notify_waiters();
+    rt.block_on(async {
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    assert_quiet(&mut c, &keys);
+}
+
+// ---------------------------------------------------------------------------------------------
+// A process frozen past its grace
+// ---------------------------------------------------------------------------------------------
+
+const CHILD_URL: &str = "RLOCK_SESSION_CHILD_URL";
+const CHILD_KEY: &str = "RLOCK_SESSION_CHILD_KEY";
+const CHILD_WAITS: &str = "RLOCK_SESSION_CHILD_WAITS";
+const CHILD_GRACE: Duration = Duration::from_millis(500);
+
+/// Child: `RLOCK_SESSION_CHILD_WAITS` threads wait (up to 60 s) for `RLOCK_SESSION_CHILD_KEY`,
+/// each printing how its wait ended (`RESULT held|timeout|expired|error ...`).
+#[test]
+fn frozen_child() {
+    let (Ok(url), Ok(key)) = (std::env::var(CHILD_URL), std::env::var(CHILD_KEY)) else {
+        return;
+    };
+    let waits: usize = std::env::var(CHILD_WAITS).unwrap().parse().unwrap();
+    let client = client_with(url, |b| b.session_grace(CHILD_GRACE));
+    let threads: Vec<_> = (0..waits)
+        .map(|_| {
+            let lock = client.lock(key.clone());
+            std::thread::spawn(move || match lock.try_lock_for(Duration::from_secs(60)) {
+                Ok(true) => println!("RESULT held"),
+                Ok(false) => println!("RESULT timeout"),
+                Err(Error::SessionExpired { .. }) => println!("RESULT expired"),
+                Err(e) => println!("RESULT error {e}"),
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    println!("DONE");
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn a_process_frozen_past_its_grace_loses_its_waits_to_the_next_waiter_and_reports_them_failed() {
+    const WAITS: usize = 3;
+    let s = Server::start();
+    let mut c = s.conn();
+    let key = "frozen";
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "raw", 60_000)), 1);
+    let (mut child, mut out) = spawn_self(
+        "frozen_child",
+        &[
+            (CHILD_URL, s.url()),
+            (CHILD_KEY, key.to_string()),
+            (CHILD_WAITS, WAITS.to_string()),
+        ],
+    );
+    wait_until(Duration::from_secs(10), "the child's waits queued", || {
+        rlock_stat(&mut c, "session_requests") == WAITS as i64
+    });
+    // A raw waiter queues behind them.
+    let next = Pending::send(&s, &cmd!("RLOCK.ACQUIRE", key, "next", 30_000, "BLOCK", 0));
+    wait_until(Duration::from_secs(5), "the next waiter queued", || {
+        rlock_stat(&mut c, "waiters") == WAITS as i64 + 1
+    });
+    let expired = rlock_stat(&mut c, "sessions_expired");
+    let revoked = rlock_stat(&mut c, "grants_revoked");
+
+    signal(child.id(), "-STOP");
+    // The release grants the frozen process' first wait; it never acknowledges it.
+    let released = Instant::now();
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
+    // One grace period later the session expires: its waits leave the queue, its grant is
+    // undone and goes to the next waiter.
+    let reply = next.reply_within(Duration::from_secs(10));
+    let served = released.elapsed();
+    assert_eq!(reply, Value::Int(1), "the next waiter got the lock");
+    assert!(
+        served >= CHILD_GRACE - Duration::from_millis(50) && served < CHILD_GRACE * 6,
+        "handed on {served:?} after the release (grace {CHILD_GRACE:?})"
+    );
+    assert_eq!(rlock_stat(&mut c, "sessions_expired"), expired + 1);
+    assert_eq!(rlock_stat(&mut c, "grants_revoked"), revoked + 1);
+    assert_eq!(rlock_stat(&mut c, "waiters"), 0);
+    assert_eq!(
+        hgetall(&mut c, key).into_iter().collect::<Vec<_>>(),
+        vec![("next".to_string(), "1".to_string())]
+    );
+
+    // Resumed, the child reports every wait failed: none as held.
+    signal(child.id(), "-CONT");
+    let mut results = Vec::new();
+    let mut line = String::new();
+    while results.len() < WAITS {
+        line.clear();
+        use std::io::BufRead;
+        assert!(out.read_line(&mut line).unwrap() > 0, "the child ended");
+        // The first result shares its line with the test harness' "test frozen_child ... ".
+        if let Some(at) = line.find("RESULT ") {
+            results.push(line[at + "RESULT ".len()..].trim().to_string());
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(results, vec!["expired"; WAITS], "{results:?}");
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "next")), 0);
+    assert_quiet(&mut c, &[key.to_string()]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10,000 queued waits of a process that dies
+// ---------------------------------------------------------------------------------------------
+
+/// Child: `RLOCK_SESSION_CHILD_WAITS` tasks wait for `RLOCK_SESSION_CHILD_KEY`.
+#[test]
+fn mass_child() {
+    let (Ok(url), Ok(key)) = (std::env::var(CHILD_URL), std::env::var(CHILD_KEY)) else {
+        return;
+    };
+    let waits: usize = std::env::var(CHILD_WAITS).unwrap().parse().unwrap();
+    let client = client_with(url, |b| b.session_grace(CHILD_GRACE));
+    let rt = runtime(2);
+    rt.block_on(async {
+        for _ in 0..waits {
+            let lock = client.async_lock(key.clone());
+            tokio::spawn(async move {
+                let _ = lock.lock().await;
+            });
+        }
+        println!("SPAWNED");
+        tokio::time::sleep(Duration::from_secs(120)).await;
+    });
+}
+
+#[test]
+fn ten_thousand_waits_of_a_dead_process_leave_with_its_session_and_free_their_memory() {
+    const WAITS: usize = 10_000;
+    let s = Server::start();
+    let mut c = s.conn();
+    let key = "mass";
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "raw", 600_000)), 1);
+    let memory = |c: &mut redis::Connection| info_int(c, "memory", "used_memory");
+    // A first round, so that the module's tables have grown once (capacity kept for reuse is
+    // not a leak); the baseline is taken after it.
+    for round in 0..2 {
+        let before = memory(&mut c);
+        let (mut child, mut read) = spawn_self(
+            "mass_child",
+            &[
+                (CHILD_URL, s.url()),
+                (CHILD_KEY, key.to_string()),
+                (CHILD_WAITS, WAITS.to_string()),
+            ],
+        );
+        read_until(&mut read, "SPAWNED");
+        wait_until(Duration::from_secs(30), "10,000 waits queued", || {
+            rlock_stat(&mut c, "session_requests") == WAITS as i64
+        });
+        let queued = memory(&mut c);
+        child.kill().unwrap();
+        let _ = child.wait();
+        let killed = Instant::now();
+        wait_until(Duration::from_secs(10), "the session expired", || {
+            rlock_stat(&mut c, "sessions") == 0
+        });
+        let gone = killed.elapsed();
+        assert!(gone < CHILD_GRACE * 10, "expired {gone:?} after the kill");
+        assert_eq!(rlock_stat(&mut c, "waiters"), 0, "every wait removed");
+        assert_eq!(rlock_stat(&mut c, "session_requests"), 0);
+        assert_eq!(
+            hgetall(&mut c, key).into_iter().collect::<Vec<_>>(),
+            vec![("raw".to_string(), "1".to_string())],
+            "the holder kept its lock; nobody was granted it"
+        );
+        if round == 1 {
+            // Redis frees what the dead process' connections held as it gets to it.
+            wait_until(
+                Duration::from_secs(5),
+                "memory back to its baseline",
+                || memory(&mut c) <= before + 16 * 1024,
+            );
+        }
+        let after = memory(&mut c);
+        println!(
+            "round {round}: used_memory {before} before, {queued} with {WAITS} waits ({} B each), {after} after",
+            (queued - before) / WAITS as i64
+        );
+    }
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
+    assert_quiet(&mut c, &[key.to_string()]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lost holds are pushed
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_force_released_hold_is_reported_lost_within_milliseconds() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // The default watchdog renews every 10 s: only the server's push can tell in time.
+    let client = client_with(s.url(), |b| b.watchdog_timeout(Duration::from_secs(30)));
+    let rt = runtime(2);
+    for (key, lease) in [
+        ("lost:wd", None),
+        ("lost:lease", Some(Duration::from_secs(30))),
+    ] {
+        let lock = client.async_lock(key).with_owner(client.new_owner());
+        let took = rt.block_on(async {
+            let g = match lease {
+                None => lock.guard().await.unwrap(),
+                Some(l) => lock.guard_with_lease(l).await.unwrap(),
+            };
+            let lost = tokio::spawn(async move {
+                g.lost().await;
+                (Instant::now(), g)
+            });
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let t = Instant::now();
+            let mut c = redis::Client::open(s.url())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let n: i64 = redis::cmd("RLOCK.FORCERELEASE")
+                .arg(key)
+                .query_async(&mut c)
+                .await
+                .unwrap();
+            assert_eq!(n, 1);
+            let (at, g) = tokio::time::timeout(Duration::from_secs(2), lost)
+                .await
+                .expect("lost() fired")
+                .unwrap();
+            assert!(g.is_lost());
+            // The handle tells too, while the guard lives (its drop forgets the hold).
+            assert!(lock.is_lost(), "{key}: the handle tells too");
+            at.duration_since(t)
+        });
+        assert!(
+            took < Duration::from_millis(200),
+            "{key}: lost() fired {took:?} after the force release"
+        );
+    }
+    assert_eq!(rlock_stat(&mut c, "holds_lost"), 2);
+}
