@@ -88,6 +88,20 @@ pub fn commandstats(conn: &mut Connection) -> HashMap<String, (u64, u64)> {
         .collect()
 }
 
+/// The server process' CPU time so far, user + system (`INFO cpu`), in seconds: with the
+/// command count it gives the server's whole cost per operation (event loop, socket reads and
+/// writes, blocked-client bookkeeping), which `INFO commandstats` leaves out.
+pub fn server_cpu(conn: &mut Connection) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query(conn).unwrap();
+    info.lines()
+        .filter_map(|l| {
+            l.strip_prefix("used_cpu_sys:")
+                .or_else(|| l.strip_prefix("used_cpu_user:"))
+        })
+        .filter_map(|v| v.trim().parse::<f64>().ok())
+        .sum()
+}
+
 pub fn reset_stats(conn: &mut Connection) {
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(conn).unwrap();
 }

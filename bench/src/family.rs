@@ -1,7 +1,9 @@
 //! Scenario 8: the rlock client's synchronizer family against the raw module commands, side by
 //! side. Raw side: one blocking connection per thread, waits parked with `BLOCK 0`. Client
-//! side: the sync API (its pooled blocking connections, waits on connections of their own).
-//! Slices alternate raw and client so both meet the same machine load.
+//! side: the sync API (its pooled blocking connections; waits queued in its session and
+//! granted through its listener). Slices alternate raw and client so both meet the same
+//! machine load. Besides the rates, the server's CPU per operation (`INFO cpu`) shows what each
+//! side costs the server as a whole: the client's waits add the listener's reads.
 //!
 //! - read-write lock: 8 threads on one lock, 90 % reads (the same pseudo-random pattern both
 //!   sides), acquire → critical section → release; a checker counts a writer beside anyone;
@@ -10,7 +12,7 @@
 //! - MultiLock: 3 locks on 3 servers, one thread, acquire+release of the set, against the same
 //!   three locks taken and released one after another (6 round trips).
 
-use crate::bench::Bench;
+use crate::bench::{server_cpu, Bench};
 use crate::protocols::owner;
 use crate::report::{Report, Table};
 use redis::Connection;
@@ -28,11 +30,18 @@ pub fn run(b: &Bench, r: &mut Report) {
         &format!(
             "8. The client's synchronizer family vs raw module commands ({SLICES} interleaved slices per side)"
         ),
-        &["scenario", "raw ops/s", "client ops/s", "client / raw"],
+        &[
+            "scenario",
+            "raw ops/s",
+            "client ops/s",
+            "client / raw",
+            "server CPU µs per op, raw / client",
+        ],
     );
     let slice = b.sizes.run / (SLICES / 2);
-    let mut rw = [0.0f64; 2];
-    let mut sem = [0.0f64; 2];
+    // Per side: operations per second summed over slices, and (operations, server CPU seconds).
+    let mut rw = [Rate::default(); 2];
+    let mut sem = [Rate::default(); 2];
     let mut multi = [0.0f64; 2];
     let extra = [Server::start(), Server::start()];
     let clients: Vec<rlock::Client> = std::iter::once(b.url.clone())
@@ -40,10 +49,10 @@ pub fn run(b: &Bench, r: &mut Report) {
         .map(|u| rlock::Client::open(u).expect("client"))
         .collect();
     for k in 0..SLICES {
-        rw[0] += rwlock(b, r, slice, k, false);
-        rw[1] += rwlock(b, r, slice, k, true);
-        sem[0] += semaphore(b, r, slice, k, false);
-        sem[1] += semaphore(b, r, slice, k, true);
+        rw[0].add(rwlock(b, r, slice, k, false));
+        rw[1].add(rwlock(b, r, slice, k, true));
+        sem[0].add(semaphore(b, r, slice, k, false));
+        sem[1].add(semaphore(b, r, slice, k, true));
         multi[0] += sequential(&clients, slice, k);
         multi[1] += multi_lock(&clients, slice, k);
     }
@@ -59,12 +68,13 @@ pub fn run(b: &Bench, r: &mut Report) {
             0.85,
         ),
     ] {
-        let ratio = client / raw;
+        let ratio = client.per_s / raw.per_s;
         t.row(vec![
             what.into(),
-            format!("{:.0}", raw / SLICES as f64),
-            format!("{:.0}", client / SLICES as f64),
+            format!("{:.0}", raw.per_s / SLICES as f64),
+            format!("{:.0}", client.per_s / SLICES as f64),
             format!("{ratio:.2}×"),
+            format!("{:.1} / {:.1}", raw.cpu_us(), client.cpu_us()),
         ]);
         r.target(
             &format!("client vs raw commands, {what}"),
@@ -80,6 +90,7 @@ pub fn run(b: &Bench, r: &mut Report) {
         format!("{:.0}", seq / SLICES as f64),
         format!("{:.0}", set / SLICES as f64),
         format!("{ratio:.2}×"),
+        "-".into(),
     ]);
     r.target(
         "MultiLock of 3 locks on 3 servers vs the 3 locks one after another, pairs/s",
@@ -88,6 +99,28 @@ pub fn run(b: &Bench, r: &mut Report) {
         ratio > 1.0,
     );
     r.tables.push(t);
+}
+
+/// One side's results summed over its slices.
+#[derive(Clone, Copy, Default)]
+struct Rate {
+    /// Operations per second, summed over slices.
+    per_s: f64,
+    ops: f64,
+    /// The server's CPU seconds over those operations.
+    cpu_s: f64,
+}
+
+impl Rate {
+    fn add(&mut self, slice: Rate) {
+        self.per_s += slice.per_s;
+        self.ops += slice.ops;
+        self.cpu_s += slice.cpu_s;
+    }
+
+    fn cpu_us(&self) -> f64 {
+        self.cpu_s * 1e6 / self.ops.max(1.0)
+    }
 }
 
 /// A tiny critical section both sides pay alike.
@@ -107,15 +140,17 @@ fn writes(i: usize, n: u64) -> bool {
 
 /// `threads` threads, each with a blocking connection of its own, each running
 /// `op(thread, connection, n)` for its `n`-th operation until `run` is over: operations per
-/// second.
+/// second, and the server's CPU over them.
 fn contend(
     b: &Bench,
     threads: usize,
     run: Duration,
     op: impl Fn(usize, &mut Connection, u64) + Sync,
-) -> f64 {
+) -> Rate {
     let total = AtomicU64::new(0);
     let conns: Vec<Connection> = (0..threads).map(|_| b.conn()).collect();
+    let mut probe = b.conn();
+    let cpu = server_cpu(&mut probe);
     let start = Instant::now();
     std::thread::scope(|s| {
         for (i, mut conn) in conns.into_iter().enumerate() {
@@ -130,11 +165,16 @@ fn contend(
             });
         }
     });
-    total.load(SeqCst) as f64 / start.elapsed().as_secs_f64()
+    let ops = total.load(SeqCst) as f64;
+    Rate {
+        per_s: ops / start.elapsed().as_secs_f64(),
+        ops,
+        cpu_s: server_cpu(&mut probe) - cpu,
+    }
 }
 
 /// One slice of the read-write lock scenario: operations per second.
-fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> f64 {
+fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> Rate {
     let key = format!("family:rw:{k}:{client}");
     let (readers, writers, violations) = (AtomicI64::new(0), AtomicI64::new(0), AtomicU64::new(0));
     let rw = b.client.read_write_lock(key.clone());
@@ -191,7 +231,7 @@ fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> f64
 }
 
 /// One slice of the semaphore scenario: operations per second.
-fn semaphore(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> f64 {
+fn semaphore(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> Rate {
     const PERMITS: u64 = 4;
     let key = format!("family:sem:{k}:{client}");
     let sem = b.client.semaphore(key.clone());
