@@ -56,12 +56,19 @@ fn arm(s: &mut State, ctx: Ctx) {
     s.armed = Some((ctx.wake_at(next), next));
 }
 
-/// The Redis timer fired: run every job that is due, then re-arm for the next.
+/// The Redis timer fired: run every job that was due when it fired, then re-arm for the next.
+///
+/// Jobs scheduled by this pass wait for the next wake-up even when already due. The server
+/// decides expiry by its own time snapshot, taken before this pass (Valkey 9), while jobs are
+/// timed by the live clock: a re-check of a key whose lease end the live clock has passed but
+/// the snapshot has not finds the key still held and schedules itself again, due at once. Run
+/// in the same pass, that loop never ended and hung the server (CI's network fuzz on Valkey
+/// 9.1.2); on the next wake-up the snapshot is newer and the key has expired.
 pub fn on_timer(ctx: Ctx) {
     STATE.with(|s| s.borrow_mut().armed = None);
+    let (now, mark) = (ctx.now_ms(), STATE.with(|s| s.borrow().jobs.mark()));
     loop {
-        let now = ctx.now_ms();
-        let Some((_, job)) = STATE.with(|s| s.borrow_mut().jobs.pop_due(now)) else {
+        let Some((_, job)) = STATE.with(|s| s.borrow_mut().jobs.pop_due_of(now, mark)) else {
             break;
         };
         job(ctx);

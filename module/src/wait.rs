@@ -561,7 +561,9 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
     }
     state(|s| {
         if let Some(at) = served.wake_at {
-            s.watch(ctx, id, at.saturating_add(1));
+            // Never in the past: a lease end the live clock has passed but the server's time
+            // snapshot has not (see timers::on_timer) is looked at again a millisecond on.
+            s.watch(ctx, id, at.saturating_add(1).max(ctx.now_ms() + 1));
         }
         s.forget_if_idle(id);
     });

@@ -49,11 +49,26 @@ impl<J> Timers<J> {
 
     /// The earliest job due at or before `now`, removed.
     pub fn pop_due(&mut self, now_ms: i64) -> Option<(TimerKey, J)> {
-        let first = *self.jobs.keys().next()?;
-        if first.at_ms > now_ms {
-            return None;
-        }
-        self.jobs.remove(&first).map(|j| (first, j))
+        self.pop_due_of(now_ms, u64::MAX)
+    }
+
+    /// Marks the jobs scheduled so far: [`Timers::pop_due_of`] with it leaves out jobs
+    /// scheduled after.
+    pub fn mark(&self) -> u64 {
+        self.seq
+    }
+
+    /// The earliest job due at or before `now` among those scheduled up to `mark`, removed.
+    /// A pass over due jobs uses it so that a job which schedules another one already due (a
+    /// re-check of a key whose lease end the server does not see passed yet) cannot keep the
+    /// pass running: the new job waits for the next wake-up.
+    pub fn pop_due_of(&mut self, now_ms: i64, mark: u64) -> Option<(TimerKey, J)> {
+        let last = TimerKey {
+            at_ms: now_ms,
+            seq: u64::MAX,
+        };
+        let key = *self.jobs.range(..=last).map(|(k, _)| k).find(|k| k.seq <= mark)?;
+        self.jobs.remove(&key).map(|j| (key, j))
     }
 
     pub fn len(&self) -> usize {
@@ -83,5 +98,17 @@ mod tests {
         assert_eq!(t.pop_due(100).map(|(_, j)| j), Some("c"));
         assert!(t.is_empty());
         assert_eq!(t.next_at(), None);
+    }
+
+    #[test]
+    fn a_pass_leaves_out_jobs_scheduled_during_it() {
+        let mut t = Timers::default();
+        t.schedule(10, "old");
+        let mark = t.mark();
+        t.schedule(5, "new, due earlier");
+        assert_eq!(t.pop_due_of(10, mark).map(|(_, j)| j), Some("old"));
+        assert_eq!(t.pop_due_of(10, mark), None, "the new job waits for the next pass");
+        assert_eq!(t.next_at(), Some(5));
+        assert_eq!(t.pop_due(10).map(|(_, j)| j), Some("new, due earlier"));
     }
 }
