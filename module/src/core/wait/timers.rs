@@ -67,7 +67,11 @@ impl<J> Timers<J> {
             at_ms: now_ms,
             seq: u64::MAX,
         };
-        let key = *self.jobs.range(..=last).map(|(k, _)| k).find(|k| k.seq <= mark)?;
+        let key = *self
+            .jobs
+            .range(..=last)
+            .map(|(k, _)| k)
+            .find(|k| k.seq <= mark)?;
         self.jobs.remove(&key).map(|j| (key, j))
     }
 
@@ -107,7 +111,11 @@ mod tests {
         let mark = t.mark();
         t.schedule(5, "new, due earlier");
         assert_eq!(t.pop_due_of(10, mark).map(|(_, j)| j), Some("old"));
-        assert_eq!(t.pop_due_of(10, mark), None, "the new job waits for the next pass");
+        assert_eq!(
+            t.pop_due_of(10, mark),
+            None,
+            "the new job waits for the next pass"
+        );
         assert_eq!(t.next_at(), Some(5));
         assert_eq!(t.pop_due(10).map(|(_, j)| j), Some("new, due earlier"));
     }
