@@ -58,12 +58,12 @@ fn arm(s: &mut State, ctx: Ctx) {
 
 /// The Redis timer fired: run every job that was due when it fired, then re-arm for the next.
 ///
-/// Jobs scheduled by this pass wait for the next wake-up even when already due. The server
-/// decides expiry by its own time snapshot, taken before this pass (Valkey 9), while jobs are
-/// timed by the live clock: a re-check of a key whose lease end the live clock has passed but
-/// the snapshot has not finds the key still held and schedules itself again, due at once. Run
-/// in the same pass, that loop never ended and hung the server (CI's network fuzz on Valkey
-/// 9.1.2); on the next wake-up the snapshot is newer and the key has expired.
+/// Jobs scheduled by this pass wait for the next wake-up even when already due. Jobs are timed
+/// by the live clock, while the server decides expiry by a time of its own, which can lag
+/// within one event-loop turn (seen on Valkey 9.1.2): a re-check of a key whose lease end the
+/// live clock has passed found the key still held and scheduled itself again, due at once.
+/// Run in the same pass, that loop never ended and hung the server (CI's network fuzz, `gdb`
+/// on the hung server); on the next wake-up the key has expired.
 pub fn on_timer(ctx: Ctx) {
     STATE.with(|s| s.borrow_mut().armed = None);
     let (now, mark) = (ctx.now_ms(), STATE.with(|s| s.borrow().jobs.mark()));

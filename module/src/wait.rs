@@ -561,8 +561,8 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
     }
     state(|s| {
         if let Some(at) = served.wake_at {
-            // Never in the past: a lease end the live clock has passed but the server's time
-            // snapshot has not (see timers::on_timer) is looked at again a millisecond on.
+            // Never in the past: a lease end the live clock has passed while the server still
+            // shows the key held (see timers::on_timer) is looked at again a millisecond on.
             s.watch(ctx, id, at.saturating_add(1).max(ctx.now_ms() + 1));
         }
         s.forget_if_idle(id);
