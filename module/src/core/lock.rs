@@ -774,10 +774,7 @@ mod prop_tests {
                 assert!(c >= 1);
             }
             assert_eq!(self.queues.total(), self.model.len());
-            let queued: Vec<u32> = self
-                .queues
-                .get(&id())
-                .map_or_else(Vec::new, |q| q.iter().map(|w| w.handle).collect());
+            let queued: Vec<u32> = self.queues.queued(&id());
             let model: Vec<u32> = self.model.iter().map(|&(h, _)| h).collect();
             assert_eq!(queued, model);
             // Idle queues are forgotten (no per-key memory left behind).

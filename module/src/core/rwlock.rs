@@ -1218,10 +1218,7 @@ mod prop_tests {
                     "a writer with another owner's hold: {hs:?}"
                 );
             }
-            let queued: Vec<u32> = self
-                .q
-                .get(&id())
-                .map_or_else(Vec::new, |k| k.iter().map(|w| w.handle).collect());
+            let queued: Vec<u32> = self.q.queued(&id());
             assert_eq!(queued, self.model.iter().map(|m| m.0).collect::<Vec<_>>());
             assert!(
                 self.granted.windows(2).all(|w| w[0] < w[1]),

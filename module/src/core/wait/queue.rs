@@ -216,6 +216,14 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
     pub fn total(&self) -> usize {
         self.index.len()
     }
+
+    /// The handles queued on `id`, head first (the objects' property tests compare them with
+    /// their models).
+    #[cfg(test)]
+    pub fn queued(&self, id: &KeyId) -> Vec<H> {
+        self.get(id)
+            .map_or_else(Vec::new, |q| q.iter().map(|w| w.handle).collect())
+    }
 }
 
 #[cfg(test)]
