@@ -49,28 +49,25 @@ impl RedisKeys {
     /// Another key of the command's database, read only (deadlock detection reads the keys
     /// an owner waits on).
     pub fn peek(ctx: Ctx, name: &[u8]) -> RedisKeys {
-        let owned = OwnedStr::new(name);
-        let name = owned.get();
-        RedisKeys {
-            ctx,
-            name,
-            main: Key::open(ctx, name, false),
-            hints: [None; HINTS],
-            guard_pause: false,
-            _owned: Some(owned),
-        }
+        Self::named(ctx, name, false)
     }
 
     /// A key named by bytes, looked at from a timer or an event (the ctx's db is selected).
     pub fn background(ctx: Ctx, name: &[u8]) -> RedisKeys {
+        Self::named(ctx, name, true)
+    }
+
+    /// A key named by bytes rather than by the command's argv; one that may be written checks
+    /// for a write pause first.
+    fn named(ctx: Ctx, name: &[u8], write: bool) -> RedisKeys {
         let owned = OwnedStr::new(name);
         let name = owned.get();
         RedisKeys {
             ctx,
             name,
-            main: Key::open(ctx, name, true),
+            main: Key::open(ctx, name, write),
             hints: [None; HINTS],
-            guard_pause: true,
+            guard_pause: write,
             _owned: Some(owned),
         }
     }

@@ -387,12 +387,8 @@ impl State {
 
 /// Look at `id`'s watched holds no later than `at`.
 fn check_at(ctx: Ctx, id: &KeyId, at: i64) {
-    let current = state(|s| s.checks.get(id).copied());
-    if let Some(t) = current {
-        if t.at_ms <= at {
-            return;
-        }
-        timers::cancel(t);
+    if !timers::supersede(state(|s| s.checks.get(id).copied()), at) {
+        return;
     }
     let key = id.clone();
     let t = timers::schedule(ctx, at, move |ctx| {
@@ -508,26 +504,21 @@ pub fn demoted(ctx: Ctx) {
 
 /// `CLIENT UNBLOCK` of a parked reader: it returns with nothing, as XREAD BLOCK does.
 pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
-    let Some(id) = state(|s| s.readers.remove(&bc.id())) else {
-        return false;
-    };
-    state(|s| {
-        if let Some(sess) = s.sessions.get_mut(&id) {
-            if let Some(r) = sess.reader.take() {
-                if let Some(t) = r.timeout {
-                    timers::cancel(t);
-                }
-            }
-            schedule_expiry(ctx, sess);
-        }
-    });
-    block::unblock(bc, None);
-    ctx.reply(&Reply::Array(Vec::new()));
-    true
+    let ours = reader_left(ctx, bc);
+    if ours {
+        ctx.reply(&Reply::Array(Vec::new()));
+    }
+    ours
 }
 
 /// A parked reader's connection closed: the grace period starts.
 pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
+    reader_left(ctx, bc)
+}
+
+/// `bc`, if it is a parked reader, stops reading: its read timeout goes, its session's grace
+/// period starts, and it is unblocked. False when `bc` is not a reader.
+fn reader_left(ctx: Ctx, bc: BlockedClient) -> bool {
     let Some(id) = state(|s| s.readers.remove(&bc.id())) else {
         return false;
     };

@@ -35,6 +35,20 @@ pub fn cancel(key: TimerKey) {
     STATE.with(|s| drop(s.borrow_mut().jobs.cancel(key)));
 }
 
+/// For a key that keeps one job, due at the earliest time anyone asked for: whether a job
+/// wanted at `at` must be scheduled in place of `current` (cancelled here), or `current` comes
+/// soon enough.
+pub fn supersede(current: Option<TimerKey>, at: i64) -> bool {
+    match current {
+        Some(t) if t.at_ms <= at => false,
+        Some(t) => {
+            cancel(t);
+            true
+        }
+        None => true,
+    }
+}
+
 /// Jobs scheduled (for INFO and tests of leaks).
 pub fn pending() -> usize {
     STATE.with(|s| s.borrow().jobs.len())
@@ -68,7 +82,7 @@ pub fn on_timer(ctx: Ctx) {
     STATE.with(|s| s.borrow_mut().armed = None);
     let (now, mark) = (ctx.now_ms(), STATE.with(|s| s.borrow().jobs.mark()));
     loop {
-        let Some((_, job)) = STATE.with(|s| s.borrow_mut().jobs.pop_due_of(now, mark)) else {
+        let Some((_, job)) = STATE.with(|s| s.borrow_mut().jobs.pop_due(now, mark)) else {
             break;
         };
         job(ctx);

@@ -180,11 +180,8 @@ impl State {
         let Some(current) = self.queues.get(id).map(|q| q.check) else {
             return;
         };
-        if let Some(t) = current {
-            if t.at_ms <= at {
-                return;
-            }
-            timers::cancel(t);
+        if !timers::supersede(current, at) {
+            return;
         }
         let check = id.clone();
         let t = timers::schedule(ctx, at, move |ctx| {
@@ -575,19 +572,8 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
 /// waiters needs none of this: its queue's check does the same.
 pub fn upkeep(ctx: Ctx, keys: &RedisKeys, at: i64, req: Req) {
     let id = KeyId::new(ctx.db(), keys.key_name());
-    let due = state(|s| {
-        if s.queues.is_queued(&id) {
-            return false;
-        }
-        match s.upkeep.get(&id) {
-            Some(t) if t.at_ms <= at => false,
-            Some(t) => {
-                timers::cancel(*t);
-                true
-            }
-            None => true,
-        }
-    });
+    let due =
+        state(|s| !s.queues.is_queued(&id) && timers::supersede(s.upkeep.get(&id).copied(), at));
     if due {
         schedule_upkeep(ctx, id, at, req);
     }

@@ -47,22 +47,18 @@ impl<J> Timers<J> {
         self.jobs.keys().next().map(|k| k.at_ms)
     }
 
-    /// The earliest job due at or before `now`, removed.
-    pub fn pop_due(&mut self, now_ms: i64) -> Option<(TimerKey, J)> {
-        self.pop_due_of(now_ms, u64::MAX)
-    }
-
-    /// Marks the jobs scheduled so far: [`Timers::pop_due_of`] with it leaves out jobs
-    /// scheduled after.
+    /// Marks the jobs scheduled so far: [`Timers::pop_due`] with it leaves out jobs scheduled
+    /// after.
     pub fn mark(&self) -> u64 {
         self.seq
     }
 
-    /// The earliest job due at or before `now` among those scheduled up to `mark`, removed.
+    /// The earliest job due at or before `now` among those scheduled up to `mark` (`u64::MAX`:
+    /// all of them), removed.
     /// A pass over due jobs uses it so that a job which schedules another one already due (a
     /// re-check of a key whose lease end the server does not see passed yet) cannot keep the
     /// pass running: the new job waits for the next wake-up.
-    pub fn pop_due_of(&mut self, now_ms: i64, mark: u64) -> Option<(TimerKey, J)> {
+    pub fn pop_due(&mut self, now_ms: i64, mark: u64) -> Option<(TimerKey, J)> {
         let last = TimerKey {
             at_ms: now_ms,
             seq: u64::MAX,
@@ -95,11 +91,11 @@ mod tests {
         t.schedule(10, "a");
         t.schedule(20, "c");
         assert_eq!(t.next_at(), Some(10));
-        assert_eq!(t.pop_due(5), None);
-        assert_eq!(t.pop_due(10).map(|(_, j)| j), Some("a"));
+        assert_eq!(t.pop_due(5, u64::MAX), None);
+        assert_eq!(t.pop_due(10, u64::MAX).map(|(_, j)| j), Some("a"));
         assert_eq!(t.cancel(b), Some("b"));
         assert_eq!(t.cancel(b), None, "cancelled once");
-        assert_eq!(t.pop_due(100).map(|(_, j)| j), Some("c"));
+        assert_eq!(t.pop_due(100, u64::MAX).map(|(_, j)| j), Some("c"));
         assert!(t.is_empty());
         assert_eq!(t.next_at(), None);
     }
@@ -110,13 +106,16 @@ mod tests {
         t.schedule(10, "old");
         let mark = t.mark();
         t.schedule(5, "new, due earlier");
-        assert_eq!(t.pop_due_of(10, mark).map(|(_, j)| j), Some("old"));
+        assert_eq!(t.pop_due(10, mark).map(|(_, j)| j), Some("old"));
         assert_eq!(
-            t.pop_due_of(10, mark),
+            t.pop_due(10, mark),
             None,
             "the new job waits for the next pass"
         );
         assert_eq!(t.next_at(), Some(5));
-        assert_eq!(t.pop_due(10).map(|(_, j)| j), Some("new, due earlier"));
+        assert_eq!(
+            t.pop_due(10, u64::MAX).map(|(_, j)| j),
+            Some("new, due earlier")
+        );
     }
 }
