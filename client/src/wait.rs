@@ -6,8 +6,11 @@
 //! `QUEUE <request> <timeout_ms>`: granted at once when it can be (one round trip, the usual
 //! reply), else queued on the server with the wait's deadline, its outcome delivered through the
 //! session's listener (`session/`). No connection is held while waiting, so any number of tasks
-//! wait on any number of objects over the node's command connection and its listener. Around
-//! that:
+//! wait on any number of objects over the node's command connection and its listener. A sync
+//! caller on a connection of its own also says `BLOCK park_ms` ([`Transport::park_ms`]): a
+//! grant within that first part of the wait is the acquire's reply, so a short hand-off costs
+//! what a raw `BLOCK` waiter's does; after it the connection goes back to the pool and the wait
+//! goes on in the session. Around that:
 //!
 //! - a redirect (`MOVED`/`ASK`) means the command did not run: it is sent where the object is
 //!   served now; an outcome saying the request can't be served here (a migration's `TRYAGAIN`,
@@ -34,6 +37,8 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::session::{wire, Delivered, Ticket};
+#[cfg(doc)]
+use crate::transport::Transport;
 use crate::transport::{classify, Delivery, Failure, Io, Redirect};
 
 /// How long an acquire may wait.
@@ -232,7 +237,12 @@ async fn send_at<'a, A: Attempt>(
     };
     // Registered before sending: the outcome may reach the listener before the reply here.
     let ticket = listener.register(a.key(), a.holder())?;
-    wire::name_session(&mut cmd, &ticket.name, Some((ticket.request, timeout_ms)));
+    let queue = wire::Queue {
+        request: ticket.request,
+        timeout_ms,
+        park_ms: ctx.transport.park_ms(io),
+    };
+    wire::name_session(&mut cmd, &ticket.name, Some(queue));
     let mut queued = Queued {
         ctx,
         a,

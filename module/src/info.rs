@@ -25,12 +25,14 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     let (open, queued, pending, holds) = sessions::totals();
     out.int("sessions", open as i64);
     out.int("session_requests", queued as i64);
+    out.int("session_requests_parked", wait::parked_requests() as i64);
     out.int("session_outcomes_pending", pending as i64);
     out.int("session_holds_watched", holds as i64);
     out.int("sessions_opened", sessions::OPENED.get() as i64);
     out.int("sessions_expired", sessions::EXPIRED.get() as i64);
     out.int("sessions_closed", sessions::CLOSED.get() as i64);
     out.int("holds_lost", sessions::LOST.get() as i64);
+    out.int("session_grants_direct", sessions::HANDED.get() as i64);
     out.int("timer_jobs", timers::pending() as i64);
     out.int("deadlocks", stats::DEADLOCKS.get() as i64);
     out.text(

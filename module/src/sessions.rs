@@ -82,6 +82,8 @@ pub static OPENED: Counter = Counter::new();
 pub static EXPIRED: Counter = Counter::new();
 pub static CLOSED: Counter = Counter::new();
 pub static LOST: Counter = Counter::new();
+/// Grants of session requests replied straight to their parked connection (`QUEUE ... BLOCK`).
+pub static HANDED: Counter = Counter::new();
 
 /// Install this file as the destination of session requests' outcomes; counters start from
 /// zero at each load.
@@ -90,8 +92,9 @@ pub fn init() {
         sink,
         watch,
         after_write,
+        handed,
     });
-    for c in [&OPENED, &EXPIRED, &CLOSED, &LOST] {
+    for c in [&OPENED, &EXPIRED, &CLOSED, &LOST, &HANDED] {
         c.reset();
     }
 }
@@ -104,13 +107,13 @@ pub fn resolve(name: &[u8]) -> Result<u32, CmdError> {
 // ---- queueing and outcomes -----------------------------------------------------------------------
 
 /// Queue `req` as request `request` of session `session`, with a deadline `timeout_ms` from
-/// now (0: none). Reply `QUEUED`.
+/// now (0: none). Reply `QUEUED`, or with `park_ms` park the connection for that first part of
+/// the wait (`wait::park_request`).
 pub fn queue(
     ctx: Ctx,
     keys: &RedisKeys,
     session: u32,
-    request: u64,
-    timeout_ms: i64,
+    (request, timeout_ms, park_ms): (u64, i64, Option<i64>),
     req: Req,
 ) -> Result<Answer, CmdError> {
     let handle = Handle::Session { session, request };
@@ -132,7 +135,20 @@ pub fn queue(
             sess.queued += 1;
         }
     });
-    Ok(Answer::Reply(Reply::Status("QUEUED")))
+    Ok(match park_ms {
+        Some(ms) => wait::park_request(ctx, handle, ms),
+        None => Answer::Reply(Reply::Status("QUEUED")),
+    })
+}
+
+/// `wait`'s hook: request `request` of `session` was granted straight to its parked connection.
+fn handed(_ctx: Ctx, session: u32, _request: u64) {
+    HANDED.incr();
+    state(|s| {
+        if let Some(sess) = s.sessions.get_mut(&session) {
+            sess.queued = sess.queued.saturating_sub(1);
+        }
+    });
 }
 
 /// `wait`'s sink: how a session request's wait ended.
@@ -151,9 +167,7 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
                 undo_later(ctx, (id, req, reply));
                 return;
             }
-            if req.owner().is_some() {
-                watch(ctx, session, id.clone(), req.clone());
-            }
+            watch(ctx, session, id.clone(), req.clone());
             let key = Some(id.key.to_vec());
             let value = reply.clone();
             push(
@@ -319,8 +333,11 @@ fn end(ctx: Ctx, id: u32) {
 /// Watch the hold `req` stands for on `id` for session `session`; its key is looked at on the
 /// next turn, and then at each lease end.
 fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
-    if state(|s| !s.sessions.contains_key(&session)) {
-        return; // the session ended while its client waited
+    // Objects without owners (semaphores, latches) hold nothing a session could lose. (Without
+    // this check a blocked semaphore grant scheduled a look on the next turn, and found nothing:
+    // 8.7 against 2.7 µs of server time per RSEM.ACQUIRE, 16 threads on 4 permits.)
+    if req.owner().is_none() || state(|s| !s.sessions.contains_key(&session)) {
+        return; // nothing to watch, or the session ended while its client waited
     }
     // The grant was just written: look at it now, and next at its lease end. (A look on the
     // next turn costs the event loop an extra timer wake-up per hand-off: with 8 raw BLOCK

@@ -250,6 +250,125 @@ const CHILD_GRACE: Duration = Duration::from_millis(500);
 
 /// Child: `RLOCK_SESSION_CHILD_WAITS` threads wait (up to 60 s) for `RLOCK_SESSION_CHILD_KEY`,
 /// each printing how its wait ended (`RESULT held|timeout|expired|error ...`).
+// ---------------------------------------------------------------------------------------------
+// A sync wait's first 50 ms: parked on its own connection
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_sync_wait_granted_within_its_first_50_ms_gets_the_grant_on_its_own_connection() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let key = "parked:grant";
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "raw", 60_000)), 1);
+    let client = client(&s);
+    // One owner for the waiting thread and this one (which asks whether the hold was lost).
+    let lock = client.lock(key).with_owner(client.new_owner());
+    let waiter = {
+        let lock = lock.clone();
+        std::thread::spawn(move || lock.lock().unwrap())
+    };
+    wait_until(Duration::from_secs(5), "the wait parked", || {
+        rlock_stat(&mut c, "session_requests_parked") == 1
+    });
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
+    waiter.join().unwrap();
+    assert!(lock.is_locked().unwrap());
+    assert_eq!(rlock_stat(&mut c, "session_grants_direct"), 1);
+    assert_eq!(rlock_stat(&mut c, "session_outcomes_pending"), 0);
+    // Its hold is watched by the session like any other: a force release is reported at once.
+    assert_eq!(int(&mut c, &cmd!("RLOCK.FORCERELEASE", key)), 1);
+    wait_until(Duration::from_secs(2), "lost reported", || lock.is_lost());
+}
+
+#[test]
+fn a_sync_wait_past_its_first_50_ms_lets_its_connection_go_and_is_granted_through_the_listener() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let key = "parked:later";
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "raw", 60_000)), 1);
+    let client = client(&s);
+    let lock = client.lock(key);
+    let waiter = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            lock.lock().unwrap();
+            lock.unlock().unwrap();
+        })
+    };
+    wait_until(
+        Duration::from_secs(5),
+        "the wait queued, no longer parked",
+        || {
+            rlock_stat(&mut c, "session_requests") == 1
+                && rlock_stat(&mut c, "session_requests_parked") == 0
+        },
+    );
+    assert_eq!(
+        info_int(&mut c, "clients", "blocked_clients"),
+        1,
+        "the listener only"
+    );
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
+    waiter.join().unwrap();
+    assert_eq!(rlock_stat(&mut c, "session_grants_direct"), 0);
+    assert_quiet(&mut c, &[key.to_string()]);
+}
+
+#[test]
+fn a_sync_wait_cut_while_parked_is_withdrawn_and_queued_again() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let key = "parked:cut";
+    let client = client(&s);
+    // Each round: a wait parks, its connection is killed within its first 50 ms; the wait must
+    // still end granted exactly once. A round whose kill came too late proves nothing, so
+    // rounds repeat until enough cuts hit a parked wait.
+    let (mut cut, mut rounds) = (0, 0);
+    while cut < 3 {
+        rounds += 1;
+        assert!(
+            rounds <= 30,
+            "only {cut} of {rounds} kills hit a parked wait"
+        );
+        assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "raw", 60_000)), 1);
+        let lock = client.lock(key);
+        let waiter = std::thread::spawn(move || {
+            let got = lock.try_lock_for(Duration::from_secs(20)).unwrap();
+            assert!(got && lock.is_held_by_current_thread().unwrap());
+            lock.unlock().unwrap();
+        });
+        wait_until(Duration::from_secs(5), "the wait parked", || {
+            rlock_stat(&mut c, "session_requests_parked") == 1
+        });
+        // The parked connection: the client's only blocked connection but its listener.
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+        let parked = list
+            .lines()
+            .filter(|l| l.contains(" name=rlock ") && l.contains(" flags=b "))
+            .find_map(|l| {
+                l.strip_prefix("id=")?
+                    .split(' ')
+                    .next()?
+                    .parse::<i64>()
+                    .ok()
+            });
+        if let Some(id) = parked {
+            let killed = int(&mut c, &cmd!("CLIENT", "KILL", "ID", id));
+            // Killed while still parked: its wait outlived the connection on the server.
+            if killed == 1 && rlock_stat(&mut c, "session_grants_direct") == 0 {
+                cut += 1;
+            }
+        }
+        // The client withdraws the request whose reply it lost, checks, and queues again.
+        wait_until(Duration::from_secs(10), "queued again", || {
+            rlock_stat(&mut c, "session_requests") == 1
+        });
+        assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
+        waiter.join().unwrap();
+        assert_quiet(&mut c, &[key.to_string()]);
+    }
+}
+
 #[test]
 fn frozen_child() {
     let (Ok(url), Ok(key)) = (std::env::var(CHILD_URL), std::env::var(CHILD_KEY)) else {
@@ -290,8 +409,11 @@ fn a_process_frozen_past_its_grace_loses_its_waits_to_the_next_waiter_and_report
             (CHILD_WAITS, WAITS.to_string()),
         ],
     );
+    // Queued, and no longer parked on their connections (a sync wait parks its connection for
+    // its first 50 ms: a grant then is its reply, delivered as to a BLOCK waiter).
     wait_until(Duration::from_secs(10), "the child's waits queued", || {
         rlock_stat(&mut c, "session_requests") == WAITS as i64
+            && rlock_stat(&mut c, "session_requests_parked") == 0
     });
     // A raw waiter queues behind them.
     let next = Pending::send(&s, &cmd!("RLOCK.ACQUIRE", key, "next", 30_000, "BLOCK", 0));

@@ -77,8 +77,9 @@ fn assert_sane(c: &mut redis::Connection, keys: &[&str], max_lease_ms: i64) {
     let blocking = queued - rlock_stat(c, "session_requests");
     assert_eq!(
         info_int(c, "clients", "blocked_clients"),
-        blocking + parked_listeners(c),
-        "every blocked client is a waiter queued with BLOCK or a session listener"
+        blocking + parked_listeners(c) + rlock_stat(c, "session_requests_parked"),
+        "every blocked client is a waiter queued with BLOCK, a session listener, or a session \
+         request parked for the first part of its wait"
     );
 }
 
@@ -468,8 +469,10 @@ fn client_kill_of_every_connection_client_holder_keeps_and_waiter_stays_queued()
         }
         got
     });
+    // Queued, and past the first 50 ms of a sync wait, when its connection is parked (cut
+    // then, the wait is withdrawn and queued again: `client_kill_of_a_parked_wait_...`).
     wait_until(Duration::from_secs(10), "client waiter queued", || {
-        waiters(&mut c, "fk:cut") == 1
+        waiters(&mut c, "fk:cut") == 1 && rlock_stat(&mut c, "session_requests_parked") == 0
     });
     let expired = rlock_stat(&mut c, "sessions_expired");
     let opened = rlock_stat(&mut c, "sessions_opened");

@@ -42,12 +42,26 @@ pub(crate) fn close(name: &str) -> Cmd {
     c
 }
 
+/// A wait queued in the session: `QUEUE request timeout_ms` (0: no limit), and `BLOCK park_ms`
+/// when the caller's connection is its own for a while (see [`name_session`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Queue {
+    pub(crate) request: u64,
+    pub(crate) timeout_ms: u64,
+    pub(crate) park_ms: Option<u64>,
+}
+
 /// Append the session options to an acquire: `SESSION name` (a hold it takes is watched for
-/// loss) and, for a wait, `QUEUE request timeout_ms` (0: no limit).
-pub(crate) fn name_session(cmd: &mut Cmd, name: &str, queue: Option<(u64, u64)>) {
+/// loss) and, for a wait, `QUEUE request timeout_ms`, with `BLOCK park_ms` when the connection
+/// may wait for a grant that comes within `park_ms` (it is the reply then, as to a `BLOCK`
+/// waiter; else the reply is `QUEUED` and the outcome comes through the listener).
+pub(crate) fn name_session(cmd: &mut Cmd, name: &str, queue: Option<Queue>) {
     cmd.arg("SESSION").arg(name);
-    if let Some((request, timeout_ms)) = queue {
-        cmd.arg("QUEUE").arg(request).arg(timeout_ms);
+    if let Some(q) = queue {
+        cmd.arg("QUEUE").arg(q.request).arg(q.timeout_ms);
+        if let Some(ms) = q.park_ms {
+            cmd.arg("BLOCK").arg(ms);
+        }
     }
 }
 
@@ -224,7 +238,12 @@ mod tests {
         assert_eq!(words(&close("s")), ["RSESSION.CLOSE", "s"]);
         let mut acquire = redis::cmd("RLOCK.ACQUIRE");
         acquire.arg("k").arg("o").arg(100);
-        name_session(&mut acquire, "s", Some((12, 250)));
+        let queue = Queue {
+            request: 12,
+            timeout_ms: 250,
+            park_ms: None,
+        };
+        name_session(&mut acquire, "s", Some(queue));
         assert_eq!(
             words(&acquire),
             [
@@ -237,6 +256,25 @@ mod tests {
                 "QUEUE",
                 "12",
                 "250"
+            ]
+        );
+        let mut parked = redis::cmd("RSEM.ACQUIRE");
+        let queue = Queue {
+            park_ms: Some(50),
+            ..queue
+        };
+        name_session(&mut parked, "s", Some(queue));
+        assert_eq!(
+            words(&parked),
+            [
+                "RSEM.ACQUIRE",
+                "SESSION",
+                "s",
+                "QUEUE",
+                "12",
+                "250",
+                "BLOCK",
+                "50"
             ]
         );
         let mut once = redis::cmd("RLOCK.ACQUIRE");

@@ -50,9 +50,10 @@ pub fn wait_or_nil(
             Wait::Queue {
                 request,
                 timeout_ms,
+                park_ms,
             },
             Some(s),
-        ) => sessions::queue(ctx, keys, s, request, timeout_ms, req),
+        ) => sessions::queue(ctx, keys, s, (request, timeout_ms, park_ms), req),
         _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req, session)),
     }
 }

@@ -77,17 +77,36 @@ pub enum Wait {
     No,
     /// `BLOCK timeout_ms`: park the caller; 0 waits forever.
     Block(i64),
-    /// `SESSION s QUEUE request timeout_ms`: queue without blocking the connection; the outcome
-    /// goes to the session's listener. 0 waits forever.
-    Queue { request: u64, timeout_ms: i64 },
+    /// `SESSION s QUEUE request timeout_ms [BLOCK park_ms]`: queue in the session; the outcome
+    /// goes to the session's listener. 0 waits forever. With `BLOCK`, the connection is parked
+    /// first for up to `park_ms` (0: the whole wait): a grant within it is the reply, as for a
+    /// blocked waiter; otherwise the reply is `QUEUED` and the wait goes on in the session.
+    Queue {
+        request: u64,
+        timeout_ms: i64,
+        park_ms: Option<i64>,
+    },
 }
 
 impl Wait {
     /// The wait's length in ms, checked against `now` so that its deadline cannot overflow.
     pub fn check(self, now_ms: i64) -> Result<Wait, CmdError> {
         match self {
-            Wait::Block(ms) | Wait::Queue { timeout_ms: ms, .. } => {
+            Wait::Block(ms)
+            | Wait::Queue {
+                timeout_ms: ms,
+                park_ms: None,
+                ..
+            } => {
                 deadline(now_ms, ms, "timeout")?;
+            }
+            Wait::Queue {
+                timeout_ms: ms,
+                park_ms: Some(park),
+                ..
+            } => {
+                deadline(now_ms, ms, "timeout")?;
+                deadline(now_ms, park, "timeout")?;
             }
             Wait::No => {}
         }
@@ -131,7 +150,8 @@ pub const SESSION: Opt = Opt {
     needs: "SESSION needs a session name",
 };
 
-/// `QUEUE request_id timeout_ms`: wait through the session instead of blocking.
+/// `QUEUE request_id timeout_ms`: wait through the session (with `BLOCK`: after a first part
+/// parked on the connection).
 pub const QUEUE: Opt = Opt {
     name: "QUEUE",
     values: 2,
@@ -161,10 +181,21 @@ impl<'a> WaitArgs<'a> {
     pub fn take(&mut self, k: usize, v: &[&'a [u8]]) -> Result<(), CmdError> {
         match k {
             0 => {
-                if matches!(self.wait, Wait::Queue { .. }) {
-                    return Err(conflict());
-                }
-                self.wait = block(v[0])?;
+                let Wait::Block(ms) = block(v[0])? else {
+                    unreachable!("block() reads a Block")
+                };
+                self.wait = match self.wait {
+                    Wait::Queue {
+                        request,
+                        timeout_ms,
+                        ..
+                    } => Wait::Queue {
+                        request,
+                        timeout_ms,
+                        park_ms: Some(ms),
+                    },
+                    _ => Wait::Block(ms),
+                };
             }
             1 => {
                 if v[0].is_empty() {
@@ -175,9 +206,6 @@ impl<'a> WaitArgs<'a> {
                 self.session = Some(v[0]);
             }
             _ => {
-                if matches!(self.wait, Wait::Block(_)) {
-                    return Err(conflict());
-                }
                 let request = parse_i64(v[0])
                     .filter(|n| *n >= 0)
                     .ok_or(CmdError::NotInteger("request id"))?
@@ -185,6 +213,10 @@ impl<'a> WaitArgs<'a> {
                 self.wait = Wait::Queue {
                     request,
                     timeout_ms: timeout(v[1])?,
+                    park_ms: match self.wait {
+                        Wait::Block(ms) => Some(ms),
+                        _ => None,
+                    },
                 };
             }
         }
@@ -204,10 +236,6 @@ impl Default for WaitArgs<'_> {
     fn default() -> Self {
         WaitArgs::new()
     }
-}
-
-fn conflict() -> CmdError {
-    CmdError::Syntax("BLOCK and QUEUE exclude each other".into())
 }
 
 /// Walk the option words in `rest` (case-insensitive), calling `on(index into known, values)`
@@ -323,20 +351,32 @@ mod tests {
             Ok(WaitArgs {
                 wait: Wait::Queue {
                     request: 7,
-                    timeout_ms: 250
+                    timeout_ms: 250,
+                    park_ms: None
                 },
                 session: Some(b"s1")
             })
         );
+        // BLOCK with QUEUE parks the connection first, whichever comes first.
+        for words in [
+            ["SESSION", "s", "QUEUE", "7", "1", "BLOCK", "5"],
+            ["BLOCK", "5", "SESSION", "s", "QUEUE", "7", "1"],
+        ] {
+            assert_eq!(
+                wait(&words),
+                Ok(WaitArgs {
+                    wait: Wait::Queue {
+                        request: 7,
+                        timeout_ms: 1,
+                        park_ms: Some(5)
+                    },
+                    session: Some(b"s")
+                })
+            );
+        }
         assert_eq!(
             wait(&["QUEUE", "7", "250"]),
             Err(CmdError::Syntax("QUEUE needs SESSION".into()))
-        );
-        assert_eq!(
-            wait(&["SESSION", "s", "QUEUE", "7", "1", "BLOCK", "5"]),
-            Err(CmdError::Syntax(
-                "BLOCK and QUEUE exclude each other".into()
-            ))
         );
         assert_eq!(
             wait(&["SESSION", "s", "QUEUE", "-1", "1"]),
