@@ -303,18 +303,11 @@ pub static COMMANDS: &[CommandSpec] = &[
         handler: sessions::open,
         flags: c"deny-oom fast",
         acl: c"fast",
-        summary: c"Creates or resumes a session (many waits over one connection); the calling connection becomes its listener; PUSH publishes each outcome to the session's channel",
+        summary: c"Creates or resumes a session (many waits over one connection); the calling connection becomes its listener",
         complexity: c"O(1)",
-        arity: -3,
+        arity: 3,
         key: KeyAccess::None,
-        args: &[
-            NAME,
-            ArgSpec::new(c"grace_ms", Integer),
-            ArgSpec {
-                optional: true,
-                ..ArgSpec::word(c"push", c"PUSH")
-            },
-        ],
+        args: &[NAME, ArgSpec::new(c"grace_ms", Integer)],
     },
     CommandSpec {
         name: c"rsession.read",

@@ -37,8 +37,6 @@ struct Session {
     /// The client id of the connection that last opened or read it.
     listener: u64,
     reader: Option<Reader>,
-    /// `OPEN ... PUSH`: the channel each outcome is also published to as it is appended.
-    push: Option<Box<[u8]>>,
     /// When the session ends unless its listener reads again (none while one waits in READ).
     expiry: Option<TimerKey>,
     /// Requests queued now.
@@ -208,23 +206,15 @@ fn push(
     value: Reply,
     grant: Option<Grant>,
 ) {
-    let published = state(|s| {
-        let sess = s.sessions.get_mut(&session)?;
+    state(|s| {
+        let Some(sess) = s.sessions.get_mut(&session) else {
+            return;
+        };
         sess.outcomes.push(kind, request, key, value, grant);
         if let Some(id) = wake_reader(ctx, sess) {
             s.readers.remove(&id);
         }
-        let channel = sess.push.clone()?;
-        let last = sess.outcomes.last();
-        let mut message = Vec::new();
-        sess.outcomes
-            .after(last - 1, 1)
-            .for_each(|e| e.show().resp2(&mut message));
-        Some((channel, message))
     });
-    if let Some((channel, message)) = published {
-        ctx.publish_bytes(&channel, &message);
-    }
 }
 
 /// Answer the parked reader of `sess`, if it has one and there is something after its cursor.
@@ -327,12 +317,6 @@ fn end(ctx: Ctx, id: u32) {
                 reply,
             }),
         );
-    }
-    if let Some(channel) = &sess.push {
-        // A pushed listener hears the end at once, as a parked reader does.
-        let mut message = Vec::new();
-        Reply::Error(CmdError::NoSession).resp2(&mut message);
-        ctx.publish_bytes(channel, &message);
     }
     for h in wait::session_requests(id) {
         wait::withdraw(ctx, h);
@@ -575,13 +559,7 @@ fn reader_left(ctx: Ctx, bc: BlockedClient) -> bool {
 /// listener. Reply: `resumed` (0: new, 1: it existed), `acked`, `last`, `pending`.
 pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
-    let (name, grace_ms, push) = rules::parse_open(&argv)?;
-    if push && ctx.is_cluster() {
-        // PUBLISH reaches every node of a cluster; outcomes are for one connection.
-        return Err(CmdError::Syntax(
-            "PUSH is not available in a cluster: read outcomes with RSESSION.READ".into(),
-        ));
-    }
+    let (name, grace_ms) = rules::parse_open(&argv)?;
     let max = config::get(&SESSION_MAX_GRACE_MS);
     if grace_ms > max {
         return Err(CmdError::Limit(format!(
@@ -603,7 +581,6 @@ pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                         grace_ms,
                         listener: 0,
                         reader: None,
-                        push: None,
                         expiry: None,
                         queued: 0,
                         outcomes: Outcomes::default(),
@@ -616,20 +593,15 @@ pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         let sess = s.sessions.get_mut(&id).expect("just found or made");
         sess.grace_ms = grace_ms;
         sess.listener = ctx.client_id();
-        sess.push = push.then(|| rules::channel(name).into());
         if sess.reader.is_none() {
             schedule_expiry(ctx, sess);
         }
-        let mut fields = vec![
+        Reply::Map(vec![
             ("resumed", Reply::Int(resumed as i64)),
             ("acked", Reply::Int(sess.outcomes.acked() as i64)),
             ("last", Reply::Int(sess.outcomes.last() as i64)),
             ("pending", Reply::Int(sess.outcomes.len() as i64)),
-        ];
-        if let Some(ch) = &sess.push {
-            fields.push(("channel", Reply::Bulk(ch.to_vec())));
-        }
-        Reply::Map(fields)
+        ])
     });
     Ok(Answer::Reply(reply))
 }
@@ -772,7 +744,6 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             ("session", Reply::Bulk(sess.name.to_vec())),
             ("listener", Reply::Int(sess.listener as i64)),
             ("reading", Reply::Int(sess.reader.is_some() as i64)),
-            ("push", Reply::Int(sess.push.is_some() as i64)),
             ("grace_ms", Reply::Int(sess.grace_ms)),
             (
                 "expires_in_ms",

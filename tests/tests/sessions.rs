@@ -1049,93 +1049,6 @@ fn a_blocked_acquire_that_names_a_session_has_its_later_grant_watched() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Pushed outcomes (`RSESSION.OPEN ... PUSH`)
-// ---------------------------------------------------------------------------------------------
-
-/// A published outcome's payload (RESP, as `RSESSION.READ` returns one entry), as an outcome.
-fn pushed(payload: &str) -> Outcome {
-    let v = redis::parse_redis_value(payload.as_bytes()).expect("a RESP payload");
-    outcomes(&Value::Array(vec![v])).remove(0)
-}
-
-#[test]
-fn a_pushed_session_publishes_each_outcome_to_its_channel_as_it_is_appended() {
-    let s = Server::start();
-    let mut c = s.conn();
-    let mut sub = Subscriber::psubscribe(&s, "rlock:session:*");
-    let opened = fields(&raw(&mut c, &cmd!("RSESSION.OPEN", "app", 5000, "PUSH")));
-    assert_eq!(
-        text(&opened["channel"]).as_deref(),
-        Some("rlock:session:app")
-    );
-    assert_eq!(field_int(&session_info(&mut c, "app"), "push"), 1);
-    acquire(&mut c, "k", "holder", 60_000);
-    let mut fenced = queue_cmd("k", "o1", 60_000, "app", 1, 0);
-    fenced.arg("FENCE");
-    queued(&mut c, &fenced);
-    assert_eq!(sub.drain(&mut c), vec![], "nothing happened yet");
-    release(&mut c, "k", "holder");
-    let got = sub.drain(&mut c);
-    assert_eq!(got.len(), 1, "{got:?}");
-    assert_eq!(got[0].0, "rlock:session:app");
-    assert_eq!(
-        pushed(&got[0].1),
-        Outcome {
-            seq: 1,
-            kind: "granted".into(),
-            request: Some(1),
-            key: Some("k".into()),
-            value: Value::Int(1),
-        },
-        "the grant, as a read returns it (here the first fencing token)"
-    );
-    // Pushing changes nothing else: the outcome stays until acknowledged, a read returns it.
-    let read = outcomes(&raw(&mut c, &cmd!("RSESSION.READ", "app", 0)));
-    assert_eq!(read, vec![pushed(&got[0].1)]);
-    // A lost hold is pushed too.
-    assert_eq!(int(&mut c, &cmd!("RLOCK.FORCERELEASE", "k")), 1);
-    let got = sub.drain(&mut c);
-    assert_eq!(got.len(), 1, "{got:?}");
-    assert_lost(&[pushed(&got[0].1)], "k", "o1");
-    // The session's end is pushed, so its listener hears it at once.
-    assert_eq!(int(&mut c, &cmd!("RSESSION.CLOSE", "app")), 1);
-    let got = sub.drain(&mut c);
-    assert_eq!(got.len(), 1, "{got:?}");
-    assert!(got[0].1.starts_with("-NOSESSION"), "{got:?}");
-    // Opened again without PUSH: nothing is published.
-    raw(&mut c, &cmd!("RSESSION.OPEN", "app", 5000));
-    assert_eq!(field_int(&session_info(&mut c, "app"), "push"), 0);
-    acquire(&mut c, "k2", "holder", 60_000);
-    queued(&mut c, &queue_cmd("k2", "o3", 60_000, "app", 3, 0));
-    release(&mut c, "k2", "holder");
-    assert_eq!(sub.drain(&mut c), vec![]);
-    assert_eq!(
-        err(&mut c, &cmd!("RSESSION.OPEN", "app", 5000, "PULL")),
-        "ERR syntax error, unknown option 'PULL'"
-    );
-}
-
-#[test]
-fn a_pushed_session_lives_while_its_listener_reads_or_acknowledges() {
-    let s = Server::start();
-    let mut c = s.conn();
-    raw(&mut c, &cmd!("RSESSION.OPEN", "app", 300, "PUSH"));
-    // A listener that only reads without BLOCK keeps it: each read starts the grace again.
-    for _ in 0..6 {
-        std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(
-            raw(&mut c, &cmd!("RSESSION.READ", "app", 0)),
-            Value::Array(vec![])
-        );
-    }
-    assert_eq!(rlock_stat(&mut c, "sessions_expired"), 0);
-    // Silent for longer than the grace: it ends.
-    wait_until(Duration::from_secs(5), "session expired", || {
-        rlock_stat(&mut c, "sessions_expired") == 1
-    });
-}
-
-// ---------------------------------------------------------------------------------------------
 // Parked session requests (`QUEUE ... BLOCK park_ms`)
 // ---------------------------------------------------------------------------------------------
 
@@ -1516,7 +1429,6 @@ fn rsession_info_and_list_show_each_session() {
             "last",
             "listener",
             "pending",
-            "push",
             "queued",
             "reading",
             "session"

@@ -86,50 +86,6 @@ impl Reply {
     pub fn bulk_or_nil(bytes: Option<Vec<u8>>) -> Reply {
         bytes.map_or(Reply::Nil, Reply::Bulk)
     }
-
-    /// The reply in RESP2, as a client reading it from a connection would see it (a session's
-    /// outcome published to its channel is one of these). A map is a flat array of name/value
-    /// pairs; a token nothing produced reads as nil, as `Ctx::reply` writes it.
-    pub fn resp2(&self, out: &mut Vec<u8>) {
-        fn line(out: &mut Vec<u8>, prefix: u8, text: &[u8]) {
-            out.push(prefix);
-            out.extend_from_slice(text);
-            out.extend_from_slice(b"\r\n");
-        }
-        fn bulk(out: &mut Vec<u8>, b: &[u8]) {
-            line(out, b'$', b.len().to_string().as_bytes());
-            out.extend_from_slice(b);
-            out.extend_from_slice(b"\r\n");
-        }
-        match self {
-            Reply::Int(n) => line(out, b':', n.to_string().as_bytes()),
-            Reply::Nil | Reply::Token => out.extend_from_slice(b"$-1\r\n"),
-            Reply::Status(t) => line(out, b'+', t.as_bytes()),
-            Reply::Bulk(b) => bulk(out, b),
-            Reply::Array(items) => {
-                line(out, b'*', items.len().to_string().as_bytes());
-                for i in items {
-                    i.resp2(out);
-                }
-            }
-            Reply::Map(pairs) => {
-                line(out, b'*', (pairs.len() * 2).to_string().as_bytes());
-                for (name, v) in pairs {
-                    bulk(out, name.as_bytes());
-                    v.resp2(out);
-                }
-            }
-            Reply::Error(e) => {
-                // Error text is one line: CR/LF from user bytes become spaces (as `reply_error`).
-                let text: Vec<u8> = e
-                    .to_string()
-                    .bytes()
-                    .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b })
-                    .collect();
-                line(out, b'-', &text);
-            }
-        }
-    }
 }
 
 /// Writes and a reply, made together or not at all.
@@ -164,37 +120,5 @@ impl<'a> Decision<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.reply.is_none()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn resp(r: &Reply) -> String {
-        let mut out = Vec::new();
-        r.resp2(&mut out);
-        String::from_utf8(out).unwrap()
-    }
-
-    #[test]
-    fn replies_encode_as_resp2() {
-        assert_eq!(resp(&Reply::Int(-7)), ":-7\r\n");
-        assert_eq!(resp(&Reply::Nil), "$-1\r\n");
-        assert_eq!(resp(&Reply::Token), "$-1\r\n");
-        assert_eq!(resp(&Reply::Status("QUEUED")), "+QUEUED\r\n");
-        assert_eq!(resp(&Reply::Bulk(b"a\r\nb".to_vec())), "$4\r\na\r\nb\r\n");
-        assert_eq!(
-            resp(&Reply::Array(vec![Reply::Int(1), Reply::Nil])),
-            "*2\r\n:1\r\n$-1\r\n"
-        );
-        assert_eq!(
-            resp(&Reply::Map(vec![("n", Reply::Int(2))])),
-            "*2\r\n$1\r\nn\r\n:2\r\n"
-        );
-        assert_eq!(
-            resp(&Reply::Error(CmdError::Syntax("x\r\ny".into()))),
-            "-ERR syntax error, x  y\r\n"
-        );
     }
 }

@@ -116,15 +116,6 @@ impl Ctx {
         }
     }
 
-    /// PUBLISH `message` (any bytes) to `channel` on this server: how many clients received it.
-    pub fn publish_bytes(self, channel: &[u8], message: &[u8]) -> i64 {
-        let channel = OwnedStr::new(channel);
-        let message = OwnedStr::new(message);
-        // SAFETY: valid ctx and strings (freed by their owners after the call; Redis copies
-        // what it sends).
-        unsafe { api!(RedisModule_PublishMessage)(self.0, channel.get().0, message.get().0) as i64 }
-    }
-
     /// The classes of keyspace events the server's `notify-keyspace-events` enables.
     pub fn notify_flags(self) -> c_int {
         // SAFETY: plain read of the server's notification flags.

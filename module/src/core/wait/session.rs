@@ -184,21 +184,11 @@ fn name<'a>(argv: &[&'a [u8]]) -> Result<&'a [u8], CmdError> {
     }
 }
 
-/// `RSESSION.OPEN session grace_ms [PUSH]`: the name, the grace, whether outcomes are pushed.
-pub fn parse_open<'a>(argv: &[&'a [u8]]) -> Result<(&'a [u8], i64, bool), CmdError> {
-    args::arity(argv, |n| n == 3 || n == 4, "rsession.open")?;
+/// `RSESSION.OPEN session grace_ms`: the session and its grace period.
+pub fn parse_open<'a>(argv: &[&'a [u8]]) -> Result<(&'a [u8], i64), CmdError> {
+    args::arity(argv, |n| n == 3, "rsession.open")?;
     let grace = args::at_least(argv[2], "grace_ms", 0)?;
-    let push = match argv.get(3) {
-        None => false,
-        Some(w) if w.eq_ignore_ascii_case(b"PUSH") => true,
-        Some(w) => return Err(CmdError::unknown_option(w)),
-    };
-    Ok((name(argv)?, grace, push))
-}
-
-/// The pub/sub channel a session in push mode publishes its outcomes to.
-pub fn channel(name: &[u8]) -> Vec<u8> {
-    [b"rlock:session:".as_slice(), name].concat()
+    Ok((name(argv)?, grace))
 }
 
 /// `RSESSION.READ session cursor [COUNT n] [BLOCK timeout_ms]`
@@ -349,17 +339,8 @@ mod tests {
             |w: &[&'static str]| -> Vec<&'static [u8]> { w.iter().map(|s| s.as_bytes()).collect() };
         assert_eq!(
             parse_open(&v(&["rsession.open", "s", "5000"])),
-            Ok((&b"s"[..], 5000, false))
+            Ok((&b"s"[..], 5000))
         );
-        assert_eq!(
-            parse_open(&v(&["rsession.open", "s", "5000", "push"])),
-            Ok((&b"s"[..], 5000, true))
-        );
-        assert_eq!(
-            parse_open(&v(&["rsession.open", "s", "5000", "PULL"])),
-            Err(CmdError::Syntax("unknown option 'PULL'".into()))
-        );
-        assert_eq!(channel(b"app:1"), b"rlock:session:app:1");
         assert_eq!(
             parse_open(&v(&["rsession.open", "", "5000"])),
             Err(CmdError::Syntax(
