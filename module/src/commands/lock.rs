@@ -37,7 +37,9 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 Took::Reentry => c.reentries.incr(),
             }
             if let Some(s) = session {
-                sessions::track(ctx, s, &keys, req());
+                // The owner holds the lock now, its lease ending lease_ms from now.
+                let until = ctx.now_ms().saturating_add(a.lease_ms);
+                sessions::track(ctx, s, &keys, req(), Some(Some(until)));
             }
             Ok(Answer::Reply(resolve(d.reply.unwrap_or(Reply::Nil), token)))
         }
