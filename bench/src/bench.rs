@@ -118,3 +118,23 @@ pub fn commands_executed(conn: &mut Connection) -> u64 {
 pub fn info_int(conn: &mut Connection, section: &str, field: &str) -> i64 {
     rlock_tests::info_int(conn, section, field)
 }
+
+/// Run the two sides of slice `k` of an interleaved comparison, `raw` first on even slices and
+/// `client` first on odd ones, and return (raw, client). The side measured second in a slice
+/// ran 10-15 % slower, whichever it was (section 6, sync, three runs each: raw first 0.84-0.85×,
+/// client first 1.02-1.06×, alternating 0.93-1.00×): a fixed order measured the order.
+/// Both sides get `cx` (what they share mutably, such as the report).
+pub fn in_turn<C, T>(
+    k: u32,
+    cx: &mut C,
+    raw: impl FnOnce(&mut C) -> T,
+    client: impl FnOnce(&mut C) -> T,
+) -> (T, T) {
+    if k % 2 == 0 {
+        let r = raw(cx);
+        (r, client(cx))
+    } else {
+        let c = client(cx);
+        (raw(cx), c)
+    }
+}

@@ -6,7 +6,7 @@
 //! client and the best round of each counts (single runs swing on a shared machine). The
 //! contended comparison (raw `BLOCK` clients vs the sync client) is in section 2.
 
-use crate::bench::Bench;
+use crate::bench::{in_turn, Bench};
 use crate::protocols::owner;
 use crate::report::{Report, Table};
 use std::time::{Duration, Instant};
@@ -39,10 +39,22 @@ pub fn run(b: &Bench, r: &mut Report) {
     let mut sums = [[Sum::default(); 2]; 2];
     for k in 0..SLICES {
         let tag = |what: &str| format!("c6:{what}:{k}");
-        sums[0][0].add(sync_raw(b, &tag("sr"), slice));
-        sums[0][1].add(sync_client(b, &tag("sc"), slice));
-        sums[1][0].add(rt.block_on(async_raw(b, &tag("ar"), slice)));
-        sums[1][1].add(rt.block_on(async_client(b, &tag("ac"), slice)));
+        let (raw, client) = in_turn(
+            k,
+            &mut (),
+            |_| sync_raw(b, &tag("sr"), slice),
+            |_| sync_client(b, &tag("sc"), slice),
+        );
+        sums[0][0].add(raw);
+        sums[0][1].add(client);
+        let (raw, client) = in_turn(
+            k,
+            &mut (),
+            |_| rt.block_on(async_raw(b, &tag("ar"), slice)),
+            |_| rt.block_on(async_client(b, &tag("ac"), slice)),
+        );
+        sums[1][0].add(raw);
+        sums[1][1].add(client);
     }
     for (api, [raw, client], goal) in [("sync", sums[0], 0.9), ("async (tokio)", sums[1], 0.8)] {
         let (raw, raw_cpu) = raw.rates();

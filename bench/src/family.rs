@@ -12,7 +12,7 @@
 //! - MultiLock: 3 locks on 3 servers, one thread, acquire+release of the set, against the same
 //!   three locks taken and released one after another (6 round trips).
 
-use crate::bench::{server_cpu, Bench};
+use crate::bench::{in_turn, server_cpu, Bench};
 use crate::protocols::owner;
 use crate::report::{Report, Table};
 use redis::Connection;
@@ -49,10 +49,22 @@ pub fn run(b: &Bench, r: &mut Report) {
         .map(|u| rlock::Client::open(u).expect("client"))
         .collect();
     for k in 0..SLICES {
-        rw[0].add(rwlock(b, r, slice, k, false));
-        rw[1].add(rwlock(b, r, slice, k, true));
-        sem[0].add(semaphore(b, r, slice, k, false));
-        sem[1].add(semaphore(b, r, slice, k, true));
+        let (raw, client) = in_turn(
+            k,
+            r,
+            |r| rwlock(b, r, slice, k, false),
+            |r| rwlock(b, r, slice, k, true),
+        );
+        rw[0].add(raw);
+        rw[1].add(client);
+        let (raw, client) = in_turn(
+            k,
+            r,
+            |r| semaphore(b, r, slice, k, false),
+            |r| semaphore(b, r, slice, k, true),
+        );
+        sem[0].add(raw);
+        sem[1].add(client);
         multi[0] += sequential(&clients, slice, k);
         multi[1] += multi_lock(&clients, slice, k);
     }
