@@ -1,6 +1,6 @@
 //! Scenario 2: N clients on one key, looping acquire → critical section → release.
 
-use crate::bench::{commands_executed, reset_stats, Bench};
+use crate::bench::{commands_executed, in_turn, reset_stats, Bench};
 use crate::exclusion::Exclusion;
 use crate::protocols::Kind;
 use crate::report::{jain, ms, percentile, Bar, Report, Table};
@@ -22,8 +22,30 @@ pub fn run(b: &Bench, r: &mut Report) {
     );
     for &n in b.sizes.contended {
         let mut rates = Vec::new();
-        for kind in [Kind::Rlock, Kind::RlockClient, Kind::Redisson] {
-            let m = measure(b, kind, n, r);
+        // Raw BLOCK clients and the rlock client in two halves, each side first in one (see
+        // `in_turn`: a fixed order favoured whichever ran first, here by up to 0.2×).
+        let half = b.sizes.run / 2;
+        let mut halves = [Vec::new(), Vec::new()];
+        for k in 0..2 {
+            let (raw, client) = in_turn(
+                k,
+                r,
+                |r| measure(b, Kind::Rlock, n, r, half),
+                |r| measure(b, Kind::RlockClient, n, r, half),
+            );
+            halves[0].push(raw);
+            halves[1].push(client);
+        }
+        let [raw, client] = halves;
+        let measured = [
+            (Kind::Rlock, summarize(raw)),
+            (Kind::RlockClient, summarize(client)),
+            (
+                Kind::Redisson,
+                summarize(vec![measure(b, Kind::Redisson, n, r, b.sizes.run)]),
+            ),
+        ];
+        for (kind, m) in measured {
             t.row(vec![
                 n.to_string(),
                 kind.name().into(),
@@ -86,7 +108,40 @@ struct Measured {
     cmds_per_acq: f64,
 }
 
-fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report) -> Measured {
+/// One measured stretch: acquisitions per client, every acquire's wait, the time, and the
+/// server commands executed.
+struct Run {
+    counts: Vec<u64>,
+    lat: Vec<Duration>,
+    elapsed: Duration,
+    cmds: u64,
+}
+
+/// Stretches of one protocol as one measurement (per-client counts added up by client).
+fn summarize(runs: Vec<Run>) -> Measured {
+    let mut counts = vec![0u64; runs.first().map_or(0, |r| r.counts.len())];
+    let (mut lat, mut elapsed, mut cmds) = (Vec::new(), Duration::ZERO, 0u64);
+    for run in runs {
+        for (c, n) in counts.iter_mut().zip(&run.counts) {
+            *c += n;
+        }
+        lat.extend(run.lat);
+        elapsed += run.elapsed;
+        cmds += run.cmds;
+    }
+    let total: u64 = counts.iter().sum();
+    Measured {
+        rate: total as f64 / elapsed.as_secs_f64(),
+        p50: percentile(&mut lat, 50.0),
+        p99: percentile(&mut lat, 99.0),
+        min: *counts.iter().min().unwrap(),
+        max: *counts.iter().max().unwrap(),
+        jain: jain(&counts),
+        cmds_per_acq: cmds as f64 / total.max(1) as f64,
+    }
+}
+
+fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report, run: Duration) -> Run {
     let key = format!("contended:{n}:{}", kind.name());
     let mut stats = b.conn();
     let check = Exclusion::default();
@@ -102,7 +157,7 @@ fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report) -> Measured {
                 scope.spawn(move || {
                     let mut lat = Vec::new();
                     let mut count = 0u64;
-                    while start.elapsed() < b.sizes.run {
+                    while start.elapsed() < run {
                         let t0 = Instant::now();
                         assert!(p.acquire(key, 30_000, None));
                         lat.push(t0.elapsed());
@@ -120,15 +175,11 @@ fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report) -> Measured {
     let cmds = commands_executed(&mut stats);
     r.violations += check.violations();
     let counts: Vec<u64> = results.iter().map(|(c, _)| *c).collect();
-    let total: u64 = counts.iter().sum();
-    let mut lat: Vec<Duration> = results.into_iter().flat_map(|(_, l)| l).collect();
-    Measured {
-        rate: total as f64 / elapsed.as_secs_f64(),
-        p50: percentile(&mut lat, 50.0),
-        p99: percentile(&mut lat, 99.0),
-        min: *counts.iter().min().unwrap(),
-        max: *counts.iter().max().unwrap(),
-        jain: jain(&counts),
-        cmds_per_acq: cmds as f64 / total.max(1) as f64,
+    let lat: Vec<Duration> = results.into_iter().flat_map(|(_, l)| l).collect();
+    Run {
+        counts,
+        lat,
+        elapsed,
+        cmds,
     }
 }

@@ -168,7 +168,15 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
                 undo_later(ctx, (id, req, reply));
                 return;
             }
-            watch(ctx, session, id.clone(), req.clone());
+            if req.owner().is_some() {
+                // Granted in this very step: the request tells its lease end, or the keys do.
+                let until = req.granted_until(ctx.now_ms()).or_else(|| {
+                    (ctx.db() == id.db)
+                        .then(|| req.held_until(&RedisKeys::background(ctx, &id.key)))
+                        .flatten()
+                });
+                add(ctx, session, id.clone(), req.clone(), until);
+            }
             let key = Some(id.key.to_vec());
             let value = reply.clone();
             push(
@@ -340,13 +348,19 @@ fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
     if req.owner().is_none() || state(|s| !s.sessions.contains_key(&session)) {
         return; // nothing to watch, or the session ended while its client waited
     }
-    // The grant was just written: look at it now, and next at its lease end. (A look on the
-    // next turn costs the event loop an extra timer wake-up per hand-off: with 8 raw BLOCK
-    // clients naming a session on one lock, 12,700 hand-offs/s against 22,900 without it.)
-    // The key can be read here only in its own database.
+    // The grant's reply was just sent, and other commands may have run since the grant: look
+    // at the keys now, and next at its lease end. (A look on the next turn costs the event
+    // loop an extra timer wake-up per hand-off: with 8 raw BLOCK clients naming a session on
+    // one lock, 12,700 hand-offs/s against 22,900 without it.) The key can be read here only in
+    // its own database.
     let until = (ctx.db() == id.db)
         .then(|| req.held_until(&RedisKeys::background(ctx, &id.key)))
         .flatten();
+    add(ctx, session, id, req, until);
+}
+
+/// Watch `req`'s hold on `id` for `session`, held `until` (`None`: not seen held; look at once).
+fn add(ctx: Ctx, session: u32, id: KeyId, req: Req, until: Option<Option<i64>>) {
     state(|s| s.add_watch(&id, session, req));
     match until {
         Some(Some(at)) => check_at(ctx, &id, at.saturating_add(1)),
@@ -356,23 +370,18 @@ fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
 }
 
 /// Watch what an acquire naming session `session` just took.
-///
-/// `held`: what the command knows it granted (`Some(lease end)`), or `None` to read it from the
-/// keys. A lock's acquire knows its hold ends `lease_ms` from now: reading it back cost 2,100
-/// of the 12,400 instructions of an `RLOCK.ACQUIRE ... SESSION s` (callgrind,
-/// `scripts/instructions.sh` with a session named).
-pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req, held: Option<Option<i64>>) {
-    let until = match held {
-        Some(h) => Some(h),
-        None => req.held_until(keys),
-    };
-    if until.is_none() {
-        return;
-    }
-    let id = KeyId::new(ctx.db(), keys.name.bytes());
-    state(|s| s.add_watch(&id, session, req));
-    if let Some(Some(at)) = until {
-        check_at(ctx, &id, at.saturating_add(1));
+pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req) {
+    let until = req
+        .granted_until(ctx.now_ms())
+        .or_else(|| req.held_until(keys));
+    if until.is_some() {
+        add(
+            ctx,
+            session,
+            KeyId::new(ctx.db(), keys.name.bytes()),
+            req,
+            until,
+        );
     }
 }
 

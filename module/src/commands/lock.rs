@@ -37,9 +37,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 Took::Reentry => c.reentries.incr(),
             }
             if let Some(s) = session {
-                // The owner holds the lock now, its lease ending lease_ms from now.
-                let until = ctx.now_ms().saturating_add(a.lease_ms);
-                sessions::track(ctx, s, &keys, req(), Some(Some(until)));
+                sessions::track(ctx, s, &keys, req());
             }
             Ok(Answer::Reply(resolve(d.reply.unwrap_or(Reply::Nil), token)))
         }

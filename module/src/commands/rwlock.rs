@@ -43,7 +43,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 Took::Reentry => c.reentries.incr(),
             }
             if let Some(s) = session {
-                sessions::track(ctx, s, &keys, req(), None);
+                sessions::track(ctx, s, &keys, req());
             }
             if a.mode == Mode::Read {
                 // A read hold has a lease of its own: its end is looked at even if nobody waits.

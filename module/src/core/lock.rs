@@ -343,6 +343,11 @@ impl Pending for LockWait {
         }
     }
 
+    /// A grant (first hold or re-entry) sets the lock's lease to `lease_ms` from now.
+    fn granted_until(&self, now: i64) -> Option<Option<i64>> {
+        Some(Some(now.saturating_add(self.lease_ms)))
+    }
+
     fn show(&self) -> Reply {
         Reply::Bulk(self.owner.to_vec())
     }

@@ -80,6 +80,14 @@ pub trait Pending: Debug {
         None
     }
 
+    /// [`Pending::held_until`] just after this request was granted at `now`, when the request
+    /// alone tells (a lock's hold ends `lease_ms` later); `None`: read the keys. Watching a
+    /// lock's hold for its session read it back otherwise: 2,100 of the 12,400 instructions of
+    /// an `RLOCK.ACQUIRE ... SESSION s` (callgrind).
+    fn granted_until(&self, _now: i64) -> Option<Option<i64>> {
+        None
+    }
+
     /// How introspection (`*.INFO`'s queue) shows this waiter.
     fn show(&self) -> Reply;
 }
