@@ -709,6 +709,13 @@ impl Pending for RwWait {
         }
     }
 
+    /// The hold just granted ends `lease_ms` from now: the end of the owner's hold, or before
+    /// it when an earlier read hold of a longer lease lives on (a look then finds it still
+    /// held and looks again at its real end).
+    fn granted_until(&self, now: i64) -> Option<Option<i64>> {
+        Some(Some(now.saturating_add(self.lease_ms)))
+    }
+
     fn show(&self) -> Reply {
         Reply::Array(vec![
             Reply::Bulk(self.owner.to_vec()),
