@@ -8,46 +8,49 @@
 //! through its session (one listener connection per server, see "Waiting: sessions" in the
 //! crate docs); the raw `BLOCK` clients each park a connection.
 //!
-//! Figures of one `make bench` run on a shared 2-core machine (Redis 7.0.15; the range is
-//! over three runs in a row, the README's benchmark section lists them):
+//! Figures of the last of three `make bench` runs in a row on a shared 2-core machine (Redis
+//! 7.0.15); the range is over the three runs (the README's benchmark section lists them). The
+//! two sides of each comparison run in turns, each first half of the time: whichever ran first
+//! in a fixed order measured up to 0.2× better (see `bench::in_turn`).
 //!
 //! | what | raw commands | client | client / raw (3 runs) |
 //! |---|---|---|---|
-//! | sync, uncontended acquire+release pairs/s (section 6) | 10 230 | 8 939 | 0.87× (0.85–0.89×) |
-//! | async (tokio), uncontended pairs/s (section 6) | 6 914 | 7 378 | 1.07× (1.07–1.08×) |
-//! | sync, 8 threads on one lock, hand-offs/s (section 2) | 21 406 | 16 047 | 0.75× (0.62–0.76×) |
-//! | sync, 32 threads on one lock, hand-offs/s (section 2) | 18 668 | 16 459 | 0.88× (0.76–0.88×) |
-//! | read-write lock, 8 threads, 90 % reads, ops/s (section 8) | 33 785 | 24 636 | 0.73× (0.73–0.80×) |
-//! | semaphore, 16 threads on 4 permits, ops/s (section 8) | 43 129 | 25 430 | 0.59× (0.59–0.61×) |
-//! | MultiLock of 3 locks on 3 servers vs the 3 one after another (section 8) | 3 691 | 7 093 | 1.92× (1.92–2.06×) |
+//! | sync, uncontended acquire+release pairs/s (section 6) | 9 054 | 8 738 | 0.97× (0.93–0.97×) |
+//! | async (tokio), uncontended pairs/s (section 6) | 6 640 | 6 541 | 0.99× (0.96–0.99×) |
+//! | sync, 8 threads on one lock, hand-offs/s (section 2) | 19 092 | 16 708 | 0.88× (0.88–1.01×) |
+//! | sync, 32 threads on one lock, hand-offs/s (section 2) | 21 660 | 21 335 | 0.99× (0.96–1.01×) |
+//! | read-write lock, 8 threads, 90 % reads, ops/s (section 8) | 34 876 | 31 834 | 0.91× (0.89–0.91×) |
+//! | semaphore, 16 threads on 4 permits, ops/s (section 8) | 42 705 | 40 018 | 0.94× (0.89–0.94×) |
+//! | MultiLock of 3 locks on 3 servers vs the 3 one after another (section 8) | 3 690 | 7 614 | 2.06× (2.06–2.08×) |
 //! | 10,000 tasks waiting (section 7): server memory per queued request | 35 858 B (a blocked client) | 500 B | 0.014× |
 //! | 10,000 tasks waiting: connections per waiter | 1 | 0.0001 | |
-//! | 5,000 distinct locks released at once: grant p99 / last | 152 ms / 158 ms | 30 ms / 30 ms | |
-//! | hot lock, 5,000 waiters each taking it once: hand-offs/s | 16 868 | 12 699 | 0.75× (0.71–0.83×) |
-//! | lost-hold signal, `RLOCK.FORCERELEASE` → `lost()`, p50 / p99 | never (found at the next renewal, 10 s by default) | 0.05 / 0.11 ms | |
+//! | 5,000 distinct locks released at once: grant p99 / last | 181 ms / 183 ms | 37 ms / 37 ms (26–37 ms) | |
+//! | hot lock, 5,000 async tasks each taking it once: hand-offs/s | 12 954 | 8 885 | 0.69× (0.69–0.84×) |
+//! | lost-hold signal, `RLOCK.FORCERELEASE` → `lost()`, p50 / p99 | never (found at the next renewal, 10 s by default) | 0.09 / 0.18 ms | |
 //!
-//! A sync acquire+release pair costs the calling thread about a microsecond of CPU more than
-//! the raw commands (`perf stat`: 17.2 against 15.6 µs per pair); naming the session in every
-//! acquire costs the server about 1.6 µs more per pair (it watches the hold for loss;
-//! `INFO commandstats`). Contended, the server's whole CPU per operation (`INFO cpu`, section
-//! 8) is 20.2 µs raw against 25.9 µs through the client for the semaphore, 24.0 against
-//! 29.6 µs for the read-write lock: the listener's reads (about one per two grants). Before
-//! waits went through the session (each on a pooled connection of its own, parked with
-//! `BLOCK`), the same scenarios measured 0.93× (semaphore) and 1.06× (read-write lock).
+//! **A sync wait parks its own connection for its first 50 ms.** A sync call's pooled blocking
+//! connection is the thread's for the call, so a wait says `QUEUE <id> <timeout> BLOCK 50`: it
+//! is queued in the session like any wait, and a grant within 50 ms is the acquire's own reply,
+//! as for a raw `BLOCK` client: one command and one wake-up per hand-off. Through the listener
+//! a hand-off cost a third command (the listener's next `RSESSION.READ`) and two more thread
+//! wake-ups (the listener, then the waiting thread): 8 threads on one lock measured 0.62–0.76×
+//! raw `BLOCK` clients that way, the semaphore 0.59–0.61×, the read-write lock 0.73–0.80×.
 //!
-//! Where the time goes in a contended hand-off: the grant of a queued request reaches the
-//! listener thread, which wakes the waiting thread or task; the releasing thread's next
-//! acquire is answered `QUEUED` at once. That is four thread wake-ups per hand-off where raw
-//! `BLOCK` clients need two (the releaser and the next holder, each woken by its own socket),
-//! and one more command (the listener's next read). The listener runs on a thread of its own
-//! over a blocking connection: as a task of the client's runtime over an async connection it
-//! measured 0.68×/0.65× at 8/32 threads in the same runs where the thread gave 0.69×/0.89×
-//! (every read then also wakes the connection's driver task). A listener's read that goes out
-//! before the grants it returned are handed over is parked on the server when the next grant
-//! comes, and costs a park and a wake-up per hand-off (0.52× against 0.75×), so it goes out
-//! after. Raising the listener thread's priority (`renice -15` during section 8) left the
-//! semaphore at 0.59×: the listener is not starved of CPU; the cost is the extra command and
-//! the longer chain of wake-ups on every grant.
+//! **What a session costs the server.** Naming the session in an acquire makes the server
+//! watch the hold for loss. A lock's request tells the lease end of the hold it was just granted
+//! (`Pending::granted_until`), so watching needs no second read of the keys: callgrind
+//! (`scripts/instructions.sh` with `SESSION` added) counts 10.4k instructions for
+//! `RLOCK.ACQUIRE ... SESSION s` against 12.4k before, 7.2k without a session.
+//!
+//! **The hot lock.** 5,000 async tasks each take one lock once, in FIFO order. Every hand-off
+//! goes server → the listener thread → the waiting task on the caller's runtime → the client's
+//! runtime, whose connection driver writes the release. That is three thread wake-ups in a row
+//! where a raw `BLOCK` waiter needs one (its socket wakes the runtime that runs its task and
+//! writes its release). Outcomes pushed to the listener instead of read (an experiment:
+//! `RSESSION.OPEN ... PUSH` publishing each outcome, acknowledged by a read every 5 ms) saved
+//! about 10 % of server CPU per hand-off but no hand-off rate: 0.69–0.72× against 0.70×
+//! reading, and 9.0–13.1k against 10.3–13.5k hand-offs/s with 8 async tasks on one lock. So
+//! it was not kept. The figure swings between 0.69× and 0.84× from run to run.
 //!
 //! Before sessions, a waiting acquire held a connection of its own from a pool of 64: with 1,000
 //! tasks in one process (500 on a hot lock, 500 on distinct locks), only 64 reached the server
