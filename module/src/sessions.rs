@@ -142,8 +142,8 @@ pub fn queue(
     })
 }
 
-/// `wait`'s hook: request `request` of `session` was granted straight to its parked connection.
-fn handed(_ctx: Ctx, session: u32, _request: u64) {
+/// `wait`'s hook: a request of `session` was granted straight to its parked connection.
+fn handed(session: u32) {
     HANDED.incr();
     state(|s| {
         if let Some(sess) = s.sessions.get_mut(&session) {
@@ -170,11 +170,9 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
             }
             if req.owner().is_some() {
                 // Granted in this very step: the request tells its lease end, or the keys do.
-                let until = req.granted_until(ctx.now_ms()).or_else(|| {
-                    (ctx.db() == id.db)
-                        .then(|| req.held_until(&RedisKeys::background(ctx, &id.key)))
-                        .flatten()
-                });
+                let until = req
+                    .granted_until(ctx.now_ms())
+                    .or_else(|| read_until(ctx, &req, &id));
                 add(ctx, session, id.clone(), req.clone(), until);
             }
             let key = Some(id.key.to_vec());
@@ -351,12 +349,17 @@ fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
     // The grant's reply was just sent, and other commands may have run since the grant: look
     // at the keys now, and next at its lease end. (A look on the next turn costs the event
     // loop an extra timer wake-up per hand-off: with 8 raw BLOCK clients naming a session on
-    // one lock, 12,700 hand-offs/s against 22,900 without it.) The key can be read here only in
-    // its own database.
-    let until = (ctx.db() == id.db)
-        .then(|| req.held_until(&RedisKeys::background(ctx, &id.key)))
-        .flatten();
+    // one lock, 12,700 hand-offs/s against 22,900 without it.)
+    let until = read_until(ctx, &req, &id);
     add(ctx, session, id, req, until);
+}
+
+/// Whether `req`'s owner holds it on `id`, and until when, read from the keys (which can be
+/// read here only in their own database: `None` otherwise).
+fn read_until(ctx: Ctx, req: &Req, id: &KeyId) -> Option<Option<i64>> {
+    (ctx.db() == id.db)
+        .then(|| req.held_until(&RedisKeys::background(ctx, &id.key)))
+        .flatten()
 }
 
 /// Watch `req`'s hold on `id` for `session`, held `until` (`None`: not seen held; look at once).
@@ -484,11 +487,12 @@ pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
         return;
     }
     let id = KeyId::new(ctx.db(), keys.name.bytes());
-    // The key is gone with the release (a lock's last hold): none of the owner's holds is left
-    // there, no need to read each back (1,400 of an RLOCK.RELEASE's 9,300 instructions).
-    let gone = keys.kind(&Target::Main) == KeyKind::Empty;
     state(|s| {
         if let Some(holds) = s.tracked.get_mut(&id) {
+            // The key is gone with the release (a lock's last hold): none of the owner's holds
+            // is left there, no need to read each back (1,400 of an RLOCK.RELEASE's 9,300
+            // instructions).
+            let gone = keys.kind(&Target::Main) == KeyKind::Empty;
             holds.retain(|t| {
                 t.req.owner() != Some(owner) || (!gone && t.req.held_until(keys).is_some())
             });

@@ -66,9 +66,9 @@ pub struct SessionHooks {
     pub watch: fn(Ctx, u32, KeyId, Req),
     /// A background write (expired holds tidied) may have ended watched holds on these keys.
     pub after_write: fn(Ctx, &RedisKeys),
-    /// A session request was granted straight to its parked connection (the session no longer
-    /// counts it as queued): the session, the request.
-    pub handed: fn(Ctx, u32, u64),
+    /// A request of this session was granted straight to its parked connection (the session
+    /// no longer counts it as queued).
+    pub handed: fn(u32),
 }
 
 static SESSION_HOOKS: OnceLock<SessionHooks> = OnceLock::new();
@@ -364,14 +364,20 @@ fn unpark(handle: Handle) -> Option<BlockedClient> {
 /// Answer the parked connection of `handle` `QUEUED` (its wait goes on in the session).
 fn answer_queued(handle: Handle) {
     if let Some(bc) = unpark(handle) {
-        block::unblock(
-            bc,
-            Some(Wake {
-                handle: bc.id(),
-                reply: QUEUED,
-            }),
-        );
+        wake(bc, QUEUED);
     }
+}
+
+/// Let a parked session request's connection go without a reply (it closed, or `CLIENT
+/// UNBLOCK` replies itself): the request stays queued in its session. False when `bc` is not
+/// such a connection.
+fn let_go(bc: BlockedClient) -> bool {
+    let Some(handle) = state(|s| s.parked_by_bc.get(&bc.id()).copied()) else {
+        return false;
+    };
+    unpark(handle);
+    block::unblock(bc, None);
+    true
 }
 
 fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
@@ -726,66 +732,56 @@ fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
     match handle {
         Handle::Blocked(bc) => {
             let session = state(|s| s.watched.remove(&bc.id()));
-            let reply = match ended {
-                Ended::Granted { id, req, reply } => {
-                    let wake = reply.clone();
-                    let grant = InFlight {
-                        id,
-                        req,
-                        reply,
-                        session,
-                    };
-                    state(|s| s.in_flight.insert(bc.id(), grant));
-                    wake
-                }
-                Ended::TimedOut => Reply::Nil,
-                Ended::Failed(e) => Reply::Error(e),
-            };
-            block::unblock(
-                bc,
-                Some(Wake {
-                    handle: bc.id(),
-                    reply,
-                }),
-            );
+            answer(bc, ended, session);
         }
         Handle::Session { session, request } => {
             let Some(hooks) = SESSION_HOOKS.get() else {
                 return;
             };
             if let Some(bc) = unpark(handle) {
-                if let Ended::Granted { id, req, reply } = ended {
-                    // As to a blocked waiter that named the session (it watches the hold once
-                    // the reply is sent; a connection gone before that gets it undone).
-                    (hooks.handed)(ctx, session, request);
-                    let wake = reply.clone();
-                    let grant = InFlight {
-                        id,
-                        req,
-                        reply,
-                        session: Some(session),
-                    };
-                    state(|s| s.in_flight.insert(bc.id(), grant));
-                    block::unblock(
-                        bc,
-                        Some(Wake {
-                            handle: bc.id(),
-                            reply: wake,
-                        }),
-                    );
+                if matches!(ended, Ended::Granted { .. }) {
+                    // As to a blocked waiter that named the session.
+                    (hooks.handed)(session);
+                    answer(bc, ended, Some(session));
                     return;
                 }
-                block::unblock(
-                    bc,
-                    Some(Wake {
-                        handle: bc.id(),
-                        reply: QUEUED,
-                    }),
-                );
+                wake(bc, QUEUED);
             }
             (hooks.sink)(ctx, session, request, ended);
         }
     }
+}
+
+/// Answer a parked client how its wait ended. A grant stays in flight until its reply is sent:
+/// then the session it named (if any) watches the hold; a connection gone before gets it undone.
+fn answer(bc: BlockedClient, ended: Ended, session: Option<u32>) {
+    let reply = match ended {
+        Ended::Granted { id, req, reply } => {
+            let wake = reply.clone();
+            let grant = InFlight {
+                id,
+                req,
+                reply,
+                session,
+            };
+            state(|s| s.in_flight.insert(bc.id(), grant));
+            wake
+        }
+        Ended::TimedOut => Reply::Nil,
+        Ended::Failed(e) => Reply::Error(e),
+    };
+    wake(bc, reply);
+}
+
+/// Unblock `bc` with `reply` (sent from `beforeSleep`, see [`on_woken`]).
+fn wake(bc: BlockedClient, reply: Reply) {
+    block::unblock(
+        bc,
+        Some(Wake {
+            handle: bc.id(),
+            reply,
+        }),
+    );
 }
 
 /// A parked client is answered (from `beforeSleep`) with what it was woken with.
@@ -828,10 +824,8 @@ fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, timed_out: bool) -> bool {
 /// `CLIENT UNBLOCK`: leave the queue and reply nil, as BLPOP does. Returns false when the
 /// client was not one of this file's waiters.
 pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
-    if let Some(handle) = state(|s| s.parked_by_bc.get(&bc.id()).copied()) {
-        // A parked session request: the connection is let go, the wait goes on in the session.
-        unpark(handle);
-        block::unblock(bc, None);
+    if let_go(bc) {
+        // A parked session request: its wait goes on in the session.
         ctx.reply(&QUEUED);
         return true;
     }
@@ -846,11 +840,9 @@ pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
 /// to it but the reply could not be delivered, give it back. Returns false when the client was
 /// not one of this file's waiters.
 pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
-    if let Some(handle) = state(|s| s.parked_by_bc.get(&bc.id()).copied()) {
-        // A parked session request stays queued in its session (its client withdraws it, or
-        // its outcome waits for the listener).
-        unpark(handle);
-        block::unblock(bc, None);
+    // A parked session request stays queued in its session (its client withdraws it, or its
+    // outcome waits for the listener).
+    if let_go(bc) {
         return true;
     }
     if withdraw_blocked(ctx, bc, false) {

@@ -92,21 +92,17 @@ impl Wait {
     /// The wait's length in ms, checked against `now` so that its deadline cannot overflow.
     pub fn check(self, now_ms: i64) -> Result<Wait, CmdError> {
         match self {
-            Wait::Block(ms)
-            | Wait::Queue {
-                timeout_ms: ms,
-                park_ms: None,
-                ..
-            } => {
+            Wait::Block(ms) => {
                 deadline(now_ms, ms, "timeout")?;
             }
             Wait::Queue {
-                timeout_ms: ms,
-                park_ms: Some(park),
+                timeout_ms,
+                park_ms,
                 ..
             } => {
-                deadline(now_ms, ms, "timeout")?;
-                deadline(now_ms, park, "timeout")?;
+                for ms in std::iter::once(timeout_ms).chain(park_ms) {
+                    deadline(now_ms, ms, "timeout")?;
+                }
             }
             Wait::No => {}
         }
@@ -181,9 +177,7 @@ impl<'a> WaitArgs<'a> {
     pub fn take(&mut self, k: usize, v: &[&'a [u8]]) -> Result<(), CmdError> {
         match k {
             0 => {
-                let Wait::Block(ms) = block(v[0])? else {
-                    unreachable!("block() reads a Block")
-                };
+                let ms = timeout(v[0])?;
                 self.wait = match self.wait {
                     Wait::Queue {
                         request,
