@@ -374,7 +374,13 @@ fn frozen_child() {
         return;
     };
     let waits: usize = std::env::var(CHILD_WAITS).unwrap().parse().unwrap();
-    let client = client_with(url, |b| b.session_grace(CHILD_GRACE));
+    // A lease far longer than the grace: the frozen process' grant must go on by the session's
+    // expiry, not by its lease ending (with the 600 ms lease of `client_with`, a server slowed
+    // past both deadlines found the lease over before undoing the grant, and nothing to undo).
+    let client = client_with(url, |b| {
+        b.session_grace(CHILD_GRACE)
+            .watchdog_timeout(Duration::from_secs(30))
+    });
     let threads: Vec<_> = (0..waits)
         .map(|_| {
             let lock = client.lock(key.clone());
