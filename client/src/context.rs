@@ -25,7 +25,7 @@ pub(crate) struct Context {
 
 impl Context {
     pub(crate) fn new(config: Config) -> Result<Context> {
-        let bg = Background::start(config.worker_threads)
+        let bg = Background::start(config.worker_threads, config.runtime.clone())
             .map_err(|e| Error::Config(format!("can't start the client runtime: {e}")))?;
         let transport = {
             let _in = bg.handle().enter();

@@ -4,7 +4,9 @@
 //! the sync API drives it right there with [`Background::block_on`]. Neither spawns a task nor
 //! crosses to another thread for a request. What has to run when nobody is calling (connection
 //! drivers and reconnects of the multiplexed connections, the watchdog, releases started by a
-//! dropped async guard) runs on a small runtime the client owns ([`Background`]).
+//! dropped async guard) runs on a small runtime the client owns ([`Background`]), or on the
+//! caller's multi-thread runtime when the builder is given one (`ClientBuilder::runtime`):
+//! an async request's connection driver then wakes on the runtime its caller already runs on.
 //!
 //! Every request future is polled inside that runtime's context ([`Background::enter`]), so the
 //! timers and connections it creates belong to the client's runtime: the async API then works
@@ -18,14 +20,20 @@ use std::time::{Duration, Instant};
 
 use tokio::runtime::{Handle, Runtime};
 
-/// The client's own runtime, shut down when the last handle goes away.
+/// Where the background work runs: the client's own runtime (shut down when the last handle
+/// goes away), or the caller's (`rt` is then `None`).
 pub(crate) struct Background {
     handle: Handle,
     rt: Option<Runtime>,
 }
 
 impl Background {
-    pub(crate) fn start(worker_threads: usize) -> std::io::Result<Background> {
+    /// On `on`, a multi-thread runtime of the caller's, else on a runtime of `worker_threads`
+    /// threads of its own.
+    pub(crate) fn start(worker_threads: usize, on: Option<Handle>) -> std::io::Result<Background> {
+        if let Some(handle) = on {
+            return Ok(Background { handle, rt: None });
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(worker_threads)
             .thread_name("rlock")
@@ -47,7 +55,23 @@ impl Background {
     /// `pollster` parks the thread until the future is woken; unlike tokio's `block_on` it also
     /// works on a thread that is inside another runtime (the caller chose to block it).
     pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        pollster::block_on(self.enter(fut))
+        let run = || pollster::block_on(self.enter(fut));
+        if self.on_a_worker() {
+            // A blocked worker strands the task it was to run next (tokio's LIFO slot is never
+            // stolen), and the task this call wakes first goes right there: the driver of the
+            // connection it waits on. Hand the worker's tasks to another thread first.
+            tokio::task::block_in_place(run)
+        } else {
+            run()
+        }
+    }
+
+    /// Whether the calling thread is a worker of the runtime the background work runs on
+    /// (only a caller's runtime: the client's own runs no caller's code).
+    fn on_a_worker(&self) -> bool {
+        self.rt.is_none()
+            && tokio::runtime::worker_index().is_some()
+            && Handle::try_current().is_ok_and(|h| h.id() == self.handle.id())
     }
 
     /// `fut`, polled inside this runtime's context.

@@ -1,0 +1,221 @@
+//! The client's background work on the caller's runtime (`ClientBuilder::runtime`): it runs
+//! there (the runtime's task count shows it), waits and hand-offs work on a one-worker runtime,
+//! the watchdog renews there, and the calls that block (a dropped async wait's withdrawal, the
+//! sync API) do not strand the worker they block: each runs with its own deadline, so a
+//! deadlock fails the test instead of hanging it.
+
+mod client_support;
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use client_support::*;
+use rlock::Error;
+use rlock_tests::{redis, wait_until, Server};
+
+/// A client whose background work runs on `rt`.
+fn client_on(s: &Server, rt: &tokio::runtime::Runtime) -> rlock::Client {
+    client_with(s.url(), |b| b.runtime(rt.handle().clone()))
+}
+
+/// `f` on a thread of its own; panics if it does not end within `limit` (a deadlock).
+fn within<T: Send + 'static>(limit: Duration, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("{what}: not done within {limit:?} (deadlocked?)"))
+}
+
+#[test]
+fn a_current_thread_runtime_is_refused() {
+    let s = Server::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rlock::Client::builder()
+        .url(s.url())
+        .runtime(rt.handle().clone())
+        .build();
+    match r {
+        Err(Error::Config(m)) => assert!(m.contains("multi-thread"), "{m}"),
+        Err(e) => panic!("wrong error: {e}"),
+        Ok(_) => panic!("a current-thread runtime was accepted"),
+    }
+}
+
+#[test]
+fn the_background_work_runs_on_the_given_runtime() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let rt = runtime(2);
+    let own = runtime(2);
+    let on_rt = client_on(&s, &rt);
+    let apart = client(&s);
+    // Nothing of the test's runs on `own`: what lives there is the client's.
+    own.block_on(async {
+        let g = on_rt.async_lock("bg:a").guard().await.unwrap();
+        g.unlock().await.unwrap();
+        let g = apart.async_lock("bg:b").guard().await.unwrap();
+        g.unlock().await.unwrap();
+    });
+    // The first client's connection driver and watchdog are tasks of `rt`; the second
+    // client's are on a runtime of its own.
+    assert!(
+        rt.metrics().num_alive_tasks() > 0,
+        "the client's tasks run on the runtime it was given"
+    );
+    assert_eq!(
+        own.metrics().num_alive_tasks(),
+        0,
+        "a client without a runtime runs nothing on its caller's"
+    );
+    assert!(!exists(&mut c, "bg:a") && !exists(&mut c, "bg:b"));
+}
+
+#[test]
+fn eight_tasks_take_turns_on_a_one_worker_runtime() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let rt = runtime(1);
+    let client = client_on(&s, &rt);
+    let url = s.url();
+    within(Duration::from_secs(60), "8 tasks x 50 increments", move || {
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let lock = client.async_lock("turns:lock");
+                let url = url.clone();
+                rt.spawn(async move {
+                    let mut c = redis::Client::open(url)
+                        .unwrap()
+                        .get_multiplexed_async_connection()
+                        .await
+                        .unwrap();
+                    for _ in 0..50 {
+                        let g = lock.guard().await.unwrap();
+                        // Not atomic on purpose: two holders at once lose increments.
+                        let v: Option<i64> =
+                            redis::cmd("GET").arg("turns").query_async(&mut c).await.unwrap();
+                        let _: () = redis::cmd("SET")
+                            .arg("turns")
+                            .arg(v.unwrap_or(0) + 1)
+                            .query_async(&mut c)
+                            .await
+                            .unwrap();
+                        g.unlock().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        rt.block_on(async {
+            for t in tasks {
+                t.await.unwrap();
+            }
+        });
+        drop(client);
+    });
+    let v: i64 = redis::cmd("GET").arg("turns").query(&mut c).unwrap();
+    assert_eq!(v, 8 * 50);
+    assert!(!exists(&mut c, "turns:lock"));
+    assert_eq!(rlock_tests::rlock_stat(&mut c, "session_requests"), 0);
+}
+
+#[test]
+fn the_watchdog_renews_on_the_given_runtime() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let rt = runtime(1);
+    let client = client_on(&s, &rt);
+    let lock = client.async_lock("renewed");
+    let g = rt.block_on(lock.guard()).unwrap();
+    // The lease is the 600 ms watchdog timeout: held for 3 of them, it was renewed.
+    std::thread::sleep(Duration::from_millis(1800));
+    let ttl: i64 = redis::cmd("PTTL").arg("renewed").query(&mut c).unwrap();
+    assert!(ttl > 0, "still held after three leases (PTTL {ttl})");
+    assert!(!g.is_lost());
+    rt.block_on(g.unlock()).unwrap();
+    assert!(!exists(&mut c, "renewed"));
+}
+
+#[test]
+fn a_wait_dropped_on_a_one_worker_runtime_is_withdrawn() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let rt = runtime(1);
+    let client = client_on(&s, &rt);
+    let holder = client.lock("dropped");
+    holder.lock().unwrap();
+    let lock = client.async_lock("dropped");
+    // The timeout drops the queued acquire inside the runtime's only worker; withdrawing it
+    // needs the connection driver, a task of that same runtime.
+    // (The runtime comes back: it must outlive the client.)
+    let (timed_out, _rt) = within(Duration::from_secs(10), "the withdrawal", move || {
+        let out = rt.block_on(async move {
+            tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_millis(100), lock.lock())
+                    .await
+                    .is_err()
+            })
+            .await
+            .unwrap()
+        });
+        (out, rt)
+    });
+    assert!(timed_out);
+    assert_eq!(waiters(&mut c, "dropped"), 0, "withdrawn before the drop returned");
+    holder.unlock().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!exists(&mut c, "dropped"), "nobody was handed the lock");
+}
+
+#[test]
+fn the_sync_api_from_a_task_of_the_given_runtime() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let rt = runtime(1);
+    let client = client_on(&s, &rt);
+    // An owner of its own: another thread lets go.
+    let holder = client.lock("synced").with_owner(client.new_owner());
+    holder.lock().unwrap();
+    let lock = client.lock("synced");
+    let mut c2 = s.conn();
+    let released = std::thread::spawn(move || {
+        wait_until(Duration::from_secs(5), "the sync wait is queued", || {
+            waiters(&mut c2, "synced") == 1
+        });
+        holder.unlock().unwrap();
+    });
+    let ((got, short), _rt) = within(Duration::from_secs(10), "sync calls in a task", move || {
+        let out = rt.block_on(async move {
+            tokio::spawn(async move {
+                // Blocks the only worker until the holder lets go.
+                lock.lock().unwrap();
+                let other = lock.clone();
+                let t = std::time::Instant::now();
+                // Another thread's try_lock_for on a lock this thread holds: not granted.
+                let short = std::thread::spawn(move || {
+                    other.try_lock_for(Duration::from_millis(200)).unwrap()
+                })
+                .join()
+                .unwrap();
+                let waited = t.elapsed();
+                lock.unlock().unwrap();
+                (true, (short, waited))
+            })
+            .await
+            .unwrap()
+        });
+        (out, rt)
+    });
+    released.join().unwrap();
+    assert!(got);
+    assert!(!short.0, "the lock was held");
+    assert!(
+        short.1 >= Duration::from_millis(190) && short.1 < Duration::from_millis(1200),
+        "try_lock_for(200 ms) took {:?}",
+        short.1
+    );
+    assert!(!exists(&mut c, "synced"));
+}
