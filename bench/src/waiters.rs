@@ -1,8 +1,8 @@
 //! Scenario 7: many waiters in one process (issue 13). W tasks share one rlock client; half
 //! wait on one hot lock, half on distinct held locks. Measured against W raw `BLOCK` waiters,
 //! one connection each, in the same run, which go first (the side that ran first measured
-//! better elsewhere, see `bench::in_turn`; here each side needs minutes of set-up, too long to
-//! take turns). The client is measured twice: its background work on a runtime of its own
+//! better elsewhere, see `bench::in_turn`; here each side first queues W waits, too slow to
+//! repeat in turns). The client is measured twice: its background work on a runtime of its own
 //! (the default), then on the tasks' runtime (`ClientBuilder::runtime`, as an async service
 //! sets it up), where the raw waiters' connection drivers run too.
 //!

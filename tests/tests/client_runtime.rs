@@ -219,3 +219,35 @@ fn the_sync_api_from_a_task_of_the_given_runtime() {
     );
     assert!(!exists(&mut c, "synced"));
 }
+
+#[test]
+fn the_sync_api_from_a_task_of_the_given_runtime_on_a_cluster() {
+    // On a cluster every request, sync ones too, goes over the async cluster connection, whose
+    // driver is a task of the given runtime: a sync call blocking its only worker would wait
+    // for a driver that can't run.
+    let cluster = rlock_tests::cluster::Cluster::start();
+    let rt = runtime(1);
+    let client = rlock::Client::builder()
+        .cluster(cluster.seeds())
+        .watchdog_timeout(Duration::from_millis(600))
+        .runtime(rt.handle().clone())
+        .build()
+        .expect("cluster client");
+    let lock = client.lock("{synced}:c");
+    let (held, _rt) = within(Duration::from_secs(20), "sync calls in a task", move || {
+        let out = rt.block_on(async move {
+            tokio::spawn(async move {
+                lock.lock().unwrap();
+                let held = lock.is_held_by_current_thread().unwrap();
+                lock.unlock().unwrap();
+                held
+            })
+            .await
+            .unwrap()
+        });
+        (out, rt)
+    });
+    assert!(held);
+    let mut c = cluster.master_for("{synced}:c").conn();
+    assert!(!exists(&mut c, "{synced}:c"));
+}
