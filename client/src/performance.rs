@@ -15,18 +15,19 @@
 //!
 //! | what | raw commands | client | client / raw (3 runs) |
 //! |---|---|---|---|
-//! | sync, uncontended acquire+release pairs/s (section 6) | 9 054 | 8 738 | 0.97× (0.93–0.97×) |
-//! | async (tokio), uncontended pairs/s (section 6) | 6 640 | 6 541 | 0.99× (0.96–0.99×) |
-//! | sync, 8 threads on one lock, hand-offs/s (section 2) | 19 092 | 16 708 | 0.88× (0.88–1.01×) |
-//! | sync, 32 threads on one lock, hand-offs/s (section 2) | 21 660 | 21 335 | 0.99× (0.96–1.01×) |
-//! | read-write lock, 8 threads, 90 % reads, ops/s (section 8) | 34 876 | 31 834 | 0.91× (0.89–0.91×) |
-//! | semaphore, 16 threads on 4 permits, ops/s (section 8) | 42 705 | 40 018 | 0.94× (0.89–0.94×) |
-//! | MultiLock of 3 locks on 3 servers vs the 3 one after another (section 8) | 3 690 | 7 614 | 2.06× (2.06–2.08×) |
-//! | 10,000 tasks waiting (section 7): server memory per queued request | 35 858 B (a blocked client) | 500 B | 0.014× |
+//! | sync, uncontended acquire+release pairs/s (section 6) | 9 982 | 9 568 | 0.96× (0.94–0.96×) |
+//! | async (tokio), uncontended pairs/s (section 6) | 7 442 | 7 380 | 0.99× (0.98–0.99×) |
+//! | sync, 8 threads on one lock, hand-offs/s (section 2) | 22 388 | 22 271 | 0.99× (0.98–1.06×) |
+//! | sync, 32 threads on one lock, hand-offs/s (section 2) | 21 351 | 21 599 | 1.01× (0.96–1.01×) |
+//! | read-write lock, 8 threads, 90 % reads, ops/s (section 8) | 36 805 | 32 584 | 0.89× (0.89–0.92×) |
+//! | semaphore, 16 threads on 4 permits, ops/s (section 8) | 42 533 | 39 553 | 0.93× (0.92–0.93×) |
+//! | MultiLock of 3 locks on 3 servers vs the 3 one after another (section 8) | 3 848 | 8 035 | 2.09× (1.86–2.09×) |
+//! | 10,000 tasks waiting (section 7): server memory per queued request | 35 859 B (a blocked client) | 327 B (325–413 B) | 0.009× |
 //! | 10,000 tasks waiting: connections per waiter | 1 | 0.0001 | |
-//! | 5,000 distinct locks released at once: grant p99 / last | 181 ms / 183 ms | 37 ms / 37 ms (26–37 ms) | |
-//! | hot lock, 5,000 async tasks each taking it once: hand-offs/s | 12 954 | 8 885 | 0.69× (0.69–0.84×) |
-//! | lost-hold signal, `RLOCK.FORCERELEASE` → `lost()`, p50 / p99 | never (found at the next renewal, 10 s by default) | 0.09 / 0.18 ms | |
+//! | 5,000 distinct locks released at once: grant p99 / last | 150 ms / 157 ms | 29 ms / 29 ms (24–38 ms / 24–41 ms) | |
+//! | hot lock, 5,000 async tasks each taking it once: hand-offs/s, client on the tasks' runtime | 16 862 | 16 719 | 0.99× (0.94–0.99×) |
+//! | the same, client on a runtime of its own (the default) | 16 862 | 13 316 | 0.79× (0.73–0.79×) |
+//! | lost-hold signal, `RLOCK.FORCERELEASE` → `lost()`, p50 / p99 | never (found at the next renewal, 10 s by default) | 0.04 / 0.08 ms | |
 //!
 //! **A sync wait parks its own connection for its first 50 ms.** A sync call's pooled blocking
 //! connection is the thread's for the call, so a wait says `QUEUE <id> <timeout> BLOCK 50`: it
@@ -43,28 +44,31 @@
 //! `RLOCK.ACQUIRE ... SESSION s` against 12.4k before, 7.2k without a session.
 //!
 //! **The hot lock.** 5,000 async tasks each take one lock once, in FIFO order. Every hand-off
-//! goes server → the listener thread → the waiting task on the caller's runtime → the client's
-//! runtime, whose connection driver writes the release. That is three thread wake-ups in a row
-//! where a raw `BLOCK` waiter needs one (its socket wakes the runtime that runs its task and
-//! writes its release). Outcomes pushed to the listener instead of read (an experiment:
-//! `RSESSION.OPEN ... PUSH` publishing each outcome, acknowledged by a read every 5 ms) saved
-//! about 10 % of server CPU per hand-off but no hand-off rate: 0.69–0.72× against 0.70×
-//! reading, and 9.0–13.1k against 10.3–13.5k hand-offs/s with 8 async tasks on one lock. So
-//! it was not kept. The figure swings between 0.69× and 0.84× from run to run.
+//! goes server → the listener thread → the waiting task on the tasks' runtime → the runtime
+//! that runs the client's connection driver, which writes the release. With the client on a
+//! runtime of its own (the default) that is three thread wake-ups in a row where a raw `BLOCK`
+//! waiter needs one (its socket wakes the runtime that runs its task and writes its release):
+//! 0.73–0.79×. Given the tasks' runtime ([`ClientBuilder::runtime`](crate::ClientBuilder::runtime)),
+//! the driver is woken by the task on the worker it runs on, no thread wake-up at all: 0.94–0.99×.
+//! (Section 7 runs the raw waiters first, then the client each way.) Outcomes pushed to the
+//! listener instead of read (an experiment: `RSESSION.OPEN ... PUSH` publishing each outcome,
+//! acknowledged by a read every 5 ms) saved about 10 % of server CPU per hand-off but no
+//! hand-off rate: 0.69–0.72× against 0.70× reading, so it was not kept.
 //!
 //! Before sessions, a waiting acquire held a connection of its own from a pool of 64: with 1,000
 //! tasks in one process (500 on a hot lock, 500 on distinct locks), only 64 reached the server
 //! and the distinct locks' grants took p99 5,065 ms; a `try_lock_for(300 ms)` on a free lock
 //! took 5.5 s behind 80 waiting tasks.
 //!
-//! To reproduce: `make bench` (about 4 minutes), or `target/release/rlock-bench --only
+//! To reproduce: `make bench` (about 5 minutes), or `target/release/rlock-bench --only
 //! client`, `--only contended`, `--only family` and `--only many` after a build (`RLOCK_MODULE` pointing at the
 //! module, as `make bench` sets it).
 //!
 //! Where the time goes in an uncontended call: a sync call runs on the calling thread over a
 //! pooled blocking connection (no thread hop); an async call is awaited on the caller's
 //! executor and its reply comes through the multiplexed connection's driver on the client's
-//! runtime (as with a raw multiplexed connection, whose driver is a task too). On top of the
+//! runtime, or on the caller's when the client was given it (as with a raw multiplexed
+//! connection, whose driver is a task too). On top of the
 //! round trip the client adds the owner's name (cached per thread), the session's name in the
 //! acquire, a registry entry per hold (for the watchdog, the lost-hold signal and "did my
 //! acquire happen anyway?" after a broken connection) and the pool checkout.

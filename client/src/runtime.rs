@@ -66,8 +66,9 @@ impl Background {
         }
     }
 
-    /// Whether the calling thread is a worker of the runtime the background work runs on
-    /// (only a caller's runtime: the client's own runs no caller's code).
+    /// Whether the calling thread is a worker of the caller's runtime that the background work
+    /// runs on. (The client's own runtime runs only the client's background tasks, which never
+    /// call the sync API.)
     fn on_a_worker(&self) -> bool {
         self.rt.is_none()
             && tokio::runtime::worker_index().is_some()
