@@ -2,7 +2,7 @@
 //! there (the runtime's task count shows it), waits and hand-offs work on a one-worker runtime,
 //! the watchdog renews there, and the calls that block (a dropped async wait's withdrawal, the
 //! sync API) do not strand the worker they block: each runs with its own deadline, so a
-//! deadlock fails the test instead of hanging it.
+//! deadlock fails the test instead of hanging it. A dropped client leaves no task behind there.
 
 mod client_support;
 
@@ -73,6 +73,12 @@ fn the_background_work_runs_on_the_given_runtime() {
         "a client without a runtime runs nothing on its caller's"
     );
     assert!(!exists(&mut c, "bg:a") && !exists(&mut c, "bg:b"));
+    // Dropped, the client leaves nothing running on a runtime that outlives it (the watchdog
+    // stops at its next tick, the connections' drivers with their connections).
+    drop(on_rt);
+    wait_until(Duration::from_secs(5), "the client's tasks end", || {
+        rt.metrics().num_alive_tasks() == 0
+    });
 }
 
 #[test]
