@@ -34,7 +34,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let holder = client.new_owner();
     let distinct: Vec<String> = (0..TASKS / 2).map(|i| format!("many:job:{i}")).collect();
     for name in distinct.iter().map(String::as_str).chain(["many:hot"]) {
-        client.async_lock(name).with_owner(holder.clone()).lock().await?;
+        client
+            .async_lock(name)
+            .with_owner(holder.clone())
+            .lock()
+            .await?;
     }
     let before = clients(&mut admin)?;
 
@@ -74,7 +78,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let released = Instant::now();
     for name in distinct.iter().map(String::as_str).chain(["many:hot"]) {
-        client.async_lock(name).with_owner(holder.clone()).unlock().await?;
+        client
+            .async_lock(name)
+            .with_owner(holder.clone())
+            .unlock()
+            .await?;
     }
     let mut last = Duration::ZERO;
     for t in tasks {

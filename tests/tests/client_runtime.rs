@@ -19,7 +19,11 @@ fn client_on(s: &Server, rt: &tokio::runtime::Runtime) -> rlock::Client {
 }
 
 /// `f` on a thread of its own; panics if it does not end within `limit` (a deadlock).
-fn within<T: Send + 'static>(limit: Duration, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+fn within<T: Send + 'static>(
+    limit: Duration,
+    what: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(f());
@@ -88,40 +92,47 @@ fn eight_tasks_take_turns_on_a_one_worker_runtime() {
     let rt = runtime(1);
     let client = client_on(&s, &rt);
     let url = s.url();
-    within(Duration::from_secs(60), "8 tasks x 50 increments", move || {
-        let tasks: Vec<_> = (0..8)
-            .map(|_| {
-                let lock = client.async_lock("turns:lock");
-                let url = url.clone();
-                rt.spawn(async move {
-                    let mut c = redis::Client::open(url)
-                        .unwrap()
-                        .get_multiplexed_async_connection()
-                        .await
-                        .unwrap();
-                    for _ in 0..50 {
-                        let g = lock.guard().await.unwrap();
-                        // Not atomic on purpose: two holders at once lose increments.
-                        let v: Option<i64> =
-                            redis::cmd("GET").arg("turns").query_async(&mut c).await.unwrap();
-                        let _: () = redis::cmd("SET")
-                            .arg("turns")
-                            .arg(v.unwrap_or(0) + 1)
-                            .query_async(&mut c)
+    within(
+        Duration::from_secs(60),
+        "8 tasks x 50 increments",
+        move || {
+            let tasks: Vec<_> = (0..8)
+                .map(|_| {
+                    let lock = client.async_lock("turns:lock");
+                    let url = url.clone();
+                    rt.spawn(async move {
+                        let mut c = redis::Client::open(url)
+                            .unwrap()
+                            .get_multiplexed_async_connection()
                             .await
                             .unwrap();
-                        g.unlock().await.unwrap();
-                    }
+                        for _ in 0..50 {
+                            let g = lock.guard().await.unwrap();
+                            // Not atomic on purpose: two holders at once lose increments.
+                            let v: Option<i64> = redis::cmd("GET")
+                                .arg("turns")
+                                .query_async(&mut c)
+                                .await
+                                .unwrap();
+                            let _: () = redis::cmd("SET")
+                                .arg("turns")
+                                .arg(v.unwrap_or(0) + 1)
+                                .query_async(&mut c)
+                                .await
+                                .unwrap();
+                            g.unlock().await.unwrap();
+                        }
+                    })
                 })
-            })
-            .collect();
-        rt.block_on(async {
-            for t in tasks {
-                t.await.unwrap();
-            }
-        });
-        drop(client);
-    });
+                .collect();
+            rt.block_on(async {
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            });
+            drop(client);
+        },
+    );
     let v: i64 = redis::cmd("GET").arg("turns").query(&mut c).unwrap();
     assert_eq!(v, 8 * 50);
     assert!(!exists(&mut c, "turns:lock"));
@@ -170,7 +181,11 @@ fn a_wait_dropped_on_a_one_worker_runtime_is_withdrawn() {
         (out, rt)
     });
     assert!(timed_out);
-    assert_eq!(waiters(&mut c, "dropped"), 0, "withdrawn before the drop returned");
+    assert_eq!(
+        waiters(&mut c, "dropped"),
+        0,
+        "withdrawn before the drop returned"
+    );
     holder.unlock().unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert!(!exists(&mut c, "dropped"), "nobody was handed the lock");
