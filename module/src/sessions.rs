@@ -138,7 +138,7 @@ pub fn queue(
     });
     Ok(match park_ms {
         Some(ms) => wait::park_request(ctx, handle, ms),
-        None => Answer::Reply(Reply::Status("QUEUED")),
+        None => Answer::Reply(wait::QUEUED),
     })
 }
 

@@ -344,7 +344,7 @@ pub fn park_request(ctx: Ctx, handle: Handle, park_ms: i64) -> Answer {
 }
 
 /// The reply of a request that waits on in its session.
-const QUEUED: Reply = Reply::Status("QUEUED");
+pub const QUEUED: Reply = Reply::Status("QUEUED");
 
 /// The parked connection of session request `handle`, no longer parked.
 fn unpark(handle: Handle) -> Option<BlockedClient> {

@@ -32,6 +32,20 @@ fn within<T: Send + 'static>(
         .unwrap_or_else(|_| panic!("{what}: not done within {limit:?} (deadlocked?)"))
 }
 
+/// `fut` as a task of `rt`, driven from a thread of its own within `limit` (see [`within`]).
+/// The runtime comes back: it must outlive the client.
+fn in_task<T: Send + 'static>(
+    rt: tokio::runtime::Runtime,
+    limit: Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> (T, tokio::runtime::Runtime) {
+    within(limit, what, move || {
+        let out = rt.block_on(async move { tokio::spawn(fut).await.unwrap() });
+        (out, rt)
+    })
+}
+
 #[test]
 fn a_current_thread_runtime_is_refused() {
     let s = Server::start();
@@ -167,18 +181,10 @@ fn a_wait_dropped_on_a_one_worker_runtime_is_withdrawn() {
     let lock = client.async_lock("dropped");
     // The timeout drops the queued acquire inside the runtime's only worker; withdrawing it
     // needs the connection driver, a task of that same runtime.
-    // (The runtime comes back: it must outlive the client.)
-    let (timed_out, _rt) = within(Duration::from_secs(10), "the withdrawal", move || {
-        let out = rt.block_on(async move {
-            tokio::spawn(async move {
-                tokio::time::timeout(Duration::from_millis(100), lock.lock())
-                    .await
-                    .is_err()
-            })
+    let (timed_out, _rt) = in_task(rt, Duration::from_secs(10), "the withdrawal", async move {
+        tokio::time::timeout(Duration::from_millis(100), lock.lock())
             .await
-            .unwrap()
-        });
-        (out, rt)
+            .is_err()
     });
     assert!(timed_out);
     assert_eq!(
@@ -208,28 +214,21 @@ fn the_sync_api_from_a_task_of_the_given_runtime() {
         });
         holder.unlock().unwrap();
     });
-    let ((got, short), _rt) = within(Duration::from_secs(10), "sync calls in a task", move || {
-        let out = rt.block_on(async move {
-            tokio::spawn(async move {
-                // Blocks the only worker until the holder lets go.
-                lock.lock().unwrap();
-                let other = lock.clone();
-                let t = std::time::Instant::now();
-                // Another thread's try_lock_for on a lock this thread holds: not granted.
-                let short = std::thread::spawn(move || {
-                    other.try_lock_for(Duration::from_millis(200)).unwrap()
-                })
+    let calls = async move {
+        // Blocks the only worker until the holder lets go.
+        lock.lock().unwrap();
+        let other = lock.clone();
+        let t = std::time::Instant::now();
+        // Another thread's try_lock_for on a lock this thread holds: not granted.
+        let short =
+            std::thread::spawn(move || other.try_lock_for(Duration::from_millis(200)).unwrap())
                 .join()
                 .unwrap();
-                let waited = t.elapsed();
-                lock.unlock().unwrap();
-                (true, (short, waited))
-            })
-            .await
-            .unwrap()
-        });
-        (out, rt)
-    });
+        let waited = t.elapsed();
+        lock.unlock().unwrap();
+        (true, (short, waited))
+    };
+    let ((got, short), _rt) = in_task(rt, Duration::from_secs(10), "sync calls in a task", calls);
     released.join().unwrap();
     assert!(got);
     assert!(!short.0, "the lock was held");
@@ -255,19 +254,13 @@ fn the_sync_api_from_a_task_of_the_given_runtime_on_a_cluster() {
         .build()
         .expect("cluster client");
     let lock = client.lock("{synced}:c");
-    let (held, _rt) = within(Duration::from_secs(20), "sync calls in a task", move || {
-        let out = rt.block_on(async move {
-            tokio::spawn(async move {
-                lock.lock().unwrap();
-                let held = lock.is_held_by_current_thread().unwrap();
-                lock.unlock().unwrap();
-                held
-            })
-            .await
-            .unwrap()
-        });
-        (out, rt)
-    });
+    let calls = async move {
+        lock.lock().unwrap();
+        let held = lock.is_held_by_current_thread().unwrap();
+        lock.unlock().unwrap();
+        held
+    };
+    let (held, _rt) = in_task(rt, Duration::from_secs(20), "sync calls in a task", calls);
     assert!(held);
     let mut c = cluster.master_for("{synced}:c").conn();
     assert!(!exists(&mut c, "{synced}:c"));
