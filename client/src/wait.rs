@@ -79,12 +79,6 @@ pub(crate) trait Attempt: Sync {
     async fn give_back_granted(&self, ctx: &Context, _reply: &Value) {
         self.give_back(ctx).await
     }
-    /// Whom a grant makes a holder, as the server names it in a `lost` outcome (the owner):
-    /// a grant handed over just before its session was lost is then marked lost. `None` for
-    /// objects whose grants name no holder.
-    fn holder(&self) -> Option<&str> {
-        None
-    }
 }
 
 /// When a wait ends.
@@ -148,9 +142,15 @@ async fn waited<A: Attempt>(ctx: &Context, io: Io, a: &A, until: Until) -> Resul
             Delivered::Granted(v) => return Ok(v),
             Delivered::TimedOut => return Ok(Value::Nil),
             Delivered::Expired => {
+                // A grant a read returned is ours even after the session ended; one whose reply
+                // never reached us (the connection died with it) would be held by nobody until
+                // its lease ends: give it back.
+                if matches!(a.took_effect(ctx).await, Ok(Some(_))) {
+                    a.give_back(ctx).await;
+                }
                 return Err(Error::SessionExpired {
                     addr: queued.addr().to_string(),
-                })
+                });
             }
             Delivered::Interrupted => return Err(interrupted(queued.addr())),
             Delivered::Failed(e) => e,
@@ -236,7 +236,7 @@ async fn send_at<'a, A: Attempt>(
         return Ok(Sent::Reply(reply));
     };
     // Registered before sending: the outcome may reach the listener before the reply here.
-    let ticket = listener.register(a.key(), a.holder())?;
+    let ticket = listener.register(a.key(), wire::object_of(&cmd))?;
     let queue = wire::Queue {
         request: ticket.request,
         timeout_ms,

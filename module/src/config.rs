@@ -11,6 +11,11 @@ pub static SESSION_MAX_QUEUED: AtomicI64 = AtomicI64::new(100_000);
 /// Outcomes one session may have waiting for acknowledgement before it may queue more.
 pub static SESSION_MAX_BACKLOG: AtomicI64 = AtomicI64::new(100_000);
 
+/// Sessions one ACL user may have open at once.
+pub static SESSION_MAX_PER_USER: AtomicI64 = AtomicI64::new(10_000);
+/// The longest session name, in bytes.
+pub static SESSION_MAX_NAME_BYTES: AtomicI64 = AtomicI64::new(256);
+
 /// Refuse a wait that would close a cycle of owners waiting for one another.
 pub static DEADLOCK_DETECTION: AtomicBool = AtomicBool::new(true);
 
@@ -42,6 +47,18 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         &SESSION_MAX_BACKLOG,
         1,
         i64::from(i32::MAX),
+    ) && config::numeric(
+        ctx,
+        "session-max-per-user",
+        &SESSION_MAX_PER_USER,
+        1,
+        i64::from(i32::MAX),
+    ) && config::numeric(
+        ctx,
+        "session-max-name-bytes",
+        &SESSION_MAX_NAME_BYTES,
+        1,
+        65_536,
     ) && config::boolean(ctx, "deadlock-detection", &DEADLOCK_DETECTION)
         && config::load(ctx);
     if ok {

@@ -13,35 +13,51 @@
 //! - Holds granted through a session, or taken by an acquire naming it, are watched: when one
 //!   ends by anything but its owner's release (FORCERELEASE, DEL, expiry, eviction, FLUSH, a
 //!   Redisson force unlock), a `lost` outcome is appended at once.
+//! - A session belongs to the ACL user who opened it: no other user may name it in any command
+//!   (`NOPERM`), so outcomes only ever reach the user who queued the requests. A user who may
+//!   run `ACL LIST` (an administrator) may also see every session (`RSESSION.LIST`, `.INFO`).
+//! - Undo is exact: ending a session undoes only the grants no read ever returned (see
+//!   `Outcomes::read`); a grant a read returned is its owner's, as a `BLOCK` waiter's grant is
+//!   once its reply is sent.
+//! - Every cost is the session's own: its queued requests are kept here by id, so ending it or
+//!   cancelling one never looks at anybody else's waiters.
 
-use crate::config::{self, SESSION_MAX_BACKLOG, SESSION_MAX_GRACE_MS, SESSION_MAX_QUEUED};
+use crate::config::{
+    self, SESSION_MAX_BACKLOG, SESSION_MAX_GRACE_MS, SESSION_MAX_NAME_BYTES, SESSION_MAX_PER_USER,
+    SESSION_MAX_QUEUED,
+};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counter;
 use crate::core::store::{Kind as KeyKind, Store, Target};
-use crate::core::wait::session::{self as rules, Kind, Outcomes};
+use crate::core::wait::session::{self as rules, Kind, New, Outcomes};
 use crate::core::wait::HashMap;
-use crate::core::wait::{KeyId, Req, TimerKey};
+use crate::core::wait::{queue, KeyId, Req, TimerKey};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
 use crate::timers;
 use crate::wait::{self, Ended, Handle};
 use std::cell::RefCell;
+use std::collections::HashSet;
 
 /// What undoing a grant needs, kept until the grant is acknowledged.
 type Grant = (KeyId, Req, Reply);
 
 struct Session {
     name: Box<[u8]>,
+    /// The ACL user who opened it (`None`: opened by a context without a user).
+    owner: Option<Box<[u8]>>,
     grace_ms: i64,
     /// The client id of the connection that last opened or read it.
     listener: u64,
     reader: Option<Reader>,
     /// When the session ends unless its listener reads again (none while one waits in READ).
     expiry: Option<TimerKey>,
-    /// Requests queued now.
-    queued: usize,
+    /// The keys where it has holds watched, with how many: ending the session visits these.
+    watching: HashMap<KeyId, u32>,
+    /// The ids of its requests queued now: ending the session withdraws exactly these.
+    queued: HashSet<u64, foldhash::fast::RandomState>,
     outcomes: Outcomes<Grant>,
 }
 
@@ -63,6 +79,8 @@ struct Tracked {
 struct State {
     sessions: HashMap<u32, Session>,
     by_name: HashMap<Box<[u8]>, u32>,
+    /// Sessions open per ACL user (bounded by `rlock.session-max-per-user`).
+    per_user: HashMap<Option<Box<[u8]>>, usize>,
     next_id: u32,
     /// Parked readers by blocked-client id.
     readers: HashMap<usize, u32>,
@@ -85,6 +103,9 @@ pub static CLOSED: Counter = Counter::new();
 pub static LOST: Counter = Counter::new();
 /// Grants of session requests replied straight to their parked connection (`QUEUE ... BLOCK`).
 pub static HANDED: Counter = Counter::new();
+/// `lost` outcomes dropped because their session's backlog was full (an `overflow` outcome
+/// stands for them).
+pub static LOST_DROPPED: Counter = Counter::new();
 
 /// Install this file as the destination of session requests' outcomes; counters start from
 /// zero at each load.
@@ -95,14 +116,39 @@ pub fn init() {
         after_write,
         handed,
     });
-    for c in [&OPENED, &EXPIRED, &CLOSED, &LOST, &HANDED] {
+    for c in [&OPENED, &EXPIRED, &CLOSED, &LOST, &HANDED, &LOST_DROPPED] {
         c.reset();
     }
 }
 
-/// The session called `name`.
-pub fn resolve(name: &[u8]) -> Result<u32, CmdError> {
-    state(|s| s.by_name.get(name).copied()).ok_or(CmdError::NoSession)
+/// The session called `name`, if the calling user owns it (`NOPERM` otherwise: a session is
+/// used only by the user who opened it).
+pub fn resolve(ctx: Ctx, name: &[u8]) -> Result<u32, CmdError> {
+    let user = ctx.user_name();
+    state(|s| {
+        let id = *s.by_name.get(name).ok_or(CmdError::NoSession)?;
+        let sess = s.sessions.get(&id).ok_or(CmdError::NoSession)?;
+        if owns(&user, sess) {
+            Ok(id)
+        } else {
+            Err(CmdError::SessionNoPerm(name.to_vec()))
+        }
+    })
+}
+
+/// Whether `user` (the caller's ACL user; `None`: a context of the module's own) owns `sess`.
+fn owns(user: &Option<Vec<u8>>, sess: &Session) -> bool {
+    match (user, &sess.owner) {
+        (None, _) => true,
+        (Some(u), Some(o)) => u[..] == o[..],
+        (Some(_), None) => false,
+    }
+}
+
+/// Whether the caller may see every session (`RSESSION.LIST`, `RSESSION.INFO`): an
+/// administrator, i.e. a user who may run `ACL LIST`.
+fn sees_all(ctx: Ctx) -> bool {
+    ctx.user_may_run(&[b"ACL", b"LIST"])
 }
 
 // ---- queueing and outcomes -----------------------------------------------------------------------
@@ -120,20 +166,20 @@ pub fn queue(
     let handle = Handle::Session { session, request };
     state(|s| {
         let sess = s.sessions.get(&session).ok_or(CmdError::NoSession)?;
+        if sess.queued.contains(&request) {
+            return Err(CmdError::DuplicateRequest);
+        }
         rules::may_queue(
-            sess.queued,
+            sess.queued.len(),
             sess.outcomes.len(),
             config::get(&SESSION_MAX_QUEUED),
             config::get(&SESSION_MAX_BACKLOG),
         )
     })?;
-    if wait::is_waiting(handle) {
-        return Err(CmdError::DuplicateRequest);
-    }
     wait::enqueue(ctx, keys, handle, timeout_ms, req);
     state(|s| {
         if let Some(sess) = s.sessions.get_mut(&session) {
-            sess.queued += 1;
+            sess.queued.insert(request);
         }
     });
     Ok(match park_ms {
@@ -142,25 +188,31 @@ pub fn queue(
     })
 }
 
-/// `wait`'s hook: a request of `session` was granted straight to its parked connection.
-fn handed(session: u32) {
+/// `wait`'s hook: request `request` of `session` was granted straight to its parked
+/// connection.
+fn handed(session: u32, request: u64) {
     HANDED.incr();
-    state(|s| {
-        if let Some(sess) = s.sessions.get_mut(&session) {
-            sess.queued = sess.queued.saturating_sub(1);
+    left_queue(session, request);
+}
+
+/// Request `request` of `session` is no longer queued (granted, failed, timed out, withdrawn).
+/// Whether the session still exists.
+fn left_queue(session: u32, request: u64) -> bool {
+    state(|s| match s.sessions.get_mut(&session) {
+        Some(sess) => {
+            sess.queued.remove(&request);
+            if sess.queued.capacity() > 64 && sess.queued.len() * 4 < sess.queued.capacity() {
+                sess.queued.shrink_to(sess.queued.len() * 2);
+            }
+            true
         }
-    });
+        None => false,
+    })
 }
 
 /// `wait`'s sink: how a session request's wait ended.
 fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
-    let known = state(|s| match s.sessions.get_mut(&session) {
-        Some(sess) => {
-            sess.queued = sess.queued.saturating_sub(1);
-            true
-        }
-        None => false,
-    });
+    let known = left_queue(session, request);
     match ended {
         Ended::Granted { id, req, reply } => {
             if !known {
@@ -175,49 +227,51 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
                     .or_else(|| read_until(ctx, &req, &id));
                 add(ctx, session, id.clone(), req.clone(), until);
             }
-            let key = Some(id.key.to_vec());
-            let value = reply.clone();
-            push(
-                ctx,
-                session,
-                Kind::Granted,
-                Some(request),
-                key,
-                value,
-                Some((id, req, reply)),
-            );
+            let outcome = New {
+                kind: Kind::Granted,
+                request: Some(request),
+                key: Some(id.key.to_vec()),
+                object: Some(req.kind().name()),
+                value: reply.clone(),
+                grant: Some((id, req, reply)),
+            };
+            push(ctx, session, outcome);
         }
-        Ended::TimedOut => push(
-            ctx,
-            session,
-            Kind::Timeout,
-            Some(request),
-            None,
-            Reply::Nil,
-            None,
-        ),
+        Ended::TimedOut => push(ctx, session, about(Kind::Timeout, request, Reply::Nil)),
         Ended::Failed(e) => {
             let text = Reply::Bulk(e.to_string().into_bytes());
-            push(ctx, session, Kind::Error, Some(request), None, text, None)
+            push(ctx, session, about(Kind::Error, request, text))
         }
     }
 }
 
-/// Append an outcome and hand it to a waiting listener.
-fn push(
-    ctx: Ctx,
-    session: u32,
-    kind: Kind,
-    request: Option<u64>,
-    key: Option<Vec<u8>>,
-    value: Reply,
-    grant: Option<Grant>,
-) {
+/// An outcome of request `request` that grants nothing.
+fn about(kind: Kind, request: u64, value: Reply) -> New<Grant> {
+    New {
+        kind,
+        request: Some(request),
+        key: None,
+        object: None,
+        value,
+        grant: None,
+    }
+}
+
+/// Append an outcome and hand it to a waiting listener. A `lost` outcome counts against the
+/// session's backlog (past it, one `overflow` outcome stands for those dropped).
+fn push(ctx: Ctx, session: u32, outcome: New<Grant>) {
+    let max = config::get(&SESSION_MAX_BACKLOG).max(1) as usize;
     state(|s| {
         let Some(sess) = s.sessions.get_mut(&session) else {
             return;
         };
-        sess.outcomes.push(kind, request, key, value, grant);
+        if outcome.kind == Kind::Lost {
+            if !sess.outcomes.push_lost(outcome, max) {
+                LOST_DROPPED.incr();
+            }
+        } else {
+            sess.outcomes.push(outcome);
+        }
         if let Some(id) = wake_reader(ctx, sess) {
             s.readers.remove(&id);
         }
@@ -233,18 +287,9 @@ fn wake_reader(ctx: Ctx, sess: &mut Session) -> Option<usize> {
     }
     let r = sess.reader.take()?;
     let id = r.bc.id();
-    let reply = read_reply(sess, r.cursor, r.count);
+    let reply = sess.outcomes.read(r.cursor, r.count);
     answer_reader(ctx, sess, r, reply);
     Some(id)
-}
-
-fn read_reply(sess: &Session, cursor: u64, count: usize) -> Reply {
-    Reply::Array(
-        sess.outcomes
-            .after(cursor, count)
-            .map(|e| e.show())
-            .collect(),
-    )
 }
 
 /// Send `reply` to a parked reader and start the grace period.
@@ -282,7 +327,7 @@ fn schedule_expiry(ctx: Ctx, sess: &mut Session) {
         ctx,
         ctx.now_ms().saturating_add(sess.grace_ms),
         move |ctx| {
-            if let Ok(id) = resolve(&name) {
+            if let Some(id) = state(|s| s.by_name.get(&name).copied()) {
                 if state(|s| s.sessions.get(&id).is_some_and(|x| x.reader.is_none())) {
                     EXPIRED.incr();
                     end(ctx, id);
@@ -298,13 +343,16 @@ fn end(ctx: Ctx, id: u32) {
     let Some(mut sess) = state(|s| {
         let sess = s.sessions.remove(&id)?;
         s.by_name.remove(&sess.name);
+        if let Some(n) = s.per_user.get_mut(&sess.owner) {
+            *n -= 1;
+            if *n == 0 {
+                s.per_user.remove(&sess.owner);
+            }
+        }
         if let Some(r) = &sess.reader {
             s.readers.remove(&r.bc.id());
         }
-        for holds in s.tracked.values_mut() {
-            holds.retain(|t| t.session != id);
-        }
-        s.forget_unwatched();
+        s.unwatch_session(id, &sess.watching);
         Some(sess)
     }) else {
         return;
@@ -325,8 +373,14 @@ fn end(ctx: Ctx, id: u32) {
             }),
         );
     }
-    for h in wait::session_requests(id) {
-        wait::withdraw(ctx, h);
+    for request in std::mem::take(&mut sess.queued) {
+        wait::withdraw(
+            ctx,
+            Handle::Session {
+                session: id,
+                request,
+            },
+        );
     }
     for e in sess.outcomes.drain() {
         if let Some(g) = e.grant {
@@ -391,34 +445,56 @@ pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req) {
 impl State {
     /// Stop watching `id`: no hold there is watched any more.
     fn unwatch(&mut self, id: &KeyId) {
-        self.tracked.remove(id);
+        if let Some(holds) = self.tracked.remove(id) {
+            for t in holds {
+                self.unnote(t.session, id);
+            }
+        }
         if let Some(t) = self.checks.remove(id) {
             timers::cancel(t);
         }
+        queue::shrink(&mut self.tracked);
     }
 
-    /// Drop the keys no hold is watched on any more, with their pending checks.
-    fn forget_unwatched(&mut self) {
-        let empty: Vec<KeyId> = self
-            .tracked
-            .iter()
-            .filter(|(_, holds)| holds.is_empty())
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in empty {
-            self.unwatch(&id);
+    /// Session `session` watches one hold less on `id`.
+    fn unnote(&mut self, session: u32, id: &KeyId) {
+        if let Some(sess) = self.sessions.get_mut(&session) {
+            if let Some(n) = sess.watching.get_mut(id) {
+                *n -= 1;
+                if *n == 0 {
+                    sess.watching.remove(id);
+                    queue::shrink(&mut sess.watching);
+                }
+            }
+        }
+    }
+
+    /// Stop watching the holds of session `session` (ending; already out of `sessions`), on the
+    /// keys it watched.
+    fn unwatch_session(&mut self, session: u32, watching: &HashMap<KeyId, u32>) {
+        for id in watching.keys() {
+            if let Some(holds) = self.tracked.get_mut(id) {
+                holds.retain(|t| t.session != session);
+                if holds.is_empty() {
+                    self.unwatch(id);
+                }
+            }
         }
     }
 
     /// Watch `req`'s hold for `session`, unless that hold (same object, owner and mode) is
     /// watched already: a re-entry is the same hold, and one loss is one `lost` outcome.
     fn add_watch(&mut self, id: &KeyId, session: u32, req: Req) {
+        let Some(sess) = self.sessions.get_mut(&session) else {
+            return;
+        };
         let holds = self.tracked.entry(id.clone()).or_default();
         let same = |t: &Tracked| {
             t.session == session && t.req.kind() == req.kind() && t.req.show() == req.show()
         };
         if !holds.iter().any(same) {
             holds.push(Tracked { session, req });
+            *sess.watching.entry(id.clone()).or_default() += 1;
         }
     }
 }
@@ -457,16 +533,17 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
             }
             None => {
                 LOST.incr();
+                state(|s| s.unnote(t.session, id));
                 let owner = t.req.owner().unwrap_or_default().to_vec();
-                push(
-                    ctx,
-                    t.session,
-                    Kind::Lost,
-                    None,
-                    Some(id.key.to_vec()),
-                    Reply::Bulk(owner),
-                    None,
-                );
+                let outcome = New {
+                    kind: Kind::Lost,
+                    request: None,
+                    key: Some(id.key.to_vec()),
+                    object: Some(t.req.kind().name()),
+                    value: Reply::Bulk(owner),
+                    grant: None,
+                };
+                push(ctx, t.session, outcome);
             }
         }
     }
@@ -474,6 +551,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
         state(|s| s.unwatch(id));
         return;
     }
+    // (`kept` stay noted in their sessions' `watching`: they were never un-noted.)
     state(|s| s.tracked.entry(id.clone()).or_default().extend(kept));
     if let Some(at) = next {
         check_at(ctx, id, at.saturating_add(1));
@@ -493,10 +571,20 @@ pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
             // is left there, no need to read each back (1,400 of an RLOCK.RELEASE's 9,300
             // instructions).
             let gone = keys.kind(&Target::Main) == KeyKind::Empty;
+            let mut ended = Vec::new();
             holds.retain(|t| {
-                t.req.owner() != Some(owner) || (!gone && t.req.held_until(keys).is_some())
+                let kept =
+                    t.req.owner() != Some(owner) || (!gone && t.req.held_until(keys).is_some());
+                if !kept {
+                    ended.push(t.session);
+                }
+                kept
             });
-            if holds.is_empty() {
+            let empty = holds.is_empty();
+            for session in ended {
+                s.unnote(session, &id);
+            }
+            if empty {
                 s.unwatch(&id);
             }
         }
@@ -593,11 +681,33 @@ pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             "grace_ms {grace_ms} is above rlock.session-max-grace-ms ({max})"
         )));
     }
+    let max_name = config::get(&SESSION_MAX_NAME_BYTES);
+    if name.len() as i64 > max_name {
+        return Err(CmdError::Limit(format!(
+            "the session name is {} bytes, above rlock.session-max-name-bytes ({max_name})",
+            name.len()
+        )));
+    }
+    let user = ctx.user_name();
     let reply = state(|s| {
         let resumed = s.by_name.contains_key(name);
         let id = match s.by_name.get(name) {
-            Some(id) => *id,
+            Some(id) => {
+                if !owns(&user, &s.sessions[id]) {
+                    return Err(CmdError::SessionNoPerm(name.to_vec()));
+                }
+                *id
+            }
             None => {
+                let owner: Option<Box<[u8]>> = user.as_deref().map(Box::from);
+                let mine = s.per_user.get(&owner).copied().unwrap_or(0);
+                let max = config::get(&SESSION_MAX_PER_USER);
+                if mine as i64 >= max {
+                    return Err(CmdError::Limit(format!(
+                        "this user has {mine} sessions open (rlock.session-max-per-user)"
+                    )));
+                }
+                *s.per_user.entry(owner.clone()).or_default() += 1;
                 s.next_id = s.next_id.wrapping_add(1);
                 let id = s.next_id;
                 s.by_name.insert(name.into(), id);
@@ -605,11 +715,13 @@ pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                     id,
                     Session {
                         name: name.into(),
+                        owner,
                         grace_ms,
                         listener: 0,
                         reader: None,
                         expiry: None,
-                        queued: 0,
+                        watching: HashMap::default(),
+                        queued: HashSet::default(),
                         outcomes: Outcomes::default(),
                     },
                 );
@@ -623,13 +735,13 @@ pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         if sess.reader.is_none() {
             schedule_expiry(ctx, sess);
         }
-        Reply::Map(vec![
+        Ok(Reply::Map(vec![
             ("resumed", Reply::Int(resumed as i64)),
             ("acked", Reply::Int(sess.outcomes.acked() as i64)),
             ("last", Reply::Int(sess.outcomes.last() as i64)),
             ("pending", Reply::Int(sess.outcomes.len() as i64)),
-        ])
-    });
+        ]))
+    })?;
     Ok(Answer::Reply(reply))
 }
 
@@ -638,7 +750,7 @@ pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn read(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let r = rules::parse_read(&argv)?;
-    let id = resolve(r.session)?;
+    let id = resolve(ctx, r.session)?;
     if let Some(ms) = r.block_ms {
         crate::core::args::deadline(ctx.now_ms(), ms, "timeout")?;
     }
@@ -669,7 +781,7 @@ pub fn read(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         let ready = sess.outcomes.has_after(r.cursor);
         let Some(ms) = r.block_ms.filter(|_| !ready && may_block) else {
             schedule_expiry(ctx, sess);
-            return Ok(Answer::Reply(read_reply(sess, r.cursor, r.count)));
+            return Ok(Answer::Reply(sess.outcomes.read(r.cursor, r.count)));
         };
         // Parked: the session lives while its listener waits.
         if let Some(t) = sess.expiry.take() {
@@ -710,14 +822,14 @@ fn read_timed_out(ctx: Ctx, id: u32, bc: BlockedClient) {
 }
 
 /// `RSESSION.ACK session cursor`: acknowledge outcomes up to `cursor`; reply how many.
-pub fn ack(_ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+pub fn ack(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let (name, cursor) = rules::parse_ack(&argv)?;
-    let id = resolve(name)?;
+    let id = resolve(ctx, name)?;
     let n = state(|s| {
         s.sessions
             .get_mut(&id)
-            .map_or(0, |sess| sess.outcomes.ack(cursor).1)
+            .map_or(0, |sess| sess.outcomes.ack(cursor))
     });
     Ok(Answer::Reply(Reply::Int(n as i64)))
 }
@@ -727,14 +839,10 @@ pub fn ack(_ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn cancel(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let (name, request) = rules::parse_cancel(&argv)?;
-    let session = resolve(name)?;
+    let session = resolve(ctx, name)?;
     let withdrawn = wait::withdraw(ctx, Handle::Session { session, request }).is_some();
     if withdrawn {
-        state(|s| {
-            if let Some(sess) = s.sessions.get_mut(&session) {
-                sess.queued = sess.queued.saturating_sub(1);
-            }
-        });
+        left_queue(session, request);
     }
     Ok(Answer::Reply(Reply::Int(withdrawn as i64)))
 }
@@ -743,8 +851,10 @@ pub fn cancel(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn close(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let name = rules::parse_named(&argv, "rsession.close")?;
-    let Ok(id) = resolve(name) else {
-        return Ok(Answer::Reply(Reply::Int(0)));
+    let id = match resolve(ctx, name) {
+        Ok(id) => id,
+        Err(CmdError::NoSession) => return Ok(Answer::Reply(Reply::Int(0))),
+        Err(e) => return Err(e),
     };
     CLOSED.incr();
     end(ctx, id);
@@ -755,18 +865,18 @@ pub fn close(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let name = rules::parse_named(&argv, "rsession.info")?;
-    let id = resolve(name)?;
+    let id = match resolve(ctx, name) {
+        Err(CmdError::SessionNoPerm(_)) if sees_all(ctx) => {
+            state(|s| s.by_name.get(name).copied()).ok_or(CmdError::NoSession)?
+        }
+        other => other?,
+    };
     let now = ctx.now_ms();
     let reply = state(|s| {
-        let holds = s
-            .tracked
-            .values()
-            .flatten()
-            .filter(|t| t.session == id)
-            .count();
         let Some(sess) = s.sessions.get(&id) else {
             return Err(CmdError::NoSession);
         };
+        let holds: u32 = sess.watching.values().sum();
         Ok(Reply::Map(vec![
             ("session", Reply::Bulk(sess.name.to_vec())),
             ("listener", Reply::Int(sess.listener as i64)),
@@ -776,7 +886,7 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 "expires_in_ms",
                 Reply::Int(sess.expiry.map_or(-1, |t| (t.at_ms - now).max(0))),
             ),
-            ("queued", Reply::Int(sess.queued as i64)),
+            ("queued", Reply::Int(sess.queued.len() as i64)),
             ("pending", Reply::Int(sess.outcomes.len() as i64)),
             ("acked", Reply::Int(sess.outcomes.acked() as i64)),
             ("last", Reply::Int(sess.outcomes.last() as i64)),
@@ -786,12 +896,15 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     Ok(Answer::Reply(reply))
 }
 
-/// `RSESSION.LIST`: every session's name.
-pub fn list(_ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+/// `RSESSION.LIST`: the names of the caller's sessions (an administrator's: every session).
+pub fn list(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     rules::parse_list(&args.bytes())?;
+    let user = ctx.user_name();
+    let all = sees_all(ctx);
     let names = state(|s| {
         s.sessions
             .values()
+            .filter(|x| all || owns(&user, x))
             .map(|x| Reply::Bulk(x.name.to_vec()))
             .collect()
     });
@@ -802,7 +915,7 @@ pub fn list(_ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 /// holds watched.
 pub fn totals() -> (usize, usize, usize, usize) {
     state(|s| {
-        let queued = s.sessions.values().map(|x| x.queued).sum();
+        let queued = s.sessions.values().map(|x| x.queued.len()).sum();
         let pending = s.sessions.values().map(|x| x.outcomes.len()).sum();
         let holds = s.tracked.values().map(Vec::len).sum();
         (s.sessions.len(), queued, pending, holds)

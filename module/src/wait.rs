@@ -66,9 +66,9 @@ pub struct SessionHooks {
     pub watch: fn(Ctx, u32, KeyId, Req),
     /// A background write (expired holds tidied) may have ended watched holds on these keys.
     pub after_write: fn(Ctx, &RedisKeys),
-    /// A request of this session was granted straight to its parked connection (the session
-    /// no longer counts it as queued).
-    pub handed: fn(u32),
+    /// A request of this session (its id) was granted straight to its parked connection (the
+    /// session no longer counts it as queued).
+    pub handed: fn(u32, u64),
 }
 
 static SESSION_HOOKS: OnceLock<SessionHooks> = OnceLock::new();
@@ -171,21 +171,6 @@ pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
 /// Session requests whose connection is parked now (`QUEUE ... BLOCK`).
 pub fn parked_requests() -> usize {
     state(|s| s.parked.len())
-}
-
-/// Whether a waiter with this handle is queued.
-pub fn is_waiting(handle: Handle) -> bool {
-    state(|s| s.queues.find(handle).is_some())
-}
-
-/// Requests queued through session `session`, by handle.
-pub fn session_requests(session: u32) -> Vec<Handle> {
-    state(|s| {
-        s.queues
-            .handles()
-            .filter(|h| matches!(h, Handle::Session { session: x, .. } if *x == session))
-            .collect()
-    })
 }
 
 // ---- bookkeeping ---------------------------------------------------------------------------------
@@ -741,7 +726,7 @@ fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
             if let Some(bc) = unpark(handle) {
                 if matches!(ended, Ended::Granted { .. }) {
                     // As to a blocked waiter that named the session.
-                    (hooks.handed)(session);
+                    (hooks.handed)(session, request);
                     answer(bc, ended, Some(session));
                     return;
                 }

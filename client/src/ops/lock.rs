@@ -172,10 +172,6 @@ impl Attempt for Acquire<'_> {
     async fn give_back(&self, _ctx: &Context) {
         let _ = release(self.t, self.owner).await;
     }
-
-    fn holder(&self) -> Option<&str> {
-        Some(self.owner.as_str())
-    }
 }
 
 /// Acquire for `owner` per `lease` (`None`: the watchdog's) and `wait`. `None`: not granted.

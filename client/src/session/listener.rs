@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::{RedisError, RedisResult, Value};
 use tokio::sync::{oneshot, watch};
@@ -46,16 +46,13 @@ enum Loss {
     Interrupted,
 }
 
-/// A wait in flight: where its outcome goes, and what a grant makes its holder hold.
+/// A wait in flight: where its outcome goes, and what it waits for (an outcome for its request
+/// id about another key or kind of object is refused, never taken as a grant).
 struct Slot {
     tx: oneshot::Sender<Delivered>,
     key: Arc<str>,
-    holder: Option<Arc<str>>,
+    object: Option<&'static str>,
 }
-
-/// A grant handed to its task whose acknowledgement the server has not confirmed yet:
-/// `(seq, key, holder)`. If the session is lost before, the server undid the grant.
-type Tentative = (u64, Arc<str>, Arc<str>);
 
 /// The listener thread's own state.
 struct Inner {
@@ -71,7 +68,6 @@ struct Inner {
     run_id: Option<String>,
     /// The last outcome dispatched (the next read acknowledges up to it).
     cursor: u64,
-    tentative: Vec<Tentative>,
 }
 
 pub(crate) struct Listener {
@@ -154,7 +150,6 @@ impl Listener {
                 grace_ms,
                 run_id: None,
                 cursor: 0,
-                tentative: Vec::new(),
             }),
             open: Mutex::new(None),
             slots: Mutex::new(HashMap::new()),
@@ -201,12 +196,13 @@ impl Listener {
         }
     }
 
-    /// Register a wait on `key` before its acquire is sent (`holder`: who a grant makes hold
-    /// it). Refused while the session is not open (the caller tries again after a pause).
+    /// Register a wait on `key` (an object of kind `object`, as outcomes name it) before its
+    /// acquire is sent. Refused while the session is not open (the caller tries again after a
+    /// pause).
     pub(crate) fn register(
         self: &Arc<Self>,
         key: &str,
-        holder: Option<&str>,
+        object: Option<&'static str>,
     ) -> RedisResult<Ticket> {
         let (tx, rx) = oneshot::channel();
         let open = self.open.lock().unwrap();
@@ -217,7 +213,7 @@ impl Listener {
         let slot = Slot {
             tx,
             key: Arc::from(key),
-            holder: holder.map(Arc::from),
+            object,
         };
         self.slots.lock().unwrap().insert(request, slot);
         drop(open);
@@ -297,14 +293,14 @@ impl Listener {
             *open = None;
             std::mem::take(&mut *self.slots.lock().unwrap())
         };
-        let (tentative, old) = {
+        let old = {
             let mut i = self.inner.lock().unwrap();
             let old = i.name.clone();
             i.incarnation += 1;
             i.name = session_name(&self.base, i.incarnation);
             i.opened = false;
             i.cursor = 0;
-            (std::mem::take(&mut i.tentative), old)
+            old
         };
         self.set_phase(Phase::Starting);
         match loss {
@@ -313,8 +309,8 @@ impl Listener {
                 server = %self.node.addr,
                 waits = slots.len(),
                 "rlock: the client's session expired on the server (its process did not read \
-                 outcomes for longer than the grace period): its waits failed, unacknowledged \
-                 grants were undone; opening a new session"
+                 outcomes for longer than the grace period): its waits failed, grants it never \
+                 read were undone; opening a new session"
             ),
             Loss::Interrupted => tracing::warn!(
                 session = %old,
@@ -330,33 +326,41 @@ impl Listener {
                 Loss::Interrupted => Delivered::Interrupted,
             });
         }
-        if loss == Loss::Expired {
-            let held: Vec<_> = tentative.into_iter().map(|(_, k, h)| (k, h)).collect();
-            self.mark_lost(&held);
-        }
     }
 
-    /// Hand each outcome to its task. `acked` is the cursor of the read that returned them (the
-    /// server has processed the acknowledgement up to it).
-    fn dispatch(&self, acked: u64, outcomes: Vec<Outcome>) {
+    /// Hand each outcome to its task. A grant a read returned is this client's from then on
+    /// (the server no longer undoes it, even if the session ends before it is acknowledged).
+    fn dispatch(&self, outcomes: Vec<Outcome>) {
         let mut lost = Vec::new();
         let mut strays = 0;
         let mut handed = Vec::with_capacity(outcomes.len());
         {
             let mut i = self.inner.lock().unwrap();
             let mut slots = self.slots.lock().unwrap();
-            i.tentative.retain(|(seq, ..)| *seq > acked);
             for o in outcomes {
                 // A read after a reconnect may return what was dispatched already.
                 if o.seq <= i.cursor {
                     continue;
                 }
                 i.cursor = o.seq;
+                let wrong = o
+                    .request
+                    .and_then(|r| slots.get(&r))
+                    .and_then(|slot| mismatch(&o, slot));
                 let delivered = match o.kind {
                     Kind::Lost(owner) => {
                         if let Some(key) = o.key {
                             lost.push((Arc::from(key), Arc::from(owner)));
                         }
+                        continue;
+                    }
+                    Kind::Overflow => {
+                        tracing::warn!(
+                            server = %self.node.addr,
+                            "rlock: the session's backlog overflowed (rlock.session-max-backlog): \
+                             some lost-hold reports were dropped; the watchdog's next renewal \
+                             finds its holds that ended, a hold with a lease of its own ends by it"
+                        );
                         continue;
                     }
                     Kind::Granted(v) => Delivered::Granted(v),
@@ -367,9 +371,18 @@ impl Listener {
                     strays += matches!(delivered, Delivered::Granted(_)) as usize;
                     continue;
                 };
-                if let (Delivered::Granted(_), Some(h)) = (&delivered, &slot.holder) {
-                    i.tentative.push((o.seq, slot.key.clone(), h.clone()));
-                }
+                let delivered = match wrong {
+                    Some(why) if matches!(delivered, Delivered::Granted(_)) => {
+                        tracing::error!(
+                            server = %self.node.addr,
+                            request = o.request,
+                            key = %slot.key,
+                            "rlock: protocol error: {why}; the wait fails, nothing is granted"
+                        );
+                        Delivered::Failed(protocol_error(&why))
+                    }
+                    _ => delivered,
+                };
                 handed.push((slot.tx, delivered));
             }
         }
@@ -388,6 +401,7 @@ impl Listener {
     }
 
     /// The server says these `(key, holder)` holds ended: mark them lost.
+    #[allow(clippy::type_complexity)]
     fn mark_lost(&self, held: &[(Arc<str>, Arc<str>)]) {
         if held.is_empty() {
             return;
@@ -460,23 +474,7 @@ impl Listener {
                 timeout = Some(stuck);
             }
             let read = wire::read(&name, cursor, block.as_millis() as u64);
-            let sent = Instant::now();
-            let reply = match read.query::<Value>(&mut conn).and_then(wire::outcomes) {
-                // A grant read long after its read was sent (the process was frozen, or this
-                // thread starved) may belong to a session that expired meanwhile, its grant
-                // undone: confirm the session lives (acknowledging the grants) before handing
-                // them over. Fresh replies need no check: the session lives for the grace
-                // after the server answered, and the next read acknowledges them in time.
-                Ok(outcomes)
-                    if sent.elapsed() >= Duration::from_millis(grace_ms / 2)
-                        && outcomes.iter().any(|o| matches!(o.kind, Kind::Granted(_))) =>
-                {
-                    let last = outcomes.iter().map(|o| o.seq).max().unwrap_or(cursor);
-                    self.query(&mut conn, &wire::ack(&name, last))
-                        .map(|_| outcomes)
-                }
-                other => other,
-            };
+            let reply = read.query::<Value>(&mut conn).and_then(wire::outcomes);
             match reply {
                 // The next read goes out after the outcomes are handed over. (Sent before, it
                 // is parked on the server when the woken waiter's release grants the next one,
@@ -490,7 +488,7 @@ impl Listener {
                         || outcomes.iter().any(
                             |o| matches!(&o.kind, Kind::Error(e) if e.code() == Some("UNBLOCKED")),
                         );
-                    self.dispatch(cursor, outcomes);
+                    self.dispatch(outcomes);
                     if demoted && self.is_replica(&mut conn) {
                         return self.retire(&mut conn, &name);
                     }
@@ -562,6 +560,32 @@ impl Listener {
             let _ = self.query(&mut c, &wire::close(&name));
         }
     }
+}
+
+/// Why a grant outcome does not fit the wait its request id names (another key or kind of
+/// object): `None` when it fits.
+fn mismatch(o: &Outcome, slot: &Slot) -> Option<String> {
+    if o.key.as_deref() != Some(&*slot.key) {
+        return Some(format!(
+            "a grant for request {:?} names key {:?}, the wait is on {:?}",
+            o.request, o.key, slot.key
+        ));
+    }
+    match (o.object.as_deref(), slot.object) {
+        (Some(got), Some(want)) if got != want => Some(format!(
+            "a grant for request {:?} is for a {got}, the wait is for a {want}",
+            o.request
+        )),
+        _ => None,
+    }
+}
+
+fn protocol_error(why: &str) -> RedisError {
+    RedisError::from((
+        redis::ErrorKind::Parse,
+        "session outcome does not match its wait",
+        why.to_string(),
+    ))
 }
 
 /// Start the listener's thread.

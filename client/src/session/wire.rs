@@ -19,14 +19,6 @@ pub(crate) fn read(name: &str, cursor: u64, block_ms: u64) -> Cmd {
     c
 }
 
-/// `RSESSION.ACK name cursor`: acknowledge every outcome up to `cursor` (NOSESSION when the
-/// session is gone).
-pub(crate) fn ack(name: &str, cursor: u64) -> Cmd {
-    let mut c = redis::cmd("RSESSION.ACK");
-    c.arg(name).arg(cursor);
-    c
-}
-
 /// `RSESSION.CANCEL name request`: 1 when the request was still queued (it is withdrawn), 0 when
 /// not (its outcome is or will be in the session's outcomes).
 pub(crate) fn cancel(name: &str, request: u64) -> Cmd {
@@ -82,6 +74,9 @@ pub(crate) enum Kind {
     Error(RedisError),
     /// A hold of the session ended by something other than its owner's release: the owner.
     Lost(String),
+    /// The session's backlog was full, so `lost` outcomes were dropped: some hold of this
+    /// client on that server may have ended unreported.
+    Overflow,
 }
 
 impl PartialEq for Kind {
@@ -91,18 +86,36 @@ impl PartialEq for Kind {
             (Kind::Timeout, Kind::Timeout) => true,
             (Kind::Error(a), Kind::Error(b)) => a.to_string() == b.to_string(),
             (Kind::Lost(a), Kind::Lost(b)) => a == b,
+            (Kind::Overflow, Kind::Overflow) => true,
             _ => false,
         }
     }
 }
 
-/// One entry of `RSESSION.READ`: `[seq, kind, request|nil, key|nil, value]`.
+/// One entry of `RSESSION.READ`: `[seq, kind, request|nil, key|nil, value, object|nil]` (the
+/// object's kind, `lock`, `rwlock`, `semaphore` or `latch`; older servers send five fields).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Outcome {
     pub(crate) seq: u64,
     pub(crate) request: Option<u64>,
     pub(crate) key: Option<String>,
+    pub(crate) object: Option<String>,
     pub(crate) kind: Kind,
+}
+
+/// The object kind a command acts on, as outcomes name it (`RLOCK.*`: `lock`, ...).
+pub(crate) fn object_of(cmd: &Cmd) -> Option<&'static str> {
+    let redis::Arg::Simple(name) = cmd.args_iter().next()? else {
+        return None;
+    };
+    let family = name.split(|b| *b == b'.').next()?.to_ascii_uppercase();
+    match &family[..] {
+        b"RLOCK" => Some("lock"),
+        b"RRWLOCK" => Some("rwlock"),
+        b"RSEM" => Some("semaphore"),
+        b"RLATCH" => Some("latch"),
+        _ => None,
+    }
 }
 
 fn bad(what: &str, v: &Value) -> RedisError {
@@ -150,8 +163,10 @@ fn outcome(entry: Value) -> RedisResult<Outcome> {
     let Value::Array(f) = &entry else {
         return Err(bad("outcome", &entry));
     };
-    let [seq, kind, request, key, value] = &f[..] else {
-        return Err(bad("outcome", &entry));
+    let (seq, kind, request, key, value, object) = match &f[..] {
+        [seq, kind, request, key, value] => (seq, kind, request, key, value, None),
+        [seq, kind, request, key, value, object] => (seq, kind, request, key, value, text(object)),
+        _ => return Err(bad("outcome", &entry)),
     };
     let seq = number(seq).ok_or_else(|| bad("outcome seq", &entry))?;
     let kind = match text(kind).as_deref() {
@@ -159,12 +174,14 @@ fn outcome(entry: Value) -> RedisResult<Outcome> {
         Some("timeout") => Kind::Timeout,
         Some("error") => Kind::Error(error_of(&text(value).unwrap_or_default())),
         Some("lost") => Kind::Lost(text(value).unwrap_or_default()),
+        Some("overflow") => Kind::Overflow,
         _ => return Err(bad("outcome kind", &entry)),
     };
     Ok(Outcome {
         seq,
         request: number(request),
         key: text(key),
+        object,
         kind,
     })
 }
@@ -234,7 +251,6 @@ mod tests {
             ["RSESSION.READ", "s", "7", "BLOCK", "2000"]
         );
         assert_eq!(words(&cancel("s", 9)), ["RSESSION.CANCEL", "s", "9"]);
-        assert_eq!(words(&ack("s", 4)), ["RSESSION.ACK", "s", "4"]);
         assert_eq!(words(&close("s")), ["RSESSION.CLOSE", "s"]);
         let mut acquire = redis::cmd("RLOCK.ACQUIRE");
         acquire.arg("k").arg("o").arg(100);
@@ -307,6 +323,7 @@ mod tests {
                 Value::Nil,
                 bulk("k"),
                 bulk("uuid:7"),
+                bulk("lock"),
             ]),
             Value::Array(vec![
                 Value::Int(4),
@@ -328,6 +345,10 @@ mod tests {
             (o[2].request, &o[2].kind),
             (None, &Kind::Lost("uuid:7".into()))
         );
+        assert_eq!(
+            (o[1].object.as_deref(), o[2].object.as_deref()),
+            (None, Some("lock"))
+        );
         match &o[3].kind {
             Kind::Error(e) => assert_eq!(e.code(), Some("TRYAGAIN")),
             other => panic!("{other:?}"),
@@ -335,6 +356,17 @@ mod tests {
         assert!(outcomes(Value::Array(vec![])).unwrap().is_empty());
         assert!(outcomes(Value::Int(3)).is_err());
         assert!(outcomes(Value::Array(vec![Value::Array(vec![Value::Int(1)])])).is_err());
+    }
+
+    #[test]
+    fn the_object_of_a_command() {
+        let mut c = redis::cmd("RLOCK.ACQUIRE");
+        c.arg("k");
+        assert_eq!(object_of(&c), Some("lock"));
+        assert_eq!(object_of(&redis::cmd("rrwlock.acquire")), Some("rwlock"));
+        assert_eq!(object_of(&redis::cmd("RSEM.ACQUIRE")), Some("semaphore"));
+        assert_eq!(object_of(&redis::cmd("RLATCH.AWAIT")), Some("latch"));
+        assert_eq!(object_of(&redis::cmd("GET")), None);
     }
 
     #[test]

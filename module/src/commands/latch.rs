@@ -43,7 +43,7 @@ pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let w = latch::parse_await(&argv)?;
     w.wait.check(ctx.now_ms())?;
-    let session = session_of(&w)?;
+    let session = session_of(ctx, &w)?;
     let keys = RedisKeys::read(ctx, args.get(1));
     if latch::is_open(&keys)? {
         ObjectKind::Latch.counters().acquired.incr();

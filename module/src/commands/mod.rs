@@ -15,10 +15,10 @@ use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
 use crate::{config, sessions, wait};
 
-/// The session a request names, if any (before anything is written: an unknown session is an
-/// error, not a half-done acquire).
-pub fn session_of(w: &WaitArgs) -> Result<Option<u32>, CmdError> {
-    w.session.map(sessions::resolve).transpose()
+/// The session a request names, if any (before anything is written: an unknown session, or
+/// another user's, is an error, not a half-done acquire).
+pub fn session_of(ctx: Ctx, w: &WaitArgs) -> Result<Option<u32>, CmdError> {
+    w.session.map(|n| sessions::resolve(ctx, n)).transpose()
 }
 
 /// A request that cannot be granted now: queue it through its session (`QUEUE`), park its

@@ -43,7 +43,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = semaphore::parse_acquire(&argv)?;
     a.wait.wait.check(ctx.now_ms())?;
-    let session = session_of(&a.wait)?;
+    let session = session_of(ctx, &a.wait)?;
     let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
     let queued = prepare(&mut keys)?;
     match semaphore::acquire(&keys, a.permits, a.lease_ms, queued)? {

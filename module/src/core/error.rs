@@ -49,6 +49,8 @@ pub enum CmdError {
     NoSession,
     /// A request id already queued in the same session.
     DuplicateRequest,
+    /// The session named belongs to another ACL user (the name is echoed, its owner is not).
+    SessionNoPerm(Vec<u8>),
     /// Cluster: the key's slot is no longer served by this node (migrated away, or migrating
     /// with the key already moved). Cluster clients retry on TRYAGAIN and follow the redirect.
     SlotMoved,
@@ -127,6 +129,11 @@ impl fmt::Display for CmdError {
             CmdError::NoSession => write!(
                 f,
                 "NOSESSION no such session (never opened, closed, or expired): open it with RSESSION.OPEN"
+            ),
+            CmdError::SessionNoPerm(name) => write!(
+                f,
+                "NOPERM session '{}' belongs to another user",
+                echo(name)
             ),
             CmdError::DuplicateRequest => {
                 write!(f, "ERR request id is already queued in this session")

@@ -54,6 +54,16 @@ impl ObjectKind {
         }
     }
 
+    /// The kind's word in session outcomes (`RSESSION.READ`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ObjectKind::Lock => "lock",
+            ObjectKind::RwLock => "rwlock",
+            ObjectKind::Semaphore => "semaphore",
+            ObjectKind::Latch => "latch",
+        }
+    }
+
     pub fn counters(self) -> &'static Counters {
         &KINDS[self as usize]
     }

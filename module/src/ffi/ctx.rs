@@ -303,6 +303,59 @@ impl Ctx {
         }
     }
 
+    /// The calling client's ACL user name; `None` when the context has no user (the module's
+    /// own timers and events) or the server cannot tell (no such API).
+    pub fn user_name(self) -> Option<Vec<u8>> {
+        if !has!(RedisModule_GetCurrentUserName) {
+            return None;
+        }
+        // SAFETY: the API exists (checked above); a NULL name means no user is attached; the
+        // name's bytes are copied before it is freed, once.
+        unsafe {
+            let name = api!(RedisModule_GetCurrentUserName)(self.0);
+            if name.is_null() {
+                return None;
+            }
+            let bytes = RStr(name).bytes().to_vec();
+            api!(RedisModule_FreeString)(self.0, name);
+            Some(bytes)
+        }
+    }
+
+    /// Whether the calling client's user may run the command `argv` (name, subcommand, ...).
+    /// True when the context has no user or the server has no such check.
+    pub fn user_may_run(self, argv: &[&[u8]]) -> bool {
+        if !has!(RedisModule_GetCurrentUserName)
+            || !has!(RedisModule_GetModuleUserFromUserName)
+            || !has!(RedisModule_ACLCheckCommandPermissions)
+        {
+            return true;
+        }
+        let args: Vec<OwnedStr> = argv.iter().map(|a| OwnedStr::new(a)).collect();
+        let mut raw_args: Vec<*mut raw::RedisModuleString> =
+            args.iter().map(|a| a.get().0).collect();
+        // SAFETY: the APIs exist (checked above); the argument strings live until the end of
+        // this function; the user name and user are freed once; a NULL name means no user.
+        unsafe {
+            let name = api!(RedisModule_GetCurrentUserName)(self.0);
+            if name.is_null() {
+                return true;
+            }
+            let user = api!(RedisModule_GetModuleUserFromUserName)(name);
+            api!(RedisModule_FreeString)(self.0, name);
+            if user.is_null() {
+                return false;
+            }
+            let ok = api!(RedisModule_ACLCheckCommandPermissions)(
+                user,
+                raw_args.as_mut_ptr(),
+                raw_args.len() as c_int,
+            ) == raw::REDISMODULE_OK as c_int;
+            api!(RedisModule_FreeModuleUser)(user);
+            ok
+        }
+    }
+
     pub fn log(self, level: &CStr, msg: &str) {
         let text = std::ffi::CString::new(msg.replace('\0', " ")).unwrap_or_default();
         // SAFETY: "%s" with a NUL-terminated string; a NULL ctx logs as the module.

@@ -22,6 +22,9 @@ pub enum Kind {
     /// A hold of the session ended by something other than its owner's release; the value is
     /// the owner.
     Lost,
+    /// `lost` outcomes were dropped because the backlog was full (`rlock.session-max-backlog`):
+    /// the listener must look at every hold it has on this server.
+    Overflow,
 }
 
 impl Kind {
@@ -31,24 +34,27 @@ impl Kind {
             Kind::Timeout => "timeout",
             Kind::Error => "error",
             Kind::Lost => "lost",
+            Kind::Overflow => "overflow",
         }
     }
 }
 
-/// One outcome awaiting acknowledgement. `G` is what undoing a grant needs (kept until the
-/// grant is acknowledged).
+/// One outcome awaiting acknowledgement. `G` is what undoing a grant needs: kept until a read
+/// delivers the grant (from then on the grant is its owner's, see [`Outcomes::read`]).
 #[derive(Debug)]
 pub struct Entry<G> {
     pub seq: u64,
     pub kind: Kind,
     pub request: Option<u64>,
     pub key: Option<Vec<u8>>,
+    /// The object kind's word (`lock`, `rwlock`, ...) for outcomes about an object.
+    pub object: Option<&'static str>,
     pub value: Reply,
     pub grant: Option<G>,
 }
 
 impl<G> Entry<G> {
-    /// `[seq, kind, request, key, value]`, as `RSESSION.READ` shows it.
+    /// `[seq, kind, request, key, value, object]`, as `RSESSION.READ` shows it.
     pub fn show(&self) -> Reply {
         Reply::Array(vec![
             Reply::Int(self.seq as i64),
@@ -56,8 +62,20 @@ impl<G> Entry<G> {
             self.request.map_or(Reply::Nil, |r| Reply::Int(r as i64)),
             Reply::bulk_or_nil(self.key.clone()),
             self.value.clone(),
+            Reply::bulk_or_nil(self.object.map(|o| o.as_bytes().to_vec())),
         ])
     }
+}
+
+/// An outcome to append.
+#[derive(Debug)]
+pub struct New<G> {
+    pub kind: Kind,
+    pub request: Option<u64>,
+    pub key: Option<Vec<u8>>,
+    pub object: Option<&'static str>,
+    pub value: Reply,
+    pub grant: Option<G>,
 }
 
 /// A session's outcomes, in sequence order.
@@ -81,43 +99,77 @@ impl<G> Default for Outcomes<G> {
 }
 
 impl<G> Outcomes<G> {
-    pub fn push(
-        &mut self,
-        kind: Kind,
-        request: Option<u64>,
-        key: Option<Vec<u8>>,
-        value: Reply,
-        grant: Option<G>,
-    ) -> u64 {
+    pub fn push(&mut self, e: New<G>) -> u64 {
         let seq = self.next;
         self.next += 1;
         self.entries.push_back(Entry {
             seq,
-            kind,
-            request,
-            key,
-            value,
-            grant,
+            kind: e.kind,
+            request: e.request,
+            key: e.key,
+            object: e.object,
+            value: e.value,
+            grant: e.grant,
         });
         seq
     }
 
+    /// Append a `lost` outcome unless `max` outcomes already wait for acknowledgement: then
+    /// one `overflow` outcome stands for every `lost` dropped until the listener catches up
+    /// (the backlog bounds a session's memory; a request's own outcome is never dropped, and
+    /// `may_queue` bounds those). Returns false when the outcome was dropped.
+    pub fn push_lost(&mut self, e: New<G>, max: usize) -> bool {
+        if self.entries.len() < max {
+            self.push(e);
+            return true;
+        }
+        if self.entries.back().is_none_or(|b| b.kind != Kind::Overflow) {
+            self.push(New {
+                kind: Kind::Overflow,
+                request: None,
+                key: None,
+                object: None,
+                value: Reply::Nil,
+                grant: None,
+            });
+        }
+        false
+    }
+
+    /// Up to `count` outcomes after `cursor`, as `RSESSION.READ` returns them. A grant a read
+    /// returns is delivered: from then on it is its owner's, and ending the session no longer
+    /// undoes it (the same rule as for a `BLOCK` waiter, whose grant is its own once the reply
+    /// is sent). Only grants no read ever returned are undone.
+    pub fn read(&mut self, cursor: u64, count: usize) -> Reply {
+        Reply::Array(
+            self.entries
+                .iter_mut()
+                .skip_while(|e| e.seq <= cursor)
+                .take(count)
+                .map(|e| {
+                    e.grant = None;
+                    e.show()
+                })
+                .collect(),
+        )
+    }
+
     /// Acknowledge every outcome up to `cursor` (a cursor beyond the last outcome acknowledges
-    /// them all). Returns the grants that became final, and how many outcomes were dropped.
-    pub fn ack(&mut self, cursor: u64) -> (Vec<G>, usize) {
+    /// them all). Returns how many outcomes were dropped. (Acknowledging an outcome no read
+    /// returned, by a cursor given blind, makes its grant its owner's too.)
+    pub fn ack(&mut self, cursor: u64) -> usize {
         let upto = cursor.min(self.next - 1);
-        let mut grants = Vec::new();
         let mut n = 0;
         while self.entries.front().is_some_and(|e| e.seq <= upto) {
-            let e = self.entries.pop_front().expect("front exists");
-            grants.extend(e.grant);
+            self.entries.pop_front();
             n += 1;
         }
         self.acked = self.acked.max(upto);
-        (grants, n)
+        n
     }
 
     /// Up to `count` outcomes after `cursor`.
+    #[cfg(test)]
     pub fn after(&self, cursor: u64, count: usize) -> impl Iterator<Item = &Entry<G>> {
         self.entries
             .iter()
@@ -262,30 +314,23 @@ pub fn parse_list(argv: &[&[u8]]) -> Result<(), CmdError> {
 mod tests {
     use super::*;
 
+    fn new(kind: Kind, request: Option<u64>, grant: Option<&'static str>) -> New<&'static str> {
+        New {
+            kind,
+            request,
+            key: Some(b"k".to_vec()),
+            object: Some("lock"),
+            value: Reply::Int(1),
+            grant,
+        }
+    }
+
     #[test]
     fn outcomes_are_read_after_a_cursor_and_acknowledged_by_it() {
         let mut o: Outcomes<&'static str> = Outcomes::default();
-        assert_eq!(
-            o.push(
-                Kind::Granted,
-                Some(7),
-                Some(b"k".to_vec()),
-                Reply::Int(1),
-                Some("g7")
-            ),
-            1
-        );
-        assert_eq!(o.push(Kind::Timeout, Some(8), None, Reply::Nil, None), 2);
-        assert_eq!(
-            o.push(
-                Kind::Granted,
-                Some(9),
-                Some(b"k".to_vec()),
-                Reply::Int(1),
-                Some("g9")
-            ),
-            3
-        );
+        assert_eq!(o.push(new(Kind::Granted, Some(7), Some("g7"))), 1);
+        assert_eq!(o.push(new(Kind::Timeout, Some(8), None)), 2);
+        assert_eq!(o.push(new(Kind::Granted, Some(9), Some("g9"))), 3);
         assert_eq!(
             o.after(0, 10).map(|e| e.seq).collect::<Vec<_>>(),
             vec![1, 2, 3]
@@ -293,37 +338,79 @@ mod tests {
         assert_eq!(o.after(1, 1).map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
         assert!(o.has_after(2) && !o.has_after(3));
         // A reconnecting listener re-reads from its own cursor: nothing acknowledged is lost.
-        assert_eq!(o.ack(2), (vec!["g7"], 2));
+        assert_eq!(o.ack(2), 2);
         assert_eq!(o.acked(), 2);
         assert_eq!(o.after(0, 10).map(|e| e.seq).collect::<Vec<_>>(), vec![3]);
-        assert_eq!(
-            o.ack(99),
-            (vec!["g9"], 1),
-            "a cursor past the end acknowledges all"
-        );
+        assert_eq!(o.ack(99), 1, "a cursor past the end acknowledges all");
         assert_eq!(o.acked(), 3);
         assert!(o.is_empty());
+        let lost = New {
+            kind: Kind::Lost,
+            request: None,
+            key: Some(b"k".to_vec()),
+            object: Some("lock"),
+            value: Reply::Bulk(b"o".to_vec()),
+            grant: None,
+        };
+        assert_eq!(o.push(lost), 4);
         assert_eq!(
-            o.push(
-                Kind::Lost,
-                None,
-                Some(b"k".to_vec()),
-                Reply::Bulk(b"o".to_vec()),
-                None
-            ),
-            4
-        );
-        let shown = o.after(3, 10).next().unwrap().show();
-        assert_eq!(
-            shown,
-            Reply::Array(vec![
+            o.read(3, 10),
+            Reply::Array(vec![Reply::Array(vec![
                 Reply::Int(4),
                 Reply::Bulk(b"lost".to_vec()),
                 Reply::Nil,
                 Reply::Bulk(b"k".to_vec()),
                 Reply::Bulk(b"o".to_vec()),
-            ])
+                Reply::Bulk(b"lock".to_vec()),
+            ])])
         );
+    }
+
+    #[test]
+    fn a_grant_a_read_returned_is_no_longer_undone() {
+        let mut o: Outcomes<&'static str> = Outcomes::default();
+        o.push(new(Kind::Granted, Some(1), Some("g1")));
+        o.push(new(Kind::Granted, Some(2), Some("g2")));
+        o.push(new(Kind::Granted, Some(3), Some("g3")));
+        // The read returns only the first two (COUNT 2): the third was never delivered.
+        let Reply::Array(shown) = o.read(0, 2) else {
+            panic!("an array")
+        };
+        assert_eq!(shown.len(), 2);
+        // Read again from the same cursor (a listener that reconnected): still delivered.
+        o.read(0, 1);
+        let undo: Vec<_> = o.drain().filter_map(|e| e.grant).collect();
+        assert_eq!(
+            undo,
+            vec!["g3"],
+            "only the grant no read returned is undone"
+        );
+    }
+
+    #[test]
+    fn lost_outcomes_past_the_backlog_become_one_overflow() {
+        let mut o: Outcomes<&'static str> = Outcomes::default();
+        let lost = || New {
+            kind: Kind::Lost,
+            request: None,
+            key: Some(b"k".to_vec()),
+            object: Some("lock"),
+            value: Reply::Bulk(b"o".to_vec()),
+            grant: None,
+        };
+        assert!(o.push_lost(lost(), 2));
+        assert!(o.push_lost(lost(), 2));
+        for _ in 0..1000 {
+            assert!(!o.push_lost(lost(), 2));
+        }
+        let kinds: Vec<Kind> = o.after(0, 100).map(|e| e.kind).collect();
+        assert_eq!(kinds, vec![Kind::Lost, Kind::Lost, Kind::Overflow]);
+        // A request's own outcome is never dropped.
+        o.push(new(Kind::Granted, Some(5), Some("g5")));
+        assert_eq!(o.len(), 4);
+        // Once acknowledged, lost outcomes are kept again.
+        o.ack(4);
+        assert!(o.push_lost(lost(), 2));
     }
 
     #[test]
