@@ -33,6 +33,7 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     out.int("sessions_closed", sessions::CLOSED.get() as i64);
     out.int("holds_lost", sessions::LOST.get() as i64);
     out.int("session_grants_direct", sessions::HANDED.get() as i64);
+    out.int("session_lost_dropped", sessions::LOST_DROPPED.get() as i64);
     out.int("timer_jobs", timers::pending() as i64);
     out.int("deadlocks", stats::DEADLOCKS.get() as i64);
     out.text(

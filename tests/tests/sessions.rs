@@ -28,7 +28,8 @@ const CHILD_URL: &str = "RLOCK_SESSION_CHILD_URL";
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
-/// One outcome as `RSESSION.READ` returns it: `[seq, kind, request|nil, key|nil, value]`.
+/// One outcome as `RSESSION.READ` returns it: `[seq, kind, request|nil, key|nil, value,
+/// object|nil]` (the object kind is checked by the tests of session_trust.rs).
 #[derive(Debug, Clone, PartialEq)]
 struct Outcome {
     seq: i64,
@@ -55,7 +56,7 @@ fn outcomes(v: &Value) -> Vec<Outcome> {
             let Value::Array(f) = item else {
                 panic!("outcome: expected an array, got {item:?}");
             };
-            assert_eq!(f.len(), 5, "outcome has five fields: {f:?}");
+            assert_eq!(f.len(), 6, "outcome has six fields: {f:?}");
             let int_or_nil = |v: &Value| match v {
                 Value::Int(n) => Some(*n),
                 Value::Nil => None,
