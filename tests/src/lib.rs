@@ -390,6 +390,11 @@ impl ServerKind {
         }
     }
 
+    /// Whether module commands can have ACL categories here (Redis 7.2+, Valkey).
+    pub fn acl_categories(&self) -> bool {
+        self.flavor == Flavor::Valkey || (self.version.0, self.version.1) >= (7, 2)
+    }
+
     /// Valkey `major.minor` (any patch).
     pub fn is_valkey(&self, major: u32, minor: u32) -> bool {
         self.flavor == Flavor::Valkey && (self.version.0, self.version.1) == (major, minor)

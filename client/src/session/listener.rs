@@ -581,8 +581,10 @@ fn mismatch(o: &Outcome, slot: &Slot) -> Option<String> {
 }
 
 fn protocol_error(why: &str) -> RedisError {
+    // A client-side error kind: final (never retried or queued again), unlike a parse error,
+    // which the retry policy takes for a broken connection.
     RedisError::from((
-        redis::ErrorKind::Parse,
+        redis::ErrorKind::UnexpectedReturnType,
         "session outcome does not match its wait",
         why.to_string(),
     ))
