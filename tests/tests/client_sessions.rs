@@ -428,18 +428,40 @@ fn a_process_frozen_past_its_grace_loses_its_waits_to_the_next_waiter_and_report
     let expired = rlock_stat(&mut c, "sessions_expired");
     let revoked = rlock_stat(&mut c, "grants_revoked");
 
+    let session = match rlock_tests::raw(&mut c, &cmd!("RSESSION.LIST")) {
+        Value::Array(v) => rlock_tests::text(&v[0]).unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let reading =
+        |c: &mut redis::Connection| match rlock_tests::raw(c, &cmd!("RSESSION.INFO", &session)) {
+            Value::Array(f) => f
+                .chunks(2)
+                .find(|p| rlock_tests::text(&p[0]).as_deref() == Some("reading"))
+                .map(|p| p[1] == Value::Int(1))
+                .unwrap(),
+            other => panic!("{other:?}"),
+        };
+
     signal(child.id(), "-STOP");
-    // The release grants the frozen process' first wait; it never acknowledges it.
-    let released = Instant::now();
+    // Its listener's parked read ends (its BLOCK is a fifth of the grace) and is not sent
+    // again: the grace period runs from here. (A grant a read returns is the process' own,
+    // frozen or not, until its lease ends: this test is about the grants it never received.)
+    wait_until(
+        Duration::from_secs(5),
+        "the frozen listener stopped reading",
+        || !reading(&mut c),
+    );
+    let idle = Instant::now();
+    // The release grants the frozen process' first wait; no read ever returns it.
     assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
-    // One grace period later the session expires: its waits leave the queue, its grant is
+    // When the grace period ends the session expires: its waits leave the queue, its grant is
     // undone and goes to the next waiter.
     let reply = next.reply_within(Duration::from_secs(10));
-    let served = released.elapsed();
+    let served = idle.elapsed();
     assert_eq!(reply, Value::Int(1), "the next waiter got the lock");
     assert!(
         served >= CHILD_GRACE - Duration::from_millis(50) && served < CHILD_GRACE * 6,
-        "handed on {served:?} after the release (grace {CHILD_GRACE:?})"
+        "handed on {served:?} after the listener stopped reading (grace {CHILD_GRACE:?})"
     );
     assert_eq!(rlock_stat(&mut c, "sessions_expired"), expired + 1);
     assert_eq!(rlock_stat(&mut c, "grants_revoked"), revoked + 1);

@@ -8,6 +8,8 @@ pub mod pending;
 pub mod queue;
 pub mod serve;
 pub mod session;
+#[cfg(test)]
+mod session_model;
 pub mod timers;
 
 pub use pending::{Pending, Serve};
