@@ -35,6 +35,10 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     out.int("session_grants_direct", sessions::HANDED.get() as i64);
     out.int("timer_jobs", timers::pending() as i64);
     out.int("deadlocks", stats::DEADLOCKS.get() as i64);
+    out.int(
+        "deadlock_checks_exhausted",
+        stats::DEADLOCK_CHECKS_EXHAUSTED.get() as i64,
+    );
     out.text(
         "maxmemory_policy",
         &events::eviction_policy().unwrap_or_default(),

@@ -303,6 +303,37 @@ impl Ctx {
         }
     }
 
+    /// Whether the calling client's user may read `key` (as [`Ctx::may_write_key`]: true
+    /// without a user or without ACL key checks for modules), to name it in an error only to
+    /// those who may see it.
+    pub fn may_read_key(self, key: &[u8]) -> bool {
+        if !has!(RedisModule_GetCurrentUserName)
+            || !has!(RedisModule_GetModuleUserFromUserName)
+            || !has!(RedisModule_ACLCheckKeyPermissions)
+        {
+            return true;
+        }
+        let key = OwnedStr::new(key);
+        // SAFETY: as in may_write_key: the APIs exist (checked above); the user name and user
+        // are freed once; a NULL name means no user is attached.
+        unsafe {
+            let name = api!(RedisModule_GetCurrentUserName)(self.0);
+            if name.is_null() {
+                return true;
+            }
+            let user = api!(RedisModule_GetModuleUserFromUserName)(name);
+            api!(RedisModule_FreeString)(self.0, name);
+            if user.is_null() {
+                return false;
+            }
+            let flags = raw::REDISMODULE_CMD_KEY_ACCESS;
+            let ok = api!(RedisModule_ACLCheckKeyPermissions)(user, key.get().0, flags as c_int)
+                == raw::REDISMODULE_OK as c_int;
+            api!(RedisModule_FreeModuleUser)(user);
+            ok
+        }
+    }
+
     pub fn log(self, level: &CStr, msg: &str) {
         let text = std::ffi::CString::new(msg.replace('\0', " ")).unwrap_or_default();
         // SAFETY: "%s" with a NUL-terminated string; a NULL ctx logs as the module.
