@@ -9,6 +9,7 @@
 mod bench;
 mod client;
 mod contended;
+mod costs;
 mod deadlock;
 mod exclusion;
 mod expiry;
@@ -77,7 +78,7 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 13] = [
+    let steps: [(&str, Step); 14] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("hand-off floor", handoff::run),
@@ -91,6 +92,8 @@ fn main() {
         ("client vs raw", client::run),
         ("family", family::run),
         ("many waiters", waiters::run),
+        // Last: it flushes the server between its sizes.
+        ("costs", costs::run),
     ];
     for (name, step) in steps {
         if only

@@ -36,6 +36,10 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     out.int("session_lost_dropped", sessions::LOST_DROPPED.get() as i64);
     out.int("timer_jobs", timers::pending() as i64);
     out.int("deadlocks", stats::DEADLOCKS.get() as i64);
+    out.int(
+        "deadlock_checks_exhausted",
+        stats::DEADLOCK_CHECKS_EXHAUSTED.get() as i64,
+    );
     out.text(
         "maxmemory_policy",
         &events::eviction_policy().unwrap_or_default(),

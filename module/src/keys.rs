@@ -151,6 +151,14 @@ impl Store for RedisKeys {
         })
     }
 
+    fn hvisit(&self, key: &Target, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) {
+        self.with(key, |k| {
+            if k.kind() == Kind::Hash {
+                k.hash_visit(f)
+            }
+        })
+    }
+
     fn hfirst(&self, key: &Target) -> Option<(Vec<u8>, Vec<u8>)> {
         self.with(key, |k| {
             if k.kind() == Kind::Hash {
@@ -182,6 +190,10 @@ impl Store for RedisKeys {
 
     fn zrange(&self, key: &Target, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
         self.with(key, |k| k.zset_range(max, limit))
+    }
+
+    fn zcard(&self, key: &Target) -> usize {
+        self.with(key, |k| if k.kind() == Kind::ZSet { k.len() } else { 0 })
     }
 
     fn random_id(&self) -> [u8; 16] {

@@ -249,10 +249,10 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: c"readonly",
         acl: c"read slow",
         summary: c"Shows a semaphore's available permits, leased permits with their remaining lease, TTL and waiting queue",
-        complexity: c"O(N) where N is the number of leased permits and waiters",
-        arity: 2,
+        complexity: c"O(N) where N is COUNT (default 1000) plus the expired leases not yet reclaimed",
+        arity: -2,
         key: KeyAccess::ReadOnly,
-        args: &[KEY],
+        args: &[KEY, ArgSpec::option(c"count", Integer, c"COUNT")],
     },
     CommandSpec {
         name: c"rlatch.trysetcount",

@@ -32,7 +32,7 @@ use crate::core::wait::{self, queue, Io, KeyId, Outcome, Queues, Req, TimerKey, 
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
-use crate::timers;
+use crate::{config, timers};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -105,15 +105,80 @@ fn owner_id(db: i32, owner: &[u8]) -> OwnerId {
     SEED.get_or_init(Default::default).hash_one((db, owner))
 }
 
+/// The waits of one owner: nearly always one, kept in a short list; an owner that waits many
+/// times (thousands of requests of one owner through a session) gets a set, so that one of
+/// them leaving does not scan the others.
+enum OwnerWaits {
+    Few(smallvec::SmallVec<[Handle; 1]>),
+    Many(HashSet<Handle, foldhash::fast::RandomState>),
+}
+
+/// Waits of one owner kept in a list before they move to a set.
+const FEW_WAITS: usize = 16;
+
+impl Default for OwnerWaits {
+    fn default() -> Self {
+        OwnerWaits::Few(smallvec::SmallVec::new())
+    }
+}
+
+impl OwnerWaits {
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            OwnerWaits::Few(v) => v.len(),
+            OwnerWaits::Many(s) => s.len(),
+        }
+    }
+
+    fn push(&mut self, h: Handle) {
+        match self {
+            OwnerWaits::Few(v) if v.len() < FEW_WAITS => v.push(h),
+            OwnerWaits::Few(v) => {
+                let mut set: HashSet<Handle, _> = v.drain(..).collect();
+                set.insert(h);
+                *self = OwnerWaits::Many(set);
+            }
+            OwnerWaits::Many(s) => {
+                s.insert(h);
+            }
+        }
+    }
+
+    fn remove(&mut self, h: Handle) {
+        match self {
+            OwnerWaits::Few(v) => v.retain(|x| *x != h),
+            OwnerWaits::Many(s) => {
+                s.remove(&h);
+                if s.capacity() > 64 && s.len() * 4 < s.capacity() {
+                    s.shrink_to(s.len() * 2);
+                }
+            }
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = &Handle> + '_> {
+        match self {
+            OwnerWaits::Few(v) => Box::new(v.iter()),
+            OwnerWaits::Many(s) => Box::new(s.iter()),
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     queues: Queues<Handle, Req>,
     /// The waits of each owner (for deadlock detection).
-    by_owner: HashMap<OwnerId, smallvec::SmallVec<[Handle; 1]>>,
+    by_owner: HashMap<OwnerId, OwnerWaits>,
     /// Keys looked at when a single hold's lease ends although nobody waits (see `upkeep`).
     upkeep: HashMap<KeyId, TimerKey>,
     /// The owners with more than one wait (usually none; deadlock detection follows them).
     multi: HashSet<OwnerId>,
+    /// The waits of the owners in `multi`, all told: what a deadlock check reads first.
+    multi_waits: usize,
     in_flight: HashMap<usize, InFlight>,
     /// Parked clients whose acquire named a session, by blocked-client id.
     watched: HashMap<usize, u32>,
@@ -147,6 +212,17 @@ pub fn shown(db: i32, key: &[u8]) -> Vec<Reply> {
         s.queues
             .get(&KeyId::new(db, key))
             .map_or_else(Vec::new, |q| q.iter().map(|w| w.req.show()).collect())
+    })
+}
+
+/// The first `limit` of `key`'s queue as introspection shows it, and the queue's length.
+pub fn shown_upto(db: i32, key: &[u8], limit: usize) -> (Vec<Reply>, usize) {
+    state(|s| {
+        let id = KeyId::new(db, key);
+        let shown = s.queues.get(&id).map_or_else(Vec::new, |q| {
+            q.iter().take(limit).map(|w| w.req.show()).collect()
+        });
+        (shown, s.queues.len(&id))
     })
 }
 
@@ -212,8 +288,13 @@ impl State {
             let id = owner_id(db, o);
             let hs = self.by_owner.entry(id).or_default();
             hs.push(waiter.handle);
-            if hs.len() == 2 {
-                self.multi.insert(id);
+            match hs.len() {
+                2 => {
+                    self.multi.insert(id);
+                    self.multi_waits += 2;
+                }
+                n if n > 2 => self.multi_waits += 1,
+                _ => {}
             }
         }
     }
@@ -224,9 +305,15 @@ impl State {
         };
         let id = owner_id(db, o);
         if let Some(hs) = self.by_owner.get_mut(&id) {
-            hs.retain(|h| *h != waiter.handle);
-            if hs.len() < 2 {
-                self.multi.remove(&id);
+            let before = hs.len();
+            hs.remove(waiter.handle);
+            match (before, hs.len()) {
+                (2, 1) => {
+                    self.multi.remove(&id);
+                    self.multi_waits -= 2;
+                }
+                (b, a) if a < b && a >= 2 => self.multi_waits -= 1,
+                _ => {}
             }
             if hs.is_empty() {
                 self.by_owner.remove(&id);
@@ -410,11 +497,6 @@ fn after_leaving(ctx: Ctx, id: &KeyId) {
 
 // ---- deadlock detection -----------------------------------------------------------------------
 
-/// Work one search may do (queues and holders looked at, owners followed; measured: about 2 us
-/// per lock followed, so at most a few ms): a larger graph is allowed to wait, as without
-/// detection. A chain of holders waiting for one another through 1,000 locks takes about 6,000.
-const DEADLOCK_BUDGET: usize = 10_000;
-
 /// The wait-for graph of one database, read from the queues and the keys. Its keys are queue
 /// ids; the key the new request is about to wait on may have no queue yet (`new`).
 struct WaitGraph<'a> {
@@ -422,11 +504,17 @@ struct WaitGraph<'a> {
     db: i32,
     s: &'a State,
     new: (&'a KeyId, &'a Req, &'a RedisKeys),
+    /// Holders read of one key at most: one more than the search may look at tells it the
+    /// key is too large, without reading thousands of readers.
+    holders_max: usize,
 }
 
 impl WaitGraph<'_> {
+    /// The request in slot `pos` of `key`'s queue. Positions are slots (see
+    /// `KeyQueue::slots`): a slot whose waiter left reads as a request without owner, which
+    /// leads nowhere, as a waiter that is not there.
     fn at(&self, key: &KeyId, pos: usize) -> Option<&Req> {
-        self.s.queues.get(key)?.iter().nth(pos).map(|w| &w.req)
+        self.s.queues.get(key)?.at(pos).map(|w| &w.req)
     }
 }
 
@@ -436,7 +524,7 @@ impl deadlock::Graph for WaitGraph<'_> {
 
     fn holders(&self, key: &KeyId) -> Vec<(Box<[u8]>, bool)> {
         let held = |req: &Req, keys: &RedisKeys| {
-            let hs = req.holders(keys).into_iter();
+            let hs = req.holders_upto(keys, self.holders_max).into_iter();
             hs.map(|(o, x)| (o.into_boxed_slice(), x)).collect()
         };
         let (new_key, new_req, new_keys) = self.new;
@@ -450,7 +538,7 @@ impl deadlock::Graph for WaitGraph<'_> {
     }
 
     fn queue_len(&self, key: &KeyId) -> usize {
-        self.s.queues.len(key)
+        self.s.queues.get(key).map_or(0, |q| q.slots())
     }
 
     fn exclusive_at(&self, key: &KeyId, pos: usize) -> Option<bool> {
@@ -467,36 +555,38 @@ impl deadlock::Graph for WaitGraph<'_> {
             return Vec::new();
         };
         let mut out = Vec::new();
-        for h in handles {
-            let Some((id, w)) = self.s.queues.find(*h) else {
+        for h in handles.iter() {
+            let Some((id, pos, w)) = self.s.queues.locate(*h) else {
                 continue;
             };
             if id.db != self.db || w.req.owner() != Some(&owner[..]) {
                 continue; // another owner with the same hash
             }
-            let Some(q) = self.s.queues.get(id) else {
-                continue;
-            };
-            if let Some((pos, w)) = q.iter().enumerate().find(|(_, w)| w.handle == *h) {
-                out.push(Place {
-                    key: id.clone(),
-                    pos,
-                    exclusive: w.req.exclusive(),
-                });
-            }
+            out.push(Place {
+                key: id.clone(),
+                pos,
+                exclusive: w.req.exclusive(),
+            });
         }
         out
     }
 
     fn multi(&self) -> Vec<Box<[u8]>> {
+        let mut seen: HashSet<&[u8]> = HashSet::new();
         let mut out: Vec<Box<[u8]>> = Vec::new();
         for id in &self.s.multi {
-            for h in self.s.by_owner.get(id).into_iter().flatten() {
+            for h in self
+                .s
+                .by_owner
+                .get(id)
+                .into_iter()
+                .flat_map(OwnerWaits::iter)
+            {
                 let Some((key, w)) = self.s.queues.find(*h) else {
                     continue;
                 };
                 if let Some(o) = w.req.owner().filter(|_| key.db == self.db) {
-                    if !out.iter().any(|x| &x[..] == o) {
+                    if seen.insert(o) {
                         out.push(o.into());
                     }
                 }
@@ -513,9 +603,15 @@ pub fn check_deadlock(ctx: Ctx, keys: &RedisKeys, req: &Req) -> Result<(), CmdEr
         return Ok(());
     };
     let db = ctx.db();
-    let cycle = state(|s| {
+    let budget = config::deadlock_max_steps();
+    let found = state(|s| {
         if s.by_owner.is_empty() {
-            return None; // nobody waits anywhere: no cycle can close
+            return Ok(None); // nobody waits anywhere: no cycle can close
+        }
+        // The search reads every wait of the owners that wait more than once before it
+        // starts: more of them than the budget is a graph too large to search.
+        if s.multi_waits > budget {
+            return Err(deadlock::Exhausted);
         }
         let id = KeyId::new(db, keys.key_name());
         let graph = WaitGraph {
@@ -523,25 +619,46 @@ pub fn check_deadlock(ctx: Ctx, keys: &RedisKeys, req: &Req) -> Result<(), CmdEr
             db,
             s,
             new: (&id, req, keys),
+            holders_max: budget.saturating_add(1),
         };
         let owner = Box::from(owner);
-        deadlock::find_cycle(&graph, &owner, &id, req.exclusive(), DEADLOCK_BUDGET)
+        deadlock::search(&graph, &owner, &id, req.exclusive(), budget)
     });
-    let Some(steps) = cycle else {
-        return Ok(());
+    let steps = match found {
+        Ok(Some(steps)) => steps,
+        Ok(None) => return Ok(()),
+        Err(deadlock::Exhausted) => {
+            // Admitted undecided, as without detection.
+            stats::DEADLOCK_CHECKS_EXHAUSTED.incr();
+            return Ok(());
+        }
     };
     stats::DEADLOCKS.incr();
     let echo = crate::core::error::echo;
+    // Keys the caller may not read are not named (an ACL user limited to `~a:*` must not learn
+    // the names of other users' keys from who waits for whom); owners are named, as the
+    // cycle would be meaningless without them.
+    let mut readable: HashMap<Vec<u8>, bool> = HashMap::default();
+    let mut key_name = |k: &[u8]| -> String {
+        if *readable
+            .entry(k.to_vec())
+            .or_insert_with(|| ctx.may_read_key(k))
+        {
+            format!("'{}'", echo(k))
+        } else {
+            "(hidden)".to_string()
+        }
+    };
     let hops: Vec<String> = steps
         .iter()
         .enumerate()
         .map(|(i, st)| {
             let next = &steps[(i + 1) % steps.len()].owner;
             format!(
-                "'{}' waits for '{}' on '{}'",
+                "'{}' waits for '{}' on {}",
                 echo(&st.owner),
                 echo(next),
-                echo(&st.key.key)
+                key_name(&st.key.key)
             )
         })
         .collect();

@@ -9,7 +9,7 @@ use crate::core::stats::ObjectKind;
 use crate::core::wait::Io;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::wait;
+use crate::{config, wait};
 use std::rc::Rc;
 
 /// What every writing RSEM command does first, as each of Redisson's expirable-semaphore
@@ -42,6 +42,12 @@ fn settle(keys: &mut RedisKeys, publish: bool) -> Result<Reply, CmdError> {
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = semaphore::parse_acquire(&argv)?;
+    // Each leased permit is written, replicated and replied one by one: the configured
+    // maximum bounds how long one call holds the server.
+    let max_leased = config::get(&config::SEM_MAX_LEASED_PERMITS);
+    if a.lease_ms.is_some() && a.permits > max_leased {
+        return Err(CmdError::TooLarge("permits with LEASE", max_leased));
+    }
     a.wait.wait.check(ctx.now_ms())?;
     let session = session_of(ctx, &a.wait)?;
     let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
@@ -115,10 +121,12 @@ pub fn available(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     Ok(Answer::Reply(Reply::Int(semaphore::available(&keys)?)))
 }
 
-/// `RSEM.INFO key`
+/// `RSEM.INFO key [COUNT n]`
 pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
-    semaphore::parse_key(&args.bytes(), "rsem.info")?;
+    let limit = semaphore::parse_info(&args.bytes())?;
     let keys = RedisKeys::read(ctx, args.get(1));
-    let queue = wait::shown(ctx.db(), args.get(1).bytes());
-    Ok(Answer::Reply(semaphore::info(&keys, queue)?))
+    let (queue, waiters) = wait::shown_upto(ctx.db(), args.get(1).bytes(), limit);
+    Ok(Answer::Reply(semaphore::info(
+        &keys, waiters, queue, limit,
+    )?))
 }

@@ -176,6 +176,10 @@ impl Store for Mem {
         self.zset(&self.name(key)).get(member).copied()
     }
 
+    fn zcard(&self, key: &Target) -> usize {
+        self.zset(&self.name(key)).len()
+    }
+
     fn zrange(&self, key: &Target, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
         let mut all: Vec<(Vec<u8>, f64)> = self
             .zset(&self.name(key))

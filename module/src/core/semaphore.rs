@@ -158,7 +158,28 @@ pub fn parse_add(argv: &[&[u8]]) -> Result<i64, CmdError> {
     args::integer(argv[2], "delta")
 }
 
-/// `RSEM.AVAILABLE key`, `RSEM.DRAIN key`, `RSEM.INFO key`: the key only.
+/// Leased permits (and queued requests) `RSEM.INFO` lists without `COUNT`: its cost is
+/// bounded by what it lists (about 1 us per permit), not by the semaphore's size.
+pub const INFO_COUNT: usize = 1_000;
+
+const COUNT: Opt = Opt {
+    name: "COUNT",
+    values: 1,
+    needs: "COUNT needs a number",
+};
+
+/// `RSEM.INFO key [COUNT n]`: how many leased permits (and queued requests) to list.
+pub fn parse_info(argv: &[&[u8]]) -> Result<usize, CmdError> {
+    args::arity(argv, |n| n >= 2, "rsem.info")?;
+    let mut count = INFO_COUNT;
+    args::options(&argv[2..], &[&COUNT], |_, v| {
+        count = usize::try_from(args::at_least(v[0], "count", 1)?).unwrap_or(usize::MAX);
+        Ok(())
+    })?;
+    Ok(count)
+}
+
+/// `RSEM.AVAILABLE key`, `RSEM.DRAIN key`: the key only.
 pub fn parse_key(argv: &[&[u8]], name: &'static str) -> Result<(), CmdError> {
     args::arity(argv, |n| n == 2, name)
 }
@@ -380,15 +401,40 @@ pub fn available(store: &(impl Store + ?Sized)) -> Result<i64, CmdError> {
     Ok(count(store)?.saturating_add(expired(store).len() as i64))
 }
 
-/// `RSEM.INFO`: available, leased (`[id, remaining ms or -1]` per live permit, soonest end
-/// first), ttl_ms of the count, waiters, queue (`[permits, lease_ms or nil]` each).
-pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, CmdError> {
-    let available = available(store)?;
-    let now = store.now();
-    let leased = store
-        .zrange(&timeouts(store), f64::INFINITY, usize::MAX)
+/// `RSEM.INFO`'s view: the available count, the first `limit` live leases (soonest end
+/// first) and how many live leases there are in all.
+fn leases(
+    store: &(impl Store + ?Sized),
+    limit: usize,
+) -> Result<(i64, Vec<(Vec<u8>, f64)>, usize), CmdError> {
+    let gone = expired(store).len();
+    let available = count(store)?.saturating_add(gone as i64);
+    let key = timeouts(store);
+    let now = store.now() as f64;
+    let live: Vec<(Vec<u8>, f64)> = store
+        .zrange(&key, f64::INFINITY, gone.saturating_add(limit))
         .into_iter()
-        .filter(|(_, at)| *at > now as f64)
+        .filter(|(_, at)| *at > now)
+        .collect();
+    let total = store.zcard(&key).saturating_sub(gone);
+    Ok((available, live, total))
+}
+
+/// `RSEM.INFO`: available, leased (`[id, remaining ms or -1]` per live permit, soonest end
+/// first, at most `limit`), ttl_ms of the count, waiters, queue (`[permits, lease_ms or nil]`
+/// each, the first `limit`; `waiters` is the queue's length). When either list was cut, a
+/// sixth field `leased_total` says how many live leases there are.
+pub fn info(
+    store: &(impl Store + ?Sized),
+    waiters: usize,
+    queue: Vec<Reply>,
+    limit: usize,
+) -> Result<Reply, CmdError> {
+    let (available, leased, total) = leases(store, limit)?;
+    let now = store.now();
+    let cut = total > leased.len() || waiters > queue.len();
+    let leased = leased
+        .into_iter()
         .map(|(id, at)| {
             let left = if at >= PERMANENT as f64 {
                 -1
@@ -399,16 +445,20 @@ pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, C
         })
         .collect();
     let exists = store.kind(&Target::Main) != Kind::Empty;
-    Ok(Reply::Map(vec![
+    let mut fields = vec![
         ("available", Reply::Int(available)),
         ("leased", Reply::Array(leased)),
         (
             "ttl_ms",
             Reply::Int(super::lock::ttl_ms(store, &Target::Main, exists)),
         ),
-        ("waiters", Reply::Int(queue.len() as i64)),
+        ("waiters", Reply::Int(waiters as i64)),
         ("queue", Reply::Array(queue)),
-    ]))
+    ];
+    if cut {
+        fields.push(("leased_total", Reply::Int(total as i64)));
+    }
+    Ok(Reply::Map(fields))
 }
 
 // ---- waiting -------------------------------------------------------------------------------------
@@ -788,7 +838,7 @@ mod tests {
         let mut m = Mem::new(b"s");
         m.set_str(b"{s}:timeout", b"1");
         assert_eq!(drain(&m), Err(CmdError::WrongType));
-        assert_eq!(info(&m, vec![]), Err(CmdError::WrongType));
+        assert_eq!(info(&m, 0, vec![], INFO_COUNT), Err(CmdError::WrongType));
     }
 
     #[test]
@@ -800,7 +850,7 @@ mod tests {
             permits: 3,
             lease_ms: Some(10),
         };
-        let shown = info(&m, vec![w.show()]).unwrap();
+        let shown = info(&m, 1, vec![w.show()], INFO_COUNT).unwrap();
         assert_eq!(
             shown,
             Reply::Map(vec![
@@ -820,6 +870,45 @@ mod tests {
                 ),
             ])
         );
+    }
+
+    #[test]
+    fn info_lists_count_leases_and_says_how_many_there_are() {
+        let mut m = Mem::new(b"s");
+        m.apply_ok(&try_set(&m, 10).unwrap());
+        take(&mut m, 2, Some(100));
+        let late = ids_of(&take(&mut m, 3, Some(500)));
+        m.now += 200; // the first two expired (not reclaimed yet: INFO never writes)
+        let leased = |r: &Reply| match r {
+            Reply::Map(f) => (
+                f.iter().find(|(k, _)| *k == "leased").unwrap().1.clone(),
+                f.len(),
+            ),
+            _ => panic!(),
+        };
+        let (all, fields) = leased(&info(&m, 0, vec![], 3).unwrap());
+        assert_eq!(fields, 5, "nothing cut: the usual shape");
+        let Reply::Array(all) = all else { panic!() };
+        assert_eq!(all.len(), 3);
+        let cut = info(&m, 0, vec![], 2).unwrap();
+        let (two, fields) = leased(&cut);
+        assert_eq!(fields, 6);
+        let Reply::Array(two) = two else { panic!() };
+        assert_eq!(two.len(), 2);
+        assert!(late
+            .iter()
+            .any(|id| two[0] == Reply::Array(vec![Reply::Bulk(hex(id)), Reply::Int(300)])));
+        let Reply::Map(f) = cut else { panic!() };
+        assert_eq!(f[5], ("leased_total", Reply::Int(3)));
+        assert_eq!(
+            f[0],
+            ("available", Reply::Int(7)),
+            "expired leases count as available"
+        );
+        assert_eq!(parse_info(&argv(&["rsem.info", "s"])), Ok(INFO_COUNT));
+        assert_eq!(parse_info(&argv(&["rsem.info", "s", "COUNT", "5"])), Ok(5));
+        assert!(parse_info(&argv(&["rsem.info", "s", "COUNT", "0"])).is_err());
+        assert!(parse_info(&argv(&["rsem.info", "s", "COUNT"])).is_err());
     }
 
     #[test]

@@ -146,6 +146,8 @@ static KINDS: [Counters; ObjectKind::ALL.len()] = [
 pub static ERRORS: Counter = Counter::new();
 /// Waits refused because they would have closed a cycle of owners waiting for one another.
 pub static DEADLOCKS: Counter = Counter::new();
+/// Deadlock checks that ran out of `rlock.deadlock-max-steps` and admitted the wait undecided.
+pub static DEADLOCK_CHECKS_EXHAUSTED: Counter = Counter::new();
 
 /// Start every counter from zero (at module load: a reloaded module must not show the counts
 /// of the previous one, whose statics may survive in the same process).
@@ -157,4 +159,5 @@ pub fn reset() {
     }
     ERRORS.reset();
     DEADLOCKS.reset();
+    DEADLOCK_CHECKS_EXHAUSTED.reset();
 }

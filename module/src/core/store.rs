@@ -52,6 +52,16 @@ pub trait Store {
     fn hget(&self, key: &Target, field: &[u8]) -> Option<Vec<u8>>;
     /// Every field and value of a hash: O(fields), for objects whose state is the whole hash.
     fn hgetall(&self, key: &Target) -> Vec<(Vec<u8>, Vec<u8>)>;
+    /// The fields of a hash with their values until `f` returns false, in the hash's own
+    /// order: a rule that stops at the first field it needs reads O(1) of a large hash (a write
+    /// attempt on a read lock with thousands of readers stops at the first live one).
+    fn hvisit(&self, key: &Target, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) {
+        for (field, value) in self.hgetall(key) {
+            if !f(&field, &value) {
+                break;
+            }
+        }
+    }
     /// Some field of a hash and its value, without reading the others (Redisson's lock hash has
     /// one field: its owner).
     fn hfirst(&self, key: &Target) -> Option<(Vec<u8>, Vec<u8>)>;
@@ -65,6 +75,8 @@ pub trait Store {
     /// `ZRANGEBYSCORE key -inf max WITHSCORES LIMIT 0 limit`); empty for a key that is not a
     /// sorted set.
     fn zrange(&self, key: &Target, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)>;
+    /// Members of a sorted set (0 when absent or not a sorted set).
+    fn zcard(&self, key: &Target) -> usize;
     /// 16 random bytes (the semaphore's permit ids), from the server's generator.
     fn random_id(&self) -> [u8; 16];
 }

@@ -268,22 +268,20 @@ impl Ctx {
         }
     }
 
-    /// Whether the calling client's user may write `key` (`delete`: delete it). True when the
-    /// context has no user (the module's own timers and events) or the server has no ACL
-    /// key checks for modules.
-    pub fn may_write_key(self, key: &[u8], delete: bool) -> bool {
+    /// `check` run on the calling client's ACL user: true when the context has no user (the
+    /// module's own timers and events) or the server lacks the user APIs or `has_check` (the
+    /// check's own API); false for a user that no longer exists.
+    fn user_check(
+        self,
+        has_check: bool,
+        check: impl FnOnce(*mut raw::RedisModuleUser) -> bool,
+    ) -> bool {
         if !has!(RedisModule_GetCurrentUserName)
             || !has!(RedisModule_GetModuleUserFromUserName)
-            || !has!(RedisModule_ACLCheckKeyPermissions)
+            || !has_check
         {
             return true;
         }
-        let flags = if delete {
-            raw::REDISMODULE_CMD_KEY_DELETE
-        } else {
-            raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE
-        };
-        let key = OwnedStr::new(key);
         // SAFETY: the APIs exist (checked above); the user name and user are freed once; a
         // NULL name means no user is attached (a context of the module's own).
         unsafe {
@@ -296,11 +294,58 @@ impl Ctx {
             if user.is_null() {
                 return false;
             }
-            let ok = api!(RedisModule_ACLCheckKeyPermissions)(user, key.get().0, flags as c_int)
-                == raw::REDISMODULE_OK as c_int;
+            let ok = check(user);
             api!(RedisModule_FreeModuleUser)(user);
             ok
         }
+    }
+
+    /// Whether the calling client's user may `flags` (access, update, delete) `key`.
+    fn may_key(self, key: &[u8], flags: u32) -> bool {
+        let key = OwnedStr::new(key);
+        self.user_check(has!(RedisModule_ACLCheckKeyPermissions), |user| {
+            // SAFETY: a live user (user_check) and a live string (owned above).
+            unsafe {
+                api!(RedisModule_ACLCheckKeyPermissions)(user, key.get().0, flags as c_int)
+                    == raw::REDISMODULE_OK as c_int
+            }
+        })
+    }
+
+    /// Whether the calling client's user may write `key` (`delete`: delete it). True when the
+    /// context has no user (the module's own timers and events) or the server has no ACL
+    /// key checks for modules.
+    pub fn may_write_key(self, key: &[u8], delete: bool) -> bool {
+        let flags = if delete {
+            raw::REDISMODULE_CMD_KEY_DELETE
+        } else {
+            raw::REDISMODULE_CMD_KEY_ACCESS | raw::REDISMODULE_CMD_KEY_UPDATE
+        };
+        self.may_key(key, flags)
+    }
+
+    /// Whether the calling client's user may read `key` (as [`Ctx::may_write_key`]), to name it
+    /// in an error only to those who may see it.
+    pub fn may_read_key(self, key: &[u8]) -> bool {
+        self.may_key(key, raw::REDISMODULE_CMD_KEY_ACCESS)
+    }
+
+    /// Whether the calling client's user may run the command `argv` (name, subcommand, ...).
+    /// True when the context has no user or the server has no such check.
+    pub fn user_may_run(self, argv: &[&[u8]]) -> bool {
+        let args: Vec<OwnedStr> = argv.iter().map(|a| OwnedStr::new(a)).collect();
+        let mut raw_args: Vec<*mut raw::RedisModuleString> =
+            args.iter().map(|a| a.get().0).collect();
+        self.user_check(has!(RedisModule_ACLCheckCommandPermissions), |user| {
+            // SAFETY: a live user (user_check); the argument strings live until this returns.
+            unsafe {
+                api!(RedisModule_ACLCheckCommandPermissions)(
+                    user,
+                    raw_args.as_mut_ptr(),
+                    raw_args.len() as c_int,
+                ) == raw::REDISMODULE_OK as c_int
+            }
+        })
     }
 
     /// The calling client's ACL user name; `None` when the context has no user (the module's
@@ -319,40 +364,6 @@ impl Ctx {
             let bytes = RStr(name).bytes().to_vec();
             api!(RedisModule_FreeString)(self.0, name);
             Some(bytes)
-        }
-    }
-
-    /// Whether the calling client's user may run the command `argv` (name, subcommand, ...).
-    /// True when the context has no user or the server has no such check.
-    pub fn user_may_run(self, argv: &[&[u8]]) -> bool {
-        if !has!(RedisModule_GetCurrentUserName)
-            || !has!(RedisModule_GetModuleUserFromUserName)
-            || !has!(RedisModule_ACLCheckCommandPermissions)
-        {
-            return true;
-        }
-        let args: Vec<OwnedStr> = argv.iter().map(|a| OwnedStr::new(a)).collect();
-        let mut raw_args: Vec<*mut raw::RedisModuleString> =
-            args.iter().map(|a| a.get().0).collect();
-        // SAFETY: the APIs exist (checked above); the argument strings live until the end of
-        // this function; the user name and user are freed once; a NULL name means no user.
-        unsafe {
-            let name = api!(RedisModule_GetCurrentUserName)(self.0);
-            if name.is_null() {
-                return true;
-            }
-            let user = api!(RedisModule_GetModuleUserFromUserName)(name);
-            api!(RedisModule_FreeString)(self.0, name);
-            if user.is_null() {
-                return false;
-            }
-            let ok = api!(RedisModule_ACLCheckCommandPermissions)(
-                user,
-                raw_args.as_mut_ptr(),
-                raw_args.len() as c_int,
-            ) == raw::REDISMODULE_OK as c_int;
-            api!(RedisModule_FreeModuleUser)(user);
-            ok
         }
     }
 

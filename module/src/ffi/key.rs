@@ -169,6 +169,48 @@ impl Key {
         acc.out
     }
 
+    /// The fields of a hash with their values, in the hash's own order, until `f` returns
+    /// false: a caller that stops early reads only a few entries of a large hash.
+    pub fn hash_visit(&self, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) {
+        unsafe extern "C" fn collect(
+            _key: *mut raw::RedisModuleKey,
+            field: *mut RedisModuleString,
+            value: *mut RedisModuleString,
+            data: *mut c_void,
+        ) {
+            // SAFETY: data is the &mut Vec passed to RM_ScanKey below, alive for the step;
+            // field and value are valid for this callback.
+            let step = unsafe { &mut *data.cast::<Vec<(Vec<u8>, Vec<u8>)>>() };
+            if !field.is_null() && !value.is_null() {
+                step.push((RStr(field).bytes().to_vec(), RStr(value).bytes().to_vec()));
+            }
+        }
+        if self.ptr.is_null() {
+            return;
+        }
+        let mut step: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        // SAFETY: the cursor is created here and destroyed on every way out of the loop; the
+        // callback only touches `step`, which outlives each step. `f` runs between steps, not
+        // inside the callback, so whatever it reads (other keys) happens outside RM_ScanKey;
+        // the hash itself is not written while it is visited (decisions write afterwards).
+        unsafe {
+            let cursor = api!(RedisModule_ScanCursorCreate)();
+            loop {
+                let more = api!(RedisModule_ScanKey)(
+                    self.ptr,
+                    cursor,
+                    Some(collect),
+                    (&mut step as *mut Vec<(Vec<u8>, Vec<u8>)>).cast(),
+                ) != 0;
+                let go_on = step.drain(..).all(|(k, v)| f(&k, &v));
+                if !more || !go_on {
+                    break;
+                }
+            }
+            api!(RedisModule_ScanCursorDestroy)(cursor);
+        }
+    }
+
     /// A string key's value.
     pub fn string_get(&self) -> Option<Vec<u8>> {
         if self.ptr.is_null() {
@@ -229,6 +271,15 @@ impl Key {
         // SAFETY: key open for writing and holding a sorted set (checked above).
         unsafe { api!(RedisModule_ZsetRem)(self.ptr, member.0, &mut deleted) };
         deleted == 1
+    }
+
+    /// The length of the value (members of a sorted set, fields of a hash); 0 for no key.
+    pub fn len(&self) -> usize {
+        if self.ptr.is_null() {
+            return 0;
+        }
+        // SAFETY: an open key; RM_ValueLength reads its value's length, 0 for an empty key.
+        unsafe { api!(RedisModule_ValueLength)(self.ptr) as usize }
     }
 
     /// A member's score, or `None` (absent member, or not a sorted set).

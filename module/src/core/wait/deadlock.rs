@@ -130,6 +130,22 @@ pub fn find_cycle<G: Graph>(
     exclusive: bool,
     budget: usize,
 ) -> Option<Vec<Step<G::Owner, G::Key>>> {
+    search(g, start, key, exclusive, budget).ok().flatten()
+}
+
+/// The search ran out of its budget before it could decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exhausted;
+
+/// As [`find_cycle`], telling a search that ran out of budget (`Err`) from one that found no
+/// cycle (`Ok(None)`), so the caller can count the waits admitted undecided.
+pub fn search<G: Graph>(
+    g: &G,
+    start: &G::Owner,
+    key: &G::Key,
+    exclusive: bool,
+    budget: usize,
+) -> Result<Option<Vec<Step<G::Owner, G::Key>>>, Exhausted> {
     // The usual case, decided without a search: when nobody waits twice, the owner waits
     // nowhere yet and no holder of the key waits, everyone the request waits for leads back
     // only to this key's queue and holders, none of which waits for the owner.
@@ -137,11 +153,16 @@ pub fn find_cycle<G: Graph>(
     let multi = g.multi();
     if start_waits.is_empty() && multi.iter().all(|o| o == start) {
         let holders = g.holders(key);
+        // Every holder is looked at: a key held by more holders than the budget (a read lock
+        // with thousands of readers) is too large to search.
+        if holders.len() > budget {
+            return Err(Exhausted);
+        }
         if holders
             .iter()
             .all(|(h, _)| h != start && g.waits(h).is_empty())
         {
-            return None;
+            return Ok(None);
         }
     }
     let mut s = Search {
@@ -170,11 +191,11 @@ pub fn find_cycle<G: Graph>(
         s.multi.insert(o);
     }
     while let Some((k, pos, excl, from)) = s.todo.pop() {
-        if let Some(cycle) = s.follow(k, pos, excl, from)? {
-            return Some(cycle);
+        if let Some(cycle) = s.follow(k, pos, excl, from).ok_or(Exhausted)? {
+            return Ok(Some(cycle));
         }
     }
-    None
+    Ok(None)
 }
 
 /// `None`: out of budget; `Some(None)`: go on; `Some(Some(cycle))`: found.
@@ -589,6 +610,28 @@ mod tests {
             queues: vec![vec![], vec![], vec![(B, true)]],
         };
         assert!(find_cycle(&m, &A, &1, true, 1000).is_none());
+    }
+
+    #[test]
+    fn a_search_out_of_budget_says_so() {
+        // A -> B (key 1) -> C (key 2) -> A (key 0): found with room, undecided without.
+        let m = Model {
+            holders: vec![vec![(A, true)], vec![(B, true)], vec![(C, true)]],
+            queues: vec![vec![(C, true)], vec![], vec![(B, true)]],
+        };
+        assert!(matches!(search(&m, &A, &1, true, 1000), Ok(Some(_))));
+        assert_eq!(search(&m, &A, &1, true, 2), Err(Exhausted));
+        assert!(
+            find_cycle(&m, &A, &1, true, 2).is_none(),
+            "admitted undecided"
+        );
+        // A key with more holders than the budget is not searched at all.
+        let m = Model {
+            holders: vec![vec![(B, false), (C, false), (D, false)], vec![(A, true)]],
+            queues: vec![vec![], vec![(B, true)]],
+        };
+        assert!(matches!(search(&m, &A, &0, true, 1000), Ok(Some(_))));
+        assert_eq!(search(&m, &A, &0, true, 2), Err(Exhausted));
     }
 
     #[test]

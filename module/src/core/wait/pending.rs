@@ -73,6 +73,15 @@ pub trait Pending: Debug {
         Vec::new()
     }
 
+    /// At most `limit` of [`Pending::holders`], read without reading the others (a read lock
+    /// with thousands of readers): deadlock detection gives up on a key with more holders
+    /// than it may look at.
+    fn holders_upto(&self, store: &dyn Store, limit: usize) -> Vec<(Vec<u8>, bool)> {
+        let mut hs = self.holders(store);
+        hs.truncate(limit);
+        hs
+    }
+
     /// Whether this request's owner holds what it asked for: `None` when not (any more),
     /// else when that hold's lease ends (`None` without one). Objects without owners never
     /// hold anything a session could lose.

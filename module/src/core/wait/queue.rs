@@ -4,6 +4,16 @@
 //! session request; a number in the tests) and the request `R` (what the waiter asked for; the
 //! skin stores each object's [`super::Pending`]). An index from handle to key lets a timeout or a
 //! disconnect remove its waiter without scanning every queue.
+//!
+//! Finding and removing a waiter costs O(log n) in its queue's length, not O(n): a key's
+//! waiters are kept in the order they were pushed, which is the order of their serials (the
+//! caller gives each push a serial larger than any before), so the index maps a handle to its
+//! key and serial and a binary search finds its slot. A waiter that leaves from the middle is
+//! tombstoned (its slot keeps only the serial, so the order stays searchable) instead of
+//! shifting everyone behind it; tombstones are popped off either end at once and the queue is
+//! compacted when they outnumber the live waiters (amortised O(1) per removal). Measured
+//! before: closing a session with 40,000 requests queued on one key took 1.06 s, and queueing
+//! N requests on one key was O(N^2) (each push looked its waiter up by a linear search).
 
 use super::timers::TimerKey;
 use super::HashMap;
@@ -54,10 +64,37 @@ pub struct Waiter<H, R> {
     pub deadline: Option<TimerKey>,
 }
 
+/// A place in a key's queue: a waiter, or the serial of one that left from the middle (a
+/// tombstone keeps the serials in order for the binary search).
+#[derive(Debug)]
+enum Slot<H, R> {
+    Live(Waiter<H, R>),
+    Gone(u64),
+}
+
+impl<H, R> Slot<H, R> {
+    fn serial(&self) -> u64 {
+        match self {
+            Slot::Live(w) => w.serial,
+            Slot::Gone(s) => *s,
+        }
+    }
+
+    fn live(&self) -> Option<&Waiter<H, R>> {
+        match self {
+            Slot::Live(w) => Some(w),
+            Slot::Gone(_) => None,
+        }
+    }
+}
+
 /// The waiters of one key, plus the job that looks at the key again at its next lease end.
+/// Its first and last slots are always live (tombstones are popped off the ends at once).
 #[derive(Debug)]
 pub struct KeyQueue<H, R> {
-    waiters: VecDeque<Waiter<H, R>>,
+    slots: VecDeque<Slot<H, R>>,
+    /// Live waiters among the slots.
+    live: usize,
     pub check: Option<TimerKey>,
     /// The key was seen to expire since the last grant (for the `grants_after_expiry` counter).
     pub expired: bool,
@@ -65,22 +102,68 @@ pub struct KeyQueue<H, R> {
 
 impl<H, R> KeyQueue<H, R> {
     pub fn is_empty(&self) -> bool {
-        self.waiters.is_empty()
+        self.live == 0
     }
 
     pub fn front(&self) -> Option<&Waiter<H, R>> {
-        self.waiters.front()
+        self.slots.front().and_then(Slot::live)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Waiter<H, R>> {
-        self.waiters.iter()
+        self.slots.iter().filter_map(Slot::live)
+    }
+
+    /// Slots, live or not: positions from [`KeyQueue::position`] are below this. Positions
+    /// keep the queue's order, so the deadlock search compares them as places in the queue.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The waiter in slot `pos`, if it is live.
+    pub fn at(&self, pos: usize) -> Option<&Waiter<H, R>> {
+        self.slots.get(pos).and_then(Slot::live)
+    }
+
+    /// The slot of the waiter with this serial (O(log n)).
+    pub fn position(&self, serial: u64) -> Option<usize> {
+        let pos = self
+            .slots
+            .binary_search_by_key(&serial, Slot::serial)
+            .ok()?;
+        self.at(pos).map(|_| pos)
+    }
+
+    /// Take the live waiter of slot `pos`, leaving a tombstone, then drop tombstones off the
+    /// ends and compact when they outnumber the live waiters.
+    fn take(&mut self, pos: usize) -> Option<Waiter<H, R>> {
+        let serial = self.slots.get(pos)?.serial();
+        let Slot::Live(waiter) = std::mem::replace(&mut self.slots[pos], Slot::Gone(serial)) else {
+            return None; // already a tombstone (replaced by an identical one)
+        };
+        self.live -= 1;
+        self.tidy();
+        Some(waiter)
+    }
+
+    fn tidy(&mut self) {
+        while matches!(self.slots.front(), Some(Slot::Gone(_))) {
+            self.slots.pop_front();
+        }
+        while matches!(self.slots.back(), Some(Slot::Gone(_))) {
+            self.slots.pop_back();
+        }
+        if self.slots.len() - self.live > self.live {
+            self.slots.retain(|s| matches!(s, Slot::Live(_)));
+        }
+        shrink_deque(&mut self.slots);
     }
 }
 
 #[derive(Debug)]
 pub struct Queues<H, R> {
     keys: HashMap<KeyId, KeyQueue<H, R>>,
-    index: HashMap<H, KeyId>,
+    /// Where each waiter is: its key and its serial.
+    index: HashMap<H, (KeyId, u64)>,
 }
 
 impl<H, R> Default for Queues<H, R> {
@@ -104,7 +187,8 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
                     KeyQueue {
                         // Room for one: most keys that are waited on have one waiter (a first
                         // push into an empty VecDeque reserves four, 192 B more per key).
-                        waiters: VecDeque::with_capacity(1),
+                        slots: VecDeque::with_capacity(1),
+                        live: 0,
                         check: None,
                         expired: false,
                     },
@@ -112,16 +196,21 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
                 id.clone()
             }
         };
-        self.index.insert(waiter.handle, id.clone());
-        self.keys
-            .get_mut(&id)
-            .expect("inserted above")
-            .waiters
-            .push_back(waiter);
+        let queue = self.keys.get_mut(&id).expect("inserted above");
+        debug_assert!(
+            queue
+                .slots
+                .back()
+                .is_none_or(|s| s.serial() < waiter.serial),
+            "serials increase"
+        );
+        self.index.insert(waiter.handle, (id, waiter.serial));
+        queue.slots.push_back(Slot::Live(waiter));
+        queue.live += 1;
     }
 
     pub fn is_queued(&self, id: &KeyId) -> bool {
-        self.keys.get(id).is_some_and(|q| !q.waiters.is_empty())
+        self.keys.get(id).is_some_and(|q| !q.is_empty())
     }
 
     pub fn get(&self, id: &KeyId) -> Option<&KeyQueue<H, R>> {
@@ -135,8 +224,7 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
     /// The next waiter of `id`, removed from the queue.
     pub fn pop_front(&mut self, id: &KeyId) -> Option<Waiter<H, R>> {
         let queue = self.keys.get_mut(id)?;
-        let waiter = queue.waiters.pop_front()?;
-        shrink_deque(&mut queue.waiters);
+        let waiter = queue.take(0)?;
         self.index.remove(&waiter.handle);
         shrink(&mut self.index);
         Some(waiter)
@@ -145,34 +233,44 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
     /// Remove a waiter wherever it is queued (timeout, disconnect, cancel). `None` when it is
     /// not queued any more, e.g. because it was just granted.
     pub fn remove(&mut self, handle: H) -> Option<(KeyId, Waiter<H, R>)> {
-        let id = self.index.remove(&handle)?;
+        let (id, serial) = self.index.remove(&handle)?;
         shrink(&mut self.index);
         let queue = self.keys.get_mut(&id)?;
-        let pos = queue.waiters.iter().position(|w| w.handle == handle)?;
-        let waiter = queue.waiters.remove(pos)?;
-        shrink_deque(&mut queue.waiters);
+        let pos = queue.position(serial)?;
+        let waiter = queue.take(pos)?;
+        debug_assert!(
+            waiter.handle == handle,
+            "the index names the waiter's serial"
+        );
         Some((id, waiter))
     }
 
     /// The key a waiter is queued on, and the waiter.
     pub fn find(&self, handle: H) -> Option<(&KeyId, &Waiter<H, R>)> {
-        let (id, queue) = self.keys.get_key_value(self.index.get(&handle)?)?;
-        let w = queue.waiters.iter().find(|w| w.handle == handle)?;
-        Some((id, w))
+        self.locate(handle).map(|(id, _, w)| (id, w))
+    }
+
+    /// The key a waiter is queued on, its slot there (see [`KeyQueue::slots`]), and the waiter.
+    pub fn locate(&self, handle: H) -> Option<(&KeyId, usize, &Waiter<H, R>)> {
+        let (id, serial) = self.index.get(&handle)?;
+        let (id, queue) = self.keys.get_key_value(id)?;
+        let pos = queue.position(*serial)?;
+        Some((id, pos, queue.at(pos)?))
     }
 
     pub fn find_mut(&mut self, handle: H) -> Option<&mut Waiter<H, R>> {
-        let id = self.index.get(&handle)?;
-        self.keys
-            .get_mut(id)?
-            .waiters
-            .iter_mut()
-            .find(|w| w.handle == handle)
+        let (id, serial) = self.index.get(&handle)?;
+        let queue = self.keys.get_mut(id)?;
+        let pos = queue.position(*serial)?;
+        match queue.slots.get_mut(pos)? {
+            Slot::Live(w) => Some(w),
+            Slot::Gone(_) => None,
+        }
     }
 
     /// Drop `id`'s entry if nobody waits; returns its re-check job so the caller can cancel it.
     pub fn forget_if_idle(&mut self, id: &KeyId) -> Option<TimerKey> {
-        if self.keys.get(id)?.waiters.is_empty() {
+        if self.keys.get(id)?.is_empty() {
             let check = self.keys.remove(id).and_then(|q| q.check);
             shrink(&mut self.keys);
             check
@@ -186,7 +284,16 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
         let Some(queue) = self.keys.get_mut(id) else {
             return Vec::new();
         };
-        let waiters: Vec<_> = queue.waiters.drain(..).collect();
+        queue.live = 0;
+        let waiters: Vec<_> = queue
+            .slots
+            .drain(..)
+            .filter_map(|s| match s {
+                Slot::Live(w) => Some(w),
+                Slot::Gone(_) => None,
+            })
+            .collect();
+        shrink_deque(&mut queue.slots);
         for w in &waiters {
             self.index.remove(&w.handle);
         }
@@ -195,7 +302,7 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
     }
 
     pub fn len(&self, id: &KeyId) -> usize {
-        self.keys.get(id).map_or(0, |q| q.waiters.len())
+        self.keys.get(id).map_or(0, |q| q.live)
     }
 
     /// Keys with waiters in database `db`, or in every database when `db` is `None`.
@@ -345,6 +452,10 @@ mod prop_tests {
         Forget {
             key: usize,
         },
+        /// Look a waiter up by handle (it may be queued, granted or never existed).
+        Find {
+            handle: u32,
+        },
     }
 
     const KEYS: [(i32, &[u8]); 4] = [(0, b"a"), (0, b"b"), (1, b"a"), (0, b"")];
@@ -356,6 +467,7 @@ mod prop_tests {
             3 => (0u32..40).prop_map(|handle| Op::Remove { handle }),
             1 => (0..KEYS.len()).prop_map(|key| Op::Drain { key }),
             1 => (0..KEYS.len()).prop_map(|key| Op::Forget { key }),
+            2 => (0u32..100).prop_map(|handle| Op::Find { handle }),
         ]
     }
 
@@ -397,6 +509,33 @@ mod prop_tests {
                     Op::Forget { key } => {
                         q.forget_if_idle(&ids[key]);
                     }
+                    Op::Find { handle } => {
+                        let want = model.iter().position(|m| m.contains(&handle));
+                        let got = q.find(handle).map(|(id, w)| (id.clone(), w.req));
+                        prop_assert_eq!(got, want.map(|key| (ids[key].clone(), handle)));
+                        if let Some(w) = q.find_mut(handle) {
+                            prop_assert_eq!(w.handle, handle);
+                        } else {
+                            prop_assert!(want.is_none());
+                        }
+                    }
+                }
+                // Every queued waiter is found by handle, in a slot that keeps the queue's order;
+                // tombstones never outnumber the live waiters, and the head is live.
+                for (key, id) in ids.iter().enumerate() {
+                    let mut last = None;
+                    for h in &model[key] {
+                        let (at, pos, w) = q.locate(*h).expect("a queued waiter is found");
+                        prop_assert_eq!(at, id);
+                        prop_assert_eq!(w.handle, *h);
+                        prop_assert!(last.is_none_or(|l| l < pos), "slots keep FIFO order");
+                        prop_assert_eq!(q.get(id).and_then(|k| k.at(pos)).map(|w| w.handle), Some(*h));
+                        last = Some(pos);
+                    }
+                    if let Some(k) = q.get(id) {
+                        prop_assert!(k.slots() <= 2 * model[key].len(), "tombstones bounded");
+                        prop_assert_eq!(k.front().map(|w| w.handle), model[key].front().copied());
+                    }
                 }
                 let total: usize = model.iter().map(|m| m.len()).sum();
                 prop_assert_eq!(q.total(), total);
@@ -412,6 +551,55 @@ mod prop_tests {
                 let mut want: Vec<KeyId> = ids.iter().enumerate().filter(|(i, _)| !model[*i].is_empty()).map(|(_, id)| id.clone()).collect();
                 want.sort_by(|a, b| (a.db, &a.key[..]).cmp(&(b.db, &b.key[..])));
                 prop_assert_eq!(with_waiters, want);
+            }
+        }
+    }
+
+    proptest! {
+        /// One long queue emptied in random order, with pops and pushes in between: FIFO order,
+        /// lookups and the bound on tombstones hold through compactions.
+        #[test]
+        fn removals_in_any_order(
+            n in 1usize..300,
+            order in prop::collection::vec(any::<prop::sample::Index>(), 1..300),
+            pops in prop::collection::vec(any::<bool>(), 1..300),
+        ) {
+            let id = KeyId::new(0, b"k");
+            let mut q: Queues<u32, u32> = Queues::default();
+            let mut model: VecDeque<u32> = VecDeque::new();
+            let mut next = 0u32;
+            for _ in 0..n {
+                q.push(&id, Waiter { handle: next, serial: next as u64, req: next, deadline: None });
+                model.push_back(next);
+                next += 1;
+            }
+            for (i, ix) in order.iter().enumerate() {
+                if model.is_empty() {
+                    break;
+                }
+                match pops.get(i).copied().unwrap_or(false) {
+                    true if i % 3 == 0 => {
+                        prop_assert_eq!(q.pop_front(&id).map(|w| w.handle), model.pop_front());
+                    }
+                    true => {
+                        q.push(&id, Waiter { handle: next, serial: next as u64, req: next, deadline: None });
+                        model.push_back(next);
+                        next += 1;
+                    }
+                    false => {
+                        let h = model[ix.index(model.len())];
+                        let (_, w) = q.remove(h).expect("queued");
+                        prop_assert_eq!(w.handle, h);
+                        model.retain(|x| *x != h);
+                        prop_assert!(q.find(h).is_none());
+                    }
+                }
+                let k = q.get(&id).expect("the key stays until forgotten");
+                prop_assert!(k.slots() <= 2 * model.len());
+                prop_assert_eq!(k.iter().map(|w| w.handle).collect::<Vec<_>>(), model.iter().copied().collect::<Vec<_>>());
+                for h in &model {
+                    prop_assert_eq!(q.find(*h).map(|(_, w)| w.handle), Some(*h));
+                }
             }
         }
     }
