@@ -283,6 +283,11 @@ pub(crate) async fn leased(s: Obj<'_>) -> Result<u64> {
     let mut cmd = redis::cmd("RSEM.INFO");
     cmd.arg(&**s.name);
     let info: Value = s.read(&cmd).await?;
+    // `leased` lists at most COUNT (default 1000) permits; past that, `leased_total` counts
+    // them all.
+    if let Some(Value::Int(n)) = super::info_field(&info, "leased_total") {
+        return Ok((*n).max(0) as u64);
+    }
     match super::info_field(&info, "leased") {
         Some(Value::Array(permits)) => Ok(permits.len() as u64),
         _ => Err(s.error(redis::RedisError::from((

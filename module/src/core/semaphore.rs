@@ -401,12 +401,12 @@ pub fn available(store: &(impl Store + ?Sized)) -> Result<i64, CmdError> {
     Ok(count(store)?.saturating_add(expired(store).len() as i64))
 }
 
+/// Leased permits with their lease ends.
+type Leases = Vec<(Vec<u8>, f64)>;
+
 /// `RSEM.INFO`'s view: the available count, the first `limit` live leases (soonest end
 /// first) and how many live leases there are in all.
-fn leases(
-    store: &(impl Store + ?Sized),
-    limit: usize,
-) -> Result<(i64, Vec<(Vec<u8>, f64)>, usize), CmdError> {
+fn leases(store: &(impl Store + ?Sized), limit: usize) -> Result<(i64, Leases, usize), CmdError> {
     let gone = expired(store).len();
     let available = count(store)?.saturating_add(gone as i64);
     let key = timeouts(store);

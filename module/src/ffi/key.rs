@@ -279,7 +279,7 @@ impl Key {
             return 0;
         }
         // SAFETY: an open key; RM_ValueLength reads its value's length, 0 for an empty key.
-        unsafe { api!(RedisModule_ValueLength)(self.ptr) as usize }
+        unsafe { api!(RedisModule_ValueLength)(self.ptr) }
     }
 
     /// A member's score, or `None` (absent member, or not a sorted set).

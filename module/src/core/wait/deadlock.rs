@@ -137,6 +137,9 @@ pub fn find_cycle<G: Graph>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Exhausted;
 
+/// A cycle found, or none, or a search that could not decide.
+pub type Searched<O, K> = Result<Option<Vec<Step<O, K>>>, Exhausted>;
+
 /// As [`find_cycle`], telling a search that ran out of budget (`Err`) from one that found no
 /// cycle (`Ok(None)`), so the caller can count the waits admitted undecided.
 pub fn search<G: Graph>(
@@ -145,7 +148,7 @@ pub fn search<G: Graph>(
     key: &G::Key,
     exclusive: bool,
     budget: usize,
-) -> Result<Option<Vec<Step<G::Owner, G::Key>>>, Exhausted> {
+) -> Searched<G::Owner, G::Key> {
     // The usual case, decided without a search: when nobody waits twice, the owner waits
     // nowhere yet and no holder of the key waits, everyone the request waits for leads back
     // only to this key's queue and holders, none of which waits for the owner.
