@@ -789,15 +789,21 @@ fn a_frozen_client_loses_its_requests_and_grants_to_the_next_waiter() {
         st.lines()
             .any(|l| l.starts_with("State:") && l.contains("stopped"))
     });
+    // Its last read returns (BLOCK 100), then nothing: the grace period runs from there. (A
+    // grant that read had returned would be the frozen client's own until its lease ends.)
+    wait_until(
+        Duration::from_secs(5),
+        "the frozen listener's read returned",
+        || field_int(&session_info(&mut c, "frozen"), "reading") == 0,
+    );
     let frozen = Instant::now();
-    // Granted to the frozen client, which cannot acknowledge it.
+    // Granted to the frozen client, which never reads it.
     release(&mut c, "fz:1", "holder");
     assert_eq!(hgetall(&mut c, "fz:1"), holder("child:1", 1));
-    // Its last read returns (BLOCK 100), then nothing: after the grace period the grant goes to
-    // the next waiter and the queued request leaves.
+    // After the grace period the grant goes to the next waiter and the queued request leaves.
     assert_eq!(w1.reply_within(Duration::from_secs(5)), Value::Int(1));
     println!(
-        "frozen client's grant handed on {} ms after SIGSTOP (read BLOCK 100, grace 400)",
+        "frozen client's grant handed on {} ms after its read returned (grace 400)",
         frozen.elapsed().as_millis()
     );
     assert_eq!(hgetall(&mut c, "fz:1"), holder("w1", 1));
