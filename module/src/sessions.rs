@@ -373,15 +373,14 @@ fn end(ctx: Ctx, id: u32) {
             }),
         );
     }
-    for request in std::mem::take(&mut sess.queued) {
-        wait::withdraw(
-            ctx,
-            Handle::Session {
-                session: id,
-                request,
-            },
-        );
-    }
+    let queued = std::mem::take(&mut sess.queued);
+    wait::withdraw_all(
+        ctx,
+        queued.into_iter().map(|request| Handle::Session {
+            session: id,
+            request,
+        }),
+    );
     for e in sess.outcomes.drain() {
         if let Some(g) = e.grant {
             undo_later(ctx, g);
