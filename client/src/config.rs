@@ -293,12 +293,12 @@ impl ClientBuilder {
 
     /// The grace period of the client's sessions (default 10 s): how long the server keeps a
     /// session whose listener stopped reading, with its queued waits and the grants it has not
-    /// acknowledged. Waits go through one session per server (see "Waiting: sessions" in the
+    /// read. Waits go through one session per server (see "Waiting: sessions" in the
     /// crate docs); its listener reads with a `BLOCK` of a fifth of the grace, so a live
     /// process never lets it lapse, and a listener whose connection broke reconnects and picks
     /// up what it missed. When the process is frozen (stopped, swapped out, in a debugger)
     /// for longer than the grace, the server withdraws its queued waits and hands the grants it
-    /// never acknowledged to the next waiters; on resume those waits fail with
+    /// never read to the next waiters; on resume those waits fail with
     /// [`Error::SessionExpired`]. A shorter grace frees a frozen process's waits sooner; a
     /// longer one rides out longer network outages. The server bounds it
     /// (`rlock.session-max-grace-ms`, 60 s by default): a longer grace is lowered to that bound

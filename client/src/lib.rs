@@ -228,8 +228,10 @@
 //!   ([`ClientBuilder::session_grace`], default 10 s, bounded by the server's
 //!   `rlock.session-max-grace-ms`, 60 s by default). A process frozen for longer (stopped,
 //!   swapped out, paused in a debugger) loses it: the server withdraws its queued waits and
-//!   hands the grants it never acknowledged to the next waiters; when the process resumes,
-//!   those waits fail with [`Error::SessionExpired`], never reporting a hold. A session the
+//!   hands the grants its listener never read to the next waiters; when the process resumes,
+//!   those waits fail with [`Error::SessionExpired`], never reporting a hold. (A grant the
+//!   server had already sent it is its own, as a `BLOCK` waiter's reply: it is held until its
+//!   lease ends, and given back if its wait failed.) A session the
 //!   server lost in a restart or failover is opened again and its waits queue again, after the
 //!   client checked whether each was granted before.
 //! - **Lost holds are pushed** (see "Watchdog").

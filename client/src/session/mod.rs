@@ -18,8 +18,8 @@
 //!   `BLOCK` is a fifth of the grace, so a live process never lets it lapse);
 //! - a session that was lost while its process could not read (frozen beyond the grace) fails
 //!   every wait it had with [`Error::SessionExpired`](crate::Error::SessionExpired): the server
-//!   withdrew them and undid the grants nobody acknowledged; a grant handed over but not yet
-//!   acknowledged is marked lost. A session lost because the server restarted or failed over
+//!   withdrew them and undid the grants no read returned; a grant a read returned is the
+//!   client's (the server never undoes it), and a wait that failed gives back what took effect. A session lost because the server restarted or failed over
 //!   (another `run_id`) interrupts its waits instead: the wait path checks whether each took
 //!   effect and queues it again, as after a broken connection. Either way the listener opens a
 //!   session under a new name, so nothing is ever queued again under the old one.
