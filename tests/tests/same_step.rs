@@ -38,7 +38,14 @@ fn free_then_redisson_acquire(c: &mut redis::Connection, free: redis::Cmd, key: 
     let (_, acquire, holders): (Value, Value, std::collections::BTreeMap<String, String>) =
         redis::pipe()
             .add_command(free)
-            .add_command(cmd!("EVAL", redisson::ACQUIRE, 1, key, 30_000, "redisson:7"))
+            .add_command(cmd!(
+                "EVAL",
+                redisson::ACQUIRE,
+                1,
+                key,
+                30_000,
+                "redisson:7"
+            ))
             .cmd("HGETALL")
             .arg(key)
             .query(c)
@@ -60,7 +67,10 @@ fn no_barging(case: &str, free: impl Fn(&str) -> redis::Cmd) {
     let mut barges = 0;
     for i in 0..TRIES {
         let key = format!("{case}:{i}");
-        assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", &key, "holder:1", 30_000)), 1);
+        assert_eq!(
+            int(&mut c, &cmd!("RLOCK.ACQUIRE", &key, "holder:1", 30_000)),
+            1
+        );
         let waiter = park(&s, &mut c, &key, "mod:1", 30_000, &[], 1);
         let t = free_then_redisson_acquire(&mut c, free(&key), &key);
         if t.barged {
@@ -71,7 +81,11 @@ fn no_barging(case: &str, free: impl Fn(&str) -> redis::Cmd) {
         } else {
             assert_eq!(t.holders, holder("mod:1", 1), "{case} try {i}");
         }
-        assert_eq!(waiter.reply_int(), 1, "{case} try {i}: the waiter is granted");
+        assert_eq!(
+            waiter.reply_int(),
+            1,
+            "{case} try {i}: the waiter is granted"
+        );
         assert_eq!(hgetall(&mut c, &key), holder("mod:1", 1));
         wait_blocked(&mut c, 0);
     }
@@ -84,14 +98,7 @@ fn no_barging(case: &str, free: impl Fn(&str) -> redis::Cmd) {
 #[test]
 fn redisson_unlock_script_hands_to_the_queue_before_the_next_command() {
     no_barging("unlock", |key| {
-        cmd!(
-            "EVAL",
-            UNLOCK_SCRIPT,
-            2,
-            key,
-            lock_channel(key),
-            "holder:1"
-        )
+        cmd!("EVAL", UNLOCK_SCRIPT, 2, key, lock_channel(key), "holder:1")
     });
 }
 
@@ -123,7 +130,10 @@ fn del_inside_multi_hands_on_when_exec_ends() {
     let s = Server::start();
     let mut c = s.conn();
     let kind = ServerKind::of(&mut c);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "m", "holder:1", 30_000)), 1);
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "m", "holder:1", 30_000)),
+        1
+    );
     let waiter = park(&s, &mut c, "m", "mod:1", 30_000, &[], 1);
     let mut tx = redis::pipe();
     tx.atomic().cmd("DEL").arg("m").cmd("EXISTS").arg("m");
@@ -197,7 +207,10 @@ fn an_expiry_found_by_a_command_hands_on_before_the_next_one() {
     }
     eprintln!("{kind}: expiry found by EXISTS: Redisson's write acquire barged {barges} of 5");
     if same_step(kind) {
-        assert_eq!(barges, 0, "{kind}: the expiry found by EXISTS hands on first");
+        assert_eq!(
+            barges, 0,
+            "{kind}: the expiry found by EXISTS hands on first"
+        );
     } else {
         // Redis 7.0: the module's timer comes after the pipeline.
         assert_eq!(barges, 5, "{kind}: served on the next timer turn");
@@ -214,19 +227,33 @@ fn a_lease_that_ends_in_a_stall_goes_to_whoever_runs_first() {
         ..Default::default()
     });
     let mut c = s.conn();
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "st", "holder:1", 100)), 1);
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "st", "holder:1", 100)),
+        1
+    );
     let waiter = park(&s, &mut c, "st", "mod:1", 30_000, &[], 1);
     let (acquire, holders): (Value, std::collections::BTreeMap<String, String>) = redis::pipe()
         .cmd("DEBUG")
         .arg("SLEEP")
         .arg("0.25")
         .ignore()
-        .add_command(cmd!("EVAL", redisson::ACQUIRE, 1, "st", 30_000, "redisson:7"))
+        .add_command(cmd!(
+            "EVAL",
+            redisson::ACQUIRE,
+            1,
+            "st",
+            30_000,
+            "redisson:7"
+        ))
         .cmd("HGETALL")
         .arg("st")
         .query(&mut c)
         .unwrap();
-    assert_eq!(acquire, Value::Nil, "Redisson's script took the expired lock");
+    assert_eq!(
+        acquire,
+        Value::Nil,
+        "Redisson's script took the expired lock"
+    );
     assert_eq!(holders, holder("redisson:7", 1));
     redisson::unlock(&mut c, "st", "redisson:7", 30_000);
     assert_eq!(waiter.reply_within(Duration::from_secs(5)), Value::Int(1));
@@ -254,13 +281,7 @@ fn semaphore_release_by_script_hands_to_the_queue_before_the_next_command() {
                 1,
                 "PUBLISH"
             ))
-            .add_command(cmd!(
-                "EVAL",
-                redisson::semaphore::TRY_ACQUIRE,
-                1,
-                &name,
-                1
-            ))
+            .add_command(cmd!("EVAL", redisson::semaphore::TRY_ACQUIRE, 1, &name, 1))
             .cmd("GET")
             .arg(&name)
             .query(&mut c)
@@ -278,4 +299,138 @@ fn semaphore_release_by_script_hands_to_the_queue_before_the_next_command() {
     if same_step(kind) {
         assert_eq!(barges, 0, "{kind}: barges in {TRIES} tries");
     }
+}
+
+/// The commands of an AOF file (RESP arrays of bulk strings), in order.
+fn aof_commands(text: &[u8]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let line = |i: &mut usize| -> String {
+        let end = i.to_owned() + text[*i..].windows(2).position(|w| w == b"\r\n").unwrap();
+        let s = String::from_utf8_lossy(&text[*i..end]).into_owned();
+        *i = end + 2;
+        s
+    };
+    while i < text.len() {
+        let head = line(&mut i);
+        let Some(n) = head.strip_prefix('*') else {
+            continue; // an RDB preamble or annotation line: not a command
+        };
+        let n: usize = n.parse().unwrap();
+        let mut cmd = Vec::with_capacity(n);
+        for _ in 0..n {
+            let len: usize = line(&mut i).strip_prefix('$').unwrap().parse().unwrap();
+            cmd.push(String::from_utf8_lossy(&text[i..i + len]).into_owned());
+            i += len + 2;
+        }
+        out.push(cmd);
+    }
+    out
+}
+
+/// In the incremental AOF: the grant of `key` to `owner` follows the command that freed it,
+/// and (where `same_unit`) both are in one MULTI/EXEC, as Redis wraps an execution unit's writes.
+#[track_caller]
+fn assert_grant_follows_free(server: &Server, key: &str, owner: &str, same_unit: bool) {
+    let mut text = Vec::new();
+    for entry in std::fs::read_dir(server.dir().join("appendonlydir")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().ends_with(".incr.aof") {
+            text.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    let cmds = aof_commands(&text);
+    let is = |c: &Vec<String>, name: &str| c[0].eq_ignore_ascii_case(name);
+    let grant = cmds
+        .iter()
+        .rposition(|c| is(c, "HSET") && c[1] == key && c[2] == owner)
+        .unwrap_or_else(|| panic!("no grant of {key} to {owner} in the AOF: {cmds:?}"));
+    let free = cmds[..grant]
+        .iter()
+        .rposition(|c| (is(c, "DEL") || is(c, "UNLINK")) && c[1] == key)
+        .unwrap_or_else(|| panic!("no free of {key} before its grant: {cmds:?}"));
+    assert!(
+        cmds[grant + 1..]
+            .iter()
+            .any(|c| is(c, "PEXPIREAT") && c[1] == key),
+        "no PEXPIREAT after the grant of {key}: {cmds:?}"
+    );
+    if same_unit {
+        let multi = cmds[..free].iter().rposition(|c| is(c, "MULTI"));
+        let exec = cmds[..free].iter().rposition(|c| is(c, "EXEC"));
+        assert!(
+            multi.is_some() && exec < multi,
+            "the free of {key} is not inside a MULTI: {cmds:?}"
+        );
+        assert!(
+            !cmds[free..grant].iter().any(|c| is(c, "EXEC")),
+            "the grant of {key} is not in the free's MULTI/EXEC: {:?}",
+            &cmds[free..]
+        );
+    }
+}
+
+#[test]
+fn grants_made_at_the_end_of_a_unit_reach_replicas_and_the_aof_after_the_free() {
+    let master = Server::with(ServerOptions {
+        aof: true,
+        args: vec![
+            "--appendfsync".into(),
+            "always".into(),
+            "--repl-diskless-sync-delay".into(),
+            "0".into(),
+            "--enable-debug-command".into(),
+            "yes".into(),
+        ],
+        ..Default::default()
+    });
+    let replica = start_replica(&master);
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    let kind = ServerKind::of(&mut m);
+
+    // Redisson's unlock script frees the lock; the queued waiter is granted.
+    assert_eq!(
+        int(&mut m, &cmd!("RLOCK.ACQUIRE", "u", "holder:1", 60_000)),
+        1
+    );
+    let w = park(&master, &mut m, "u", "w:u", 50_000, &[], 1);
+    redisson::unlock(&mut m, "u", "holder:1", 60_000);
+    assert_eq!(w.reply_int(), 1);
+    // DEL frees it.
+    assert_eq!(
+        int(&mut m, &cmd!("RLOCK.ACQUIRE", "d", "holder:1", 60_000)),
+        1
+    );
+    let w = park(&master, &mut m, "d", "w:d", 50_000, &[], 1);
+    assert_eq!(int(&mut m, &cmd!("DEL", "d")), 1);
+    assert_eq!(w.reply_int(), 1);
+    // A read-only command finds the lease over (the server was busy across its end).
+    assert_eq!(int(&mut m, &cmd!("RLOCK.ACQUIRE", "x", "holder:1", 100)), 1);
+    let w = park(&master, &mut m, "x", "w:x", 50_000, &[], 1);
+    let (found,): (i64,) = redis::pipe()
+        .cmd("DEBUG")
+        .arg("SLEEP")
+        .arg("0.25")
+        .ignore()
+        .cmd("EXISTS")
+        .arg("x")
+        .query(&mut m)
+        .unwrap();
+    assert_eq!(found, 0);
+    assert_eq!(w.reply_int(), 1);
+    for (key, owner) in [("u", "w:u"), ("d", "w:d"), ("x", "w:x")] {
+        assert_eq!(hgetall(&mut m, key), holder(owner, 1));
+    }
+
+    assert_replica_matches("after the grants", &mut m, &mut r);
+    for (key, owner) in [("u", "w:u"), ("d", "w:d"), ("x", "w:x")] {
+        assert_eq!(
+            hgetall(&mut r, key),
+            holder(owner, 1),
+            "{key} on the replica"
+        );
+        assert_between(key, pttl(&mut r, key), 45_000, 50_000);
+        assert_grant_follows_free(&master, key, owner, same_step(kind));
+    }
+    assert_aof_native(master.dir());
 }
