@@ -162,6 +162,9 @@ mod tests {
                 }
             }
         }
-        assert!(others > 500 && refused + 3 >= others, "{refused} of {others}");
+        assert!(
+            others > 500 && refused + 3 >= others,
+            "{refused} of {others}"
+        );
     }
 }
