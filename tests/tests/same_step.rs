@@ -434,3 +434,47 @@ fn grants_made_at_the_end_of_a_unit_reach_replicas_and_the_aof_after_the_free() 
     }
     assert_aof_native(master.dir());
 }
+
+#[test]
+fn an_unlock_and_a_trylock_from_two_clients_at_once() {
+    // The second form: two connections send at the same moment. Where jobs exist the
+    // tryLock either runs before the unlock (and finds the lock held) or after it (and finds it
+    // granted); on Redis 7.0 it barges whenever the server reads both in one iteration.
+    let s = Server::start();
+    let mut c = s.conn();
+    let kind = ServerKind::of(&mut c);
+    let (mut a, mut b) = (s.conn(), s.conn());
+    let mut barges = 0;
+    for i in 0..TRIES {
+        let key = format!("two:{i}");
+        assert_eq!(
+            int(&mut c, &cmd!("RLOCK.ACQUIRE", &key, "holder:1", 30_000)),
+            1
+        );
+        let waiter = park(&s, &mut c, &key, "mod:1", 30_000, &[], 1);
+        let unlock = cmd!(
+            "EVAL",
+            UNLOCK_SCRIPT,
+            2,
+            &key,
+            lock_channel(&key),
+            "holder:1"
+        );
+        let try_lock = cmd!("EVAL", redisson::ACQUIRE, 1, &key, 30_000, "redisson:7");
+        a.send_packed_command(&unlock.get_packed_command()).unwrap();
+        b.send_packed_command(&try_lock.get_packed_command())
+            .unwrap();
+        a.recv_response().unwrap();
+        if b.recv_response().unwrap() == Value::Nil {
+            barges += 1;
+            redisson::unlock(&mut c, &key, "redisson:7", 30_000);
+        }
+        assert_eq!(waiter.reply_int(), 1, "try {i}: the waiter is granted");
+        assert_eq!(hgetall(&mut c, &key), holder("mod:1", 1));
+        wait_blocked(&mut c, 0);
+    }
+    eprintln!("{kind}: two clients: the Redisson tryLock barged {barges} of {TRIES} times");
+    if same_step(kind) {
+        assert_eq!(barges, 0, "{kind}: barges in {TRIES} tries");
+    }
+}
