@@ -7,6 +7,7 @@ use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
 use crate::core::store::{Int, Kind, Store, Target};
 use crate::core::wait::Io;
+use crate::ffi::ctx::IncrFailed;
 use crate::ffi::{IntStr, Key, OwnedStr};
 use crate::keys::RedisKeys;
 use crate::propagation;
@@ -210,8 +211,9 @@ impl RedisKeys {
                 self.replicate(c"INCR", key, &[]);
                 Ok(t)
             }
-            Err(true) => Err(CmdError::WrongType),
-            Err(false) => Err(CmdError::CorruptToken),
+            Err(IncrFailed::WrongType) => Err(CmdError::WrongType),
+            Err(IncrFailed::NotInteger) => Err(CmdError::CorruptToken),
+            Err(IncrFailed::Refused(why)) => Err(CmdError::TokenRefused(why)),
         }
     }
 

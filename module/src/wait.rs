@@ -192,6 +192,9 @@ struct State {
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
     /// blocked-client disconnect callback), to tell a real disconnect from CLIENT UNBLOCK.
     closing: u64,
+    /// Keys whose queue the job at the end of the current execution unit serves (see
+    /// [`key_touched`]); not empty while that job is pending.
+    soon: HashSet<KeyId, foldhash::fast::RandomState>,
 }
 
 thread_local! {
@@ -1020,38 +1023,75 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
 
 // ---- events --------------------------------------------------------------------------------------
 
-/// Something happened to `key` in `db` (DEL, expiry, a Redisson script, a type change): if
-/// anyone waits for it, look at it on the next turn (writing from an event callback is unsafe
-/// on Redis 7.0: our writes would reach replicas before the event's own). `ours`: rlock's own
-/// code raised it (its writes, or a key it opened expiring): whoever runs will serve the queue
-/// itself, and the state may be borrowed right now, so only the expiry is noted, if possible.
+/// Something happened to `key` in `db` (DEL, expiry, eviction, a Redisson script, a type
+/// change): if anyone waits for it, serve its queue as soon as writing is safe. Not from this
+/// callback: a write here would reach replicas before the event's own (Redis 7.0), and the
+/// script or command that raised it is still running. Where the server has post-execution-unit
+/// jobs (Redis 7.2+, Valkey), a job serves it when the unit ends, before any other command runs,
+/// and its writes join the unit's MULTI/EXEC after the unit's own: a freed object reaches the
+/// head of its queue before anyone else can take it. On Redis 7.0 (or should the server refuse
+/// the job) the next timer turn serves it. The timer is armed where jobs exist too, as a net for
+/// an event raised outside any unit whose end runs the jobs; it then finds nothing to do.
+/// `ours`: rlock's own code raised it (its writes, or a key it opened expiring): whoever runs
+/// will serve the queue itself, and the state may be borrowed right now, so only the expiry is
+/// noted, if possible.
 pub fn key_touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) {
-    STATE.with(|cell| {
+    let first = STATE.with(|cell| {
         let Ok(mut s) = cell.try_borrow_mut() else {
-            return;
+            return false;
         };
         if s.queues.total() == 0 {
-            return;
+            return false;
         }
         let id = KeyId::new(db, key);
         let Some(q) = s.queues.get_mut(&id) else {
-            return;
+            return false;
         };
         q.expired |= expired;
-        if !q.is_empty() && !ours {
-            s.watch(ctx, &id, ctx.now_ms());
+        if q.is_empty() || ours {
+            return false;
         }
+        s.watch(ctx, &id, ctx.now_ms());
+        let first = s.soon.is_empty();
+        s.soon.insert(id);
+        first
     });
+    if first {
+        serve_after_unit(ctx);
+    }
 }
 
-/// Every queue of database `db` (or of all databases) may have changed (FLUSH*, SWAPDB).
+/// Every queue of database `db` (or of all databases) may have changed (FLUSH*, SWAPDB): served
+/// when the command ends, as in [`key_touched`].
 pub fn db_touched(ctx: Ctx, db: Option<i32>) {
     let now = ctx.now_ms();
-    state(|s| {
+    let first = state(|s| {
+        let first = s.soon.is_empty();
         for id in s.queues.ids(db) {
             s.watch(ctx, &id, now);
+            s.soon.insert(id);
         }
+        first && !s.soon.is_empty()
     });
+    if first {
+        serve_after_unit(ctx);
+    }
+}
+
+/// Have the keys in `soon` served at the end of the current execution unit (one job serves
+/// them all); where the server cannot, the timer jobs armed with them do it.
+fn serve_after_unit(ctx: Ctx) {
+    if !crate::ffi::boundary::after_unit(ctx, serve_soon) {
+        state(|s| s.soon.clear());
+    }
+}
+
+/// The job at the end of an execution unit: serve every queue an event touched in it.
+fn serve_soon(ctx: Ctx) {
+    let ids: Vec<KeyId> = state(|s| s.soon.drain().collect());
+    for id in ids {
+        serve_background(ctx, &id);
+    }
 }
 
 /// A connection is being freed (see `State::closing`).

@@ -315,3 +315,132 @@ fn waiters_follow_a_migrated_slot() {
     assert_eq!(distinct.len(), 2);
     assert!(!exists(&mut t, name));
 }
+
+/// Issue 22, item 4: names whose Redisson-derived auxiliary keys would land in another slot
+/// (`x}y`: `{x}y}:...` hashes `x`; `{}x`: an empty tag hashes every key whole; `a{b`: no tag,
+/// likewise) are refused by the commands that would write those keys, with CROSSSLOT naming
+/// both slots, before anything is written. What writes no auxiliary key still works.
+#[test]
+fn names_whose_keys_would_leave_their_slot_are_refused_before_any_write() {
+    let cluster = Cluster::start();
+    let refused = |name: &str, cmd: redis::Cmd, aux: &str| {
+        let master = cluster.master_for(name);
+        let mut c = master.conn();
+        let err = rlock_tests::err(&mut c, &cmd);
+        let (home, away) = (cluster.slot(name), cluster.slot(aux));
+        assert_ne!(home, away, "{aux} shares {name}'s slot");
+        assert!(err.starts_with("CROSSSLOT "), "{name}: {err}");
+        assert!(err.contains("hash tag"), "{name}: {err}");
+        assert!(
+            err.contains(&format!("'{name}' (slot {home})"))
+                && err.contains(&format!("'{aux}' (slot {away})")),
+            "{name}: the error names both keys and slots as CLUSTER KEYSLOT does: {err}"
+        );
+        // Nothing was written, on any node (the cluster is empty until the refusals are done).
+        for m in &cluster.masters {
+            assert_eq!(rlock_tests::dbsize(&mut m.conn()), 0, "keys on {}", m.port);
+        }
+    };
+    refused(
+        "x}y",
+        cmd!("RRWLOCK.ACQUIRE", "x}y", "a:1", "READ", 30_000),
+        "{x}y}:a:1:rwlock_timeout:1",
+    );
+    refused(
+        "{}x",
+        cmd!(
+            "RRWLOCK.ACQUIRE",
+            "{}x",
+            "a:1",
+            "READ",
+            30_000,
+            "BLOCK",
+            100
+        ),
+        "{}x:a:1:rwlock_timeout:1",
+    );
+    refused(
+        "a{b",
+        cmd!("RRWLOCK.ACQUIRE", "a{b", "a:1", "READ", 30_000),
+        "a{b:a:1:rwlock_timeout:1",
+    );
+    refused(
+        "x}y-s",
+        cmd!("RSEM.ACQUIRE", "x}y-s", "LEASE", 30_000),
+        "{x}y-s}:timeout",
+    );
+    refused(
+        "a{b-l",
+        cmd!("RLOCK.ACQUIRE", "a{b-l", "a:1", 30_000, "FENCE"),
+        "redisson_lock_token:a{b-l",
+    );
+
+    // Requests that write no auxiliary key are unchanged: a plain lock, a write lock, a
+    // semaphore without leases.
+    let mut c = cluster.master_for("a{b-l").conn();
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "a{b-l", "a:1", 30_000)),
+        1
+    );
+    let mut c = cluster.master_for("x}y").conn();
+    assert_eq!(
+        int(
+            &mut c,
+            &cmd!("RRWLOCK.ACQUIRE", "x}y", "w:1", "WRITE", 30_000)
+        ),
+        1
+    );
+    let mut c = cluster.master_for("x}y-s").conn();
+    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "x}y-s", 2)), 1);
+    assert_eq!(int(&mut c, &cmd!("RSEM.ACQUIRE", "x}y-s")), 1);
+    // A leased permit is still refused, and the count is untouched by the refusal.
+    let err = rlock_tests::err(&mut c, &cmd!("RSEM.ACQUIRE", "x}y-s", "LEASE", 1_000));
+    assert!(err.starts_with("CROSSSLOT "), "{err}");
+    assert_eq!(string(&mut c, &cmd!("GET", "x}y-s")), "1");
+
+    // Names with a proper tag, or no brace at all, keep every key in their slot.
+    for (name, aux) in [
+        ("{app}:rw", "{app}:rw:a:1:rwlock_timeout:1"),
+        ("plain-rw", "{plain-rw}:a:1:rwlock_timeout:1"),
+    ] {
+        let mut c = cluster.master_for(name).conn();
+        assert_eq!(
+            int(
+                &mut c,
+                &cmd!("RRWLOCK.ACQUIRE", name, "a:1", "READ", 30_000)
+            ),
+            1
+        );
+        assert!(exists(&mut c, aux), "{aux} next to {name}");
+    }
+}
+
+#[test]
+fn odd_names_keep_redissons_keys_outside_a_cluster() {
+    // On a single server any name keeps Redisson's exact keys, whatever slot they would hash to.
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(
+        int(
+            &mut c,
+            &cmd!("RRWLOCK.ACQUIRE", "x}y", "a:1", "READ", 30_000)
+        ),
+        1
+    );
+    assert!(exists(&mut c, "{x}y}:a:1:rwlock_timeout:1"));
+    assert_eq!(
+        int(
+            &mut c,
+            &cmd!("RLOCK.ACQUIRE", "a{b-l", "a:1", 30_000, "FENCE")
+        ),
+        1
+    );
+    assert_eq!(
+        string(&mut c, &cmd!("GET", "redisson_lock_token:a{b-l")),
+        "1"
+    );
+    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "x}y-s", 1)), 1);
+    let leased = raw(&mut c, &cmd!("RSEM.ACQUIRE", "x}y-s", "LEASE", 30_000));
+    assert!(rlock_tests::error_text(&leased).is_none(), "{leased:?}");
+    assert_eq!(int(&mut c, &cmd!("ZCARD", "{x}y-s}:timeout")), 1);
+}

@@ -1,6 +1,6 @@
 //! `RLOCK.*`: the exclusive reentrant lock (Redisson's RLock layout).
 
-use super::{session_of, wait_or_nil};
+use super::{check_slots, session_of, wait_or_nil};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::lock::{self, Acquire, LockWait, Took};
@@ -20,8 +20,6 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let session = session_of(ctx, &a.wait)?;
     let owner = argv[2];
     let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
-    let queued = wait::serve_now(&mut keys);
-    let c = ObjectKind::Lock.counters();
     let req = || {
         Rc::new(LockWait {
             owner: owner.into(),
@@ -29,6 +27,9 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             fence: a.fence,
         })
     };
+    check_slots(ctx, &keys, || req())?;
+    let queued = wait::serve_now(&mut keys);
+    let c = ObjectKind::Lock.counters();
     match lock::acquire(&keys, owner, a.lease_ms, a.fence, queued)? {
         Acquire::Grant(d, took) => {
             let token = keys.apply(&d)?;

@@ -10,6 +10,7 @@ pub mod semaphore;
 
 use crate::core::args::{Wait, WaitArgs};
 use crate::core::error::CmdError;
+use crate::core::store::Store;
 use crate::core::wait::Req;
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
@@ -56,4 +57,19 @@ pub fn wait_or_nil(
         ) => sessions::queue(ctx, keys, s, (request, timeout_ms, park_ms), req),
         _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req, session)),
     }
+}
+
+/// In cluster mode, refuse a request whose auxiliary keys (`Pending::aux_keys`: a fencing
+/// token, a read hold's lease key, the leased-permit set) would land in another slot than its
+/// key, before anything is written: they would live on another node, or be left behind by
+/// resharding. Outside a cluster every name keeps Redisson's exact keys, whatever they hash to.
+pub fn check_slots(ctx: Ctx, keys: &RedisKeys, req: impl FnOnce() -> Req) -> Result<(), CmdError> {
+    thread_local! {
+        // Cluster mode is fixed at startup: one flags read for the life of the process.
+        static CLUSTER: std::cell::OnceCell<bool> = const { std::cell::OnceCell::new() };
+    }
+    if !CLUSTER.with(|c| *c.get_or_init(|| ctx.is_cluster())) {
+        return Ok(());
+    }
+    crate::core::slots::check(keys.key_name(), &req().aux_keys(keys))
 }

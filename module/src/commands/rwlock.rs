@@ -1,6 +1,6 @@
 //! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
 
-use super::{session_of, wait_or_nil};
+use super::{check_slots, session_of, wait_or_nil};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::rwlock::{self, Acquire, Mode, RwWait, Took};
@@ -20,6 +20,13 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let session = session_of(ctx, &a.wait)?;
     let owner = argv[2];
     let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
+    check_slots(ctx, &keys, || {
+        Rc::new(RwWait {
+            owner: owner.into(),
+            mode: a.mode,
+            lease_ms: a.lease_ms,
+        })
+    })?;
     let queued = wait::serve_now(&mut keys);
     let mut decided = rwlock::acquire(&keys, owner, a.mode, a.lease_ms, queued, false)?;
     if decided == Acquire::TidyFirst {

@@ -1,7 +1,7 @@
 //! `RSEM.*`: the semaphore with optional expiring permits (Redisson's RSemaphore and
 //! RPermitExpirableSemaphore layout).
 
-use super::{session_of, wait_or_nil};
+use super::{check_slots, session_of, wait_or_nil};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::semaphore::{self, Release, SemWait};
@@ -51,6 +51,13 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     a.wait.wait.check(ctx.now_ms())?;
     let session = session_of(ctx, &a.wait)?;
     let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let req = || {
+        Rc::new(SemWait {
+            permits: a.permits,
+            lease_ms: a.lease_ms,
+        })
+    };
+    check_slots(ctx, &keys, || req())?;
     let queued = prepare(&mut keys)?;
     match semaphore::acquire(&keys, a.permits, a.lease_ms, queued)? {
         Some(d) => {
@@ -58,13 +65,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             ObjectKind::Semaphore.counters().acquired.incr();
             Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
         }
-        None => {
-            let req = Rc::new(SemWait {
-                permits: a.permits,
-                lease_ms: a.lease_ms,
-            });
-            wait_or_nil(ctx, &keys, &a.wait, session, req)
-        }
+        None => wait_or_nil(ctx, &keys, &a.wait, session, req()),
     }
 }
 

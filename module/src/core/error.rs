@@ -67,6 +67,17 @@ pub enum CmdError {
     BadPermitId,
     /// `RLATCH.AWAIT ... BLOCK` on a replica, which never releases waiters.
     WaitOnReplica,
+    /// Cluster mode: the object named `name` would write its auxiliary key `key` into another
+    /// slot than its own (a name without a proper hash tag, see `core::slots`).
+    ForeignSlot {
+        name: Vec<u8>,
+        name_slot: u16,
+        key: Vec<u8>,
+        key_slot: u16,
+    },
+    /// The fencing token's INCR was refused by the server itself (`RM_Call` returned no reply):
+    /// why, in words.
+    TokenRefused(&'static str),
 }
 
 impl CmdError {
@@ -152,6 +163,23 @@ impl fmt::Display for CmdError {
                 "NOPERMIT permit {id} has already been released, has expired or does not exist"
             ),
             CmdError::BadPermitId => write!(f, "ERR permit id must be 32 hex characters"),
+            CmdError::ForeignSlot {
+                name,
+                name_slot,
+                key,
+                key_slot,
+            } => write!(
+                f,
+                "CROSSSLOT in cluster mode every key of an object must share its slot: '{}' (slot \
+                 {name_slot}) would write '{}' (slot {key_slot}). A name with '{{' or '}}' needs a \
+                 non-empty hash tag: its first '{{' must open a '{{tag}}' that covers every key \
+                 (e.g. '{{app}}:name')",
+                echo(name),
+                echo(key)
+            ),
+            CmdError::TokenRefused(why) => {
+                write!(f, "ERR the fencing token could not be incremented: {why}")
+            }
             CmdError::WaitOnReplica => write!(
                 f,
                 "READONLY a replica cannot release waiters: BLOCK on the master, or ask without BLOCK"

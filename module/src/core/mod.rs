@@ -10,6 +10,7 @@ pub mod lock;
 pub mod names;
 pub mod rwlock;
 pub mod semaphore;
+pub mod slots;
 pub mod stats;
 pub mod store;
 pub mod wait;

@@ -201,3 +201,45 @@ unsafe extern "C" fn on_info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_repor
         (handlers().info)(Ctx(std::ptr::null_mut()), &mut InfoWriter(ctx));
     });
 }
+
+/// Whether the server runs jobs at the end of an execution unit (`RM_AddPostNotificationJob`:
+/// Redis 7.2+, Valkey; not Redis 7.0).
+pub fn has_post_jobs() -> bool {
+    has!(RedisModule_AddPostNotificationJob)
+}
+
+/// Run `job` once the execution unit the server is in has ended: after the command, script or
+/// MULTI/EXEC that raised the current keyspace event, after the active expiry or eviction of
+/// one key, before any other command runs. Writes made there are propagated after the unit's
+/// own, inside the same MULTI/EXEC (module.c, `firePostExecutionUnitJobs`, called from
+/// `postExecutionUnitOperations` before `propagatePendingCommands`). False when the server has
+/// no such jobs (Redis 7.0) or refuses one (while loading, or on a read-only replica).
+pub fn after_unit(ctx: Ctx, job: fn(Ctx)) -> bool {
+    if !has_post_jobs() {
+        return false;
+    }
+    let pd = Box::into_raw(Box::new(job)).cast::<c_void>();
+    // SAFETY: the API exists (checked above); `ctx` is the live context of the current callback,
+    // which has a client (Redis reads its database). Redis calls `on_post_job` with `pd` once,
+    // then `free_post_job`, which frees the box; on refusal it keeps neither, so we free it.
+    let ok = unsafe {
+        api!(RedisModule_AddPostNotificationJob)(ctx.0, Some(on_post_job), pd, Some(free_post_job))
+            == raw::REDISMODULE_OK as c_int
+    };
+    if !ok {
+        // SAFETY: refused, so Redis dropped `pd`: we still own the box made above.
+        drop(unsafe { Box::from_raw(pd.cast::<fn(Ctx)>()) });
+    }
+    ok
+}
+
+unsafe extern "C" fn on_post_job(ctx: *mut RedisModuleCtx, pd: *mut c_void) {
+    // SAFETY: `pd` is the `Box<fn(Ctx)>` made in `after_unit`, alive until `free_post_job`.
+    let job = unsafe { *pd.cast::<fn(Ctx)>() };
+    guarded(|| job(Ctx(ctx)));
+}
+
+unsafe extern "C" fn free_post_job(pd: *mut c_void) {
+    // SAFETY: `pd` is the box made in `after_unit`; Redis frees each job's data once.
+    drop(unsafe { Box::from_raw(pd.cast::<fn(Ctx)>()) });
+}

@@ -7,6 +7,26 @@ use super::{IntStr, OwnedStr, RStr, RedisModuleCtx};
 use redis_module::raw;
 use std::ffi::{c_char, c_int, CStr};
 
+/// Why [`Ctx::incr`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncrFailed {
+    WrongType,
+    /// The value is not an integer, or would leave the 64-bit range.
+    NotInteger,
+    /// Redis did not run the command (no reply); the reason in words.
+    Refused(&'static str),
+}
+
+/// The errno values `RM_Call` sets when it refuses a command (Linux numbering; the module is
+/// built for Linux, as the alarm's timerfd).
+mod libc_errno {
+    pub const EPERM: i32 = 1;
+    pub const ENOSPC: i32 = 28;
+    pub const ESPIPE: i32 = 29;
+    pub const EROFS: i32 = 30;
+    pub const ENETDOWN: i32 = 100;
+}
+
 /// A context, valid for the duration of the call that received it.
 #[derive(Clone, Copy)]
 pub struct Ctx(pub(crate) *mut RedisModuleCtx);
@@ -153,16 +173,25 @@ impl Ctx {
     }
 
     /// INCR `key` through Redis itself (keeps a TTL, creates at 0, rejects non-integers) without
-    /// propagating; the caller replicates. `Err(true)` for a wrong type, `Err(false)` for a
-    /// non-integer value.
-    pub fn incr(self, key: &[u8]) -> Result<i64, bool> {
+    /// propagating; the caller replicates.
+    pub fn incr(self, key: &[u8]) -> Result<i64, IncrFailed> {
         let key = OwnedStr::new(key);
         // SAFETY: fmt "s" takes one RedisModuleString; the reply is freed below.
         unsafe {
             let reply =
                 api!(RedisModule_Call)(self.0, c"INCR".as_ptr(), c"s".as_ptr(), key.get().0);
             if reply.is_null() {
-                return Err(false);
+                // No reply: Redis refused to run the command and says why in errno (module.c,
+                // RM_Call), e.g. a key of a slot this node does not serve.
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                return Err(IncrFailed::Refused(match errno {
+                    libc_errno::EPERM => "its key's cluster slot is not served by this node",
+                    libc_errno::ENETDOWN => "the cluster is down",
+                    libc_errno::EROFS => "the cluster is down and read-only",
+                    libc_errno::ENOSPC => "the server is out of memory",
+                    libc_errno::ESPIPE => "the server is not accepting writes",
+                    _ => "the server refused the INCR",
+                }));
             }
             let ty = api!(RedisModule_CallReplyType)(reply);
             let result = if ty == raw::REDISMODULE_REPLY_INTEGER as c_int {
@@ -175,7 +204,11 @@ impl Ctx {
                 } else {
                     std::slice::from_raw_parts(p.cast::<u8>(), len)
                 };
-                Err(text.starts_with(b"WRONGTYPE"))
+                Err(if text.starts_with(b"WRONGTYPE") {
+                    IncrFailed::WrongType
+                } else {
+                    IncrFailed::NotInteger
+                })
             };
             api!(RedisModule_FreeCallReply)(reply);
             result
