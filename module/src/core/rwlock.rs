@@ -1413,7 +1413,7 @@ mod prop_tests {
 /// Where the module differs from Redisson's scripts on purpose, the model does what the module
 /// does, marked `DIFFERS:` (each is in docs/commands.md).
 #[cfg(test)]
-mod redisson_model {
+mod redisson_prop_tests {
     use super::*;
     use crate::core::mem::{Mem, Value};
     use proptest::prelude::*;
@@ -1814,7 +1814,10 @@ mod redisson_model {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2_000))]
+        // 2,000 cases take about a second; `make fuzz` sets PROPTEST_CASES for more.
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(2_000)
+        ))]
         #[test]
         fn release_renew_and_expiry_follow_redissons_scripts(ops in prop::collection::vec(op(), 1..80)) {
             let mut m = Mem::new(NAME);
