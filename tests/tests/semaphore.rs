@@ -458,6 +458,18 @@ fn a_request_of_another_kind_on_a_key_with_semaphore_waiters_is_wrongtype_at_onc
     assert_eq!(int(&mut c, &cmd!("RSEM.RELEASE", "k")), 0);
     assert_eq!(waiter.reply_int(), 1);
     assert_eq!(int(&mut c, &cmd!("DEL", "k")), 1);
+    // A latch's count is permits too: RLATCH.TRYSETCOUNT (not a request that waits, so not
+    // refused) serves the semaphore waiter in its step, as a SET would.
+    let waiter = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "k", "BLOCK", 0));
+    wait_blocked(&mut c, 1);
+    assert_eq!(int(&mut c, &cmd!("RLATCH.TRYSETCOUNT", "k", 1)), 1);
+    assert_eq!(
+        get(&mut c, "k").as_deref(),
+        Some("0"),
+        "taken in the same step"
+    );
+    assert_eq!(waiter.reply_int(), 1);
+    assert_eq!(int(&mut c, &cmd!("DEL", "k")), 1);
     assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "k", "o:1", 30_000)), 1);
 }
 
