@@ -133,7 +133,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: c"write",
         acl: c"write slow",
         summary: c"Releases one read or write hold; the last hold deletes the lock, publishes, and grants queued waiters",
-        complexity: c"O(1) for a partial release; O(N) holds for the last",
+        complexity: c"O(1) for a partial write release; O(N) where N is the number of read holds otherwise (each hold's TTL is read, as Redisson's read unlock does)",
         arity: 4,
         key: KeyAccess::Delete,
         args: &[KEY, OWNER, MODE],

@@ -99,7 +99,7 @@ fn a_countdown_to_zero_releases_every_waiter_at_once() {
 #[test]
 fn whatever_opens_the_latch_releases_every_waiter() {
     type Opener = fn(&Server, &mut redis::Connection);
-    let openers: [(&str, Opener); 8] = [
+    let openers: [(&str, Opener); 10] = [
         ("Redisson's countDown script", |_, c| {
             rl::count_down(c, "l");
         }),
@@ -120,6 +120,15 @@ fn whatever_opens_the_latch_releases_every_waiter() {
         ("SET to 0", |_, c| {
             assert_eq!(string(c, &cmd!("SET", "l", 0)), "OK")
         }),
+        // The count is a semaphore's permits too: what leaves it at 0 opens the latch.
+        ("RSEM.ADDPERMITS -1", |_, c| {
+            assert_eq!(int(c, &cmd!("RSEM.ADDPERMITS", "l", -1)), 0)
+        }),
+        // Issue 22 (6): the module's own write raises no event; before, a drain to 0 left
+        // the awaiters blocked.
+        ("RSEM.DRAIN", |_, c| {
+            assert_eq!(int(c, &cmd!("RSEM.DRAIN", "l")), 1)
+        }),
     ];
     for (what, open) in openers {
         let s = Server::start();
@@ -130,6 +139,37 @@ fn whatever_opens_the_latch_releases_every_waiter() {
         open(&s, &mut c);
         all_pass(ws, opened, what);
     }
+}
+
+/// Issue 22 (6): one kind per key's queue. A closed latch's count is also a semaphore's
+/// permits; with awaiters queued, a semaphore acquire there is refused with WRONGTYPE at once
+/// (before, it queued behind the awaiters, and was granted by the latch's rules), with or
+/// without BLOCK. The awaiters are untouched and pass when the latch opens.
+#[test]
+fn a_request_of_another_kind_on_a_key_with_awaiters_is_wrongtype_at_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, &cmd!("RLATCH.TRYSETCOUNT", "l", 2)), 1);
+    let ws = park_all(&s, &mut c, "l", 2);
+    let queued_kind = "WRONGTYPE Operation against a key holding the wrong kind of value: latch requests wait on this key";
+    for acquire in [
+        cmd!("RSEM.ACQUIRE", "l"),
+        cmd!("RSEM.ACQUIRE", "l", "BLOCK", 0),
+        cmd!("RSEM.ACQUIRE", "l", "PERMITS", 3, "BLOCK", 0),
+    ] {
+        let e = Pending::send(&s, &acquire).reply_within(PROMPT);
+        let text = error_text(&e).unwrap_or_else(|| panic!("{}: {e:?}", show(&acquire)));
+        assert!(text.starts_with(queued_kind), "{}: {text}", show(&acquire));
+    }
+    assert_eq!(string(&mut c, &cmd!("GET", "l")), "2", "nothing taken");
+    assert_eq!(latch_stat(&mut c, "waiters"), 2);
+    assert_eq!(info_int(&mut c, "clients", "blocked_clients"), 2);
+    // Once no awaiter is left, the key is a semaphore's like any other string.
+    assert_eq!(int(&mut c, &cmd!("RLATCH.COUNTDOWN", "l")), 1);
+    assert_eq!(int(&mut c, &cmd!("RLATCH.COUNTDOWN", "l")), 0);
+    all_pass(ws, Instant::now(), "counted down");
+    assert_eq!(int(&mut c, &cmd!("RSEM.RELEASE", "l")), 1);
+    assert_eq!(int(&mut c, &cmd!("RSEM.ACQUIRE", "l")), 1);
 }
 
 #[test]

@@ -414,6 +414,65 @@ fn waiters_that_leave_let_the_next_through_and_block_times_out() {
     drop(gone);
 }
 
+/// Issue 22 (6): one kind per key's queue. A semaphore waiter on an absent key (no permits)
+/// makes the key's queue a semaphore's: a lock, read-write lock or latch request that would
+/// queue or be refused there gets WRONGTYPE at once (before, `RLOCK.ACQUIRE ... BLOCK` queued
+/// behind the semaphore waiter on a free key and timed out), and the semaphore waiter is
+/// untouched. An `RLATCH.AWAIT` on the absent key is an open latch: 1, as ever (it neither
+/// queues nor takes anything).
+#[test]
+fn a_request_of_another_kind_on_a_key_with_semaphore_waiters_is_wrongtype_at_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let waiter = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "k", "BLOCK", 0));
+    wait_blocked(&mut c, 1);
+    let queued_kind = "WRONGTYPE Operation against a key holding the wrong kind of value: semaphore requests wait on this key";
+    for other in [
+        cmd!("RLOCK.ACQUIRE", "k", "o:1", 30_000, "BLOCK", 2_000),
+        cmd!("RLOCK.ACQUIRE", "k", "o:1", 30_000),
+        cmd!(
+            "RRWLOCK.ACQUIRE",
+            "k",
+            "o:1",
+            "READ",
+            30_000,
+            "BLOCK",
+            2_000
+        ),
+        cmd!("RRWLOCK.ACQUIRE", "k", "o:1", "WRITE", 30_000),
+    ] {
+        // Well before the 2 s BLOCK timeout: at once.
+        let e = Pending::send(&s, &other).reply_within(Duration::from_millis(500));
+        let text = error_text(&e).unwrap_or_else(|| panic!("{}: {e:?}", show(&other)));
+        assert!(text.starts_with(queued_kind), "{}: {text}", show(&other));
+    }
+    assert_eq!(
+        int(&mut c, &cmd!("RLATCH.AWAIT", "k", "BLOCK", 0)),
+        1,
+        "an absent latch is open"
+    );
+    assert_eq!(dbsize(&mut c), 0, "nothing written");
+    assert_eq!(field(&info(&mut c, "k"), "waiters"), Value::Int(1));
+    assert_eq!(info_int(&mut c, "clients", "blocked_clients"), 1);
+    // The semaphore waiter is served as ever; with the queue gone the name is free for a lock.
+    assert_eq!(int(&mut c, &cmd!("RSEM.RELEASE", "k")), 0);
+    assert_eq!(waiter.reply_int(), 1);
+    assert_eq!(int(&mut c, &cmd!("DEL", "k")), 1);
+    // A latch's count is permits too: RLATCH.TRYSETCOUNT (not a request that waits, so not
+    // refused) serves the semaphore waiter in its step, as a SET would.
+    let waiter = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "k", "BLOCK", 0));
+    wait_blocked(&mut c, 1);
+    assert_eq!(int(&mut c, &cmd!("RLATCH.TRYSETCOUNT", "k", 1)), 1);
+    assert_eq!(
+        get(&mut c, "k").as_deref(),
+        Some("0"),
+        "taken in the same step"
+    );
+    assert_eq!(waiter.reply_int(), 1);
+    assert_eq!(int(&mut c, &cmd!("DEL", "k")), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "k", "o:1", 30_000)), 1);
+}
+
 #[test]
 fn block_degrades_to_one_attempt_inside_multi_and_lua() {
     let s = Server::start();

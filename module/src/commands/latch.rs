@@ -21,6 +21,11 @@ pub fn try_set_count(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     wait::serve_now(&mut keys);
     let d = latch::try_set(&keys, n)?;
     keys.apply(&d)?;
+    if !d.writes.is_empty() {
+        // The count is a semaphore's permits too: semaphore waiters on the same key take them
+        // in this step, as after any other write to it.
+        wait::serve_now(&mut keys);
+    }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
 

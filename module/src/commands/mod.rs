@@ -24,6 +24,13 @@ pub fn session_of(ctx: Ctx, w: &WaitArgs) -> Result<Option<u32>, CmdError> {
 
 /// A request that cannot be granted now: queue it through its session (`QUEUE`), park its
 /// client (`BLOCK`), or reply nil.
+///
+/// Every object's request that is not granted at once passes here, and no request is
+/// granted past a queue (a newcomer finds the object busy while anyone waits), so this is
+/// where a key's queue is kept to one kind of object: a request of another kind than the
+/// waiters' gets `WRONGTYPE` at once, waiting or not. Otherwise a lock request would queue
+/// behind semaphore waiters on a free key, and wait for a grant that only their kind's rules
+/// decide.
 pub fn wait_or_nil(
     ctx: Ctx,
     keys: &RedisKeys,
@@ -31,6 +38,11 @@ pub fn wait_or_nil(
     session: Option<u32>,
     req: Req,
 ) -> Result<Answer, CmdError> {
+    if let Some(kind) = wait::queued_kind(ctx.db(), keys.key_name()) {
+        if kind != req.kind() {
+            return Err(CmdError::QueuedKind(kind));
+        }
+    }
     let waits = match w.wait {
         Wait::Queue { .. } => session.is_some(),
         Wait::Block(_) => ctx.may_block(),

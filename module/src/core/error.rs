@@ -1,5 +1,6 @@
 //! Every error a command can reply with, and its exact wire text.
 
+use super::stats::ObjectKind;
 use std::fmt;
 
 /// Longest piece of user input echoed back in an error (an unknown option of 5 MB must not come
@@ -29,6 +30,9 @@ pub enum CmdError {
     Syntax(String),
     /// The key (or one of its auxiliary keys) holds a value of the wrong type.
     WrongType,
+    /// Requests of another kind of object wait on the key: a key's queue holds one kind, so a
+    /// request that would queue behind them, or be refused because of them, is refused at once.
+    QueuedKind(ObjectKind),
     /// The owner's hash field does not hold an integer hold count.
     CorruptCount,
     /// The fencing-token key does not hold an integer.
@@ -118,6 +122,11 @@ impl fmt::Display for CmdError {
                     "WRONGTYPE Operation against a key holding the wrong kind of value"
                 )
             }
+            CmdError::QueuedKind(kind) => write!(
+                f,
+                "WRONGTYPE Operation against a key holding the wrong kind of value: {} requests wait on this key (a key's queue holds one kind of object)",
+                kind.name()
+            ),
             CmdError::CorruptCount => write!(f, "ERR lock hold count is not an integer"),
             CmdError::CorruptToken => {
                 write!(f, "ERR fencing token is not an integer or out of range")
@@ -197,6 +206,9 @@ mod tests {
     #[test]
     fn error_codes_lead_the_text() {
         assert!(CmdError::WrongType.to_string().starts_with("WRONGTYPE "));
+        assert!(CmdError::QueuedKind(ObjectKind::Semaphore)
+            .to_string()
+            .starts_with("WRONGTYPE Operation against a key holding the wrong kind of value: "));
         assert!(CmdError::NotOwner.to_string().starts_with("NOTOWNER "));
         assert!(CmdError::Deadlock("x".into())
             .to_string()

@@ -65,6 +65,15 @@ impl Mem {
         self.live(key)?.1.map(|at| at - self.now)
     }
 
+    /// Every live key with its value and expiry time, in name order.
+    pub fn snapshot(&self) -> BTreeMap<Vec<u8>, (Value, Option<i64>)> {
+        self.keys
+            .iter()
+            .filter(|(_, (_, at))| at.is_none_or(|at| at > self.now))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     pub fn hash(&self, key: &[u8]) -> BTreeMap<Vec<u8>, Vec<u8>> {
         match self.live(key) {
             Some((Value::Hash(h), _)) => h.clone(),

@@ -1,5 +1,6 @@
 //! Per-hold leases: each read hold's lease is its own key's TTL, the hash's TTL is the longest
-//! lease and is never shortened by an acquire, RENEW's reply and TTL rules, and a crashed
+//! lease and is never shortened by an acquire, a release sets it to the longest hold left and
+//! frees the lock at once when none is alive, RENEW's reply and TTL rules, and a crashed
 //! reader's fields removed promptly when its last hold expires (while others keep reading).
 
 use super::*;
@@ -24,13 +25,14 @@ fn the_hash_ttl_is_the_longest_lease_and_acquires_never_shorten_it() {
         39_000,
         40_000,
     );
-    // A partial release leaves every TTL as it is.
+    // A read release, partial or not, sets the hash's TTL to the longest hold left: b's
+    // 40 s hold goes, a's 20 s hold is now the longest (as Redisson's read unlock).
     assert_eq!(release(&mut c, "rw", "b", "READ"), Value::Int(1));
     assert_between(
         "after a partial release",
         pttl(&mut c, "rw"),
-        39_000,
-        40_000,
+        19_000,
+        20_000,
     );
     assert_between(
         "b's first hold",
@@ -68,6 +70,52 @@ fn the_hash_ttl_is_the_longest_lease_and_acquires_never_shorten_it() {
     );
     assert_eq!(release(&mut c, "rw", "w", "WRITE"), Value::Int(3));
     assert_between("partial write release", pttl(&mut c, "rw"), 29_000, 30_000);
+}
+
+/// Issue 22 (5): Redisson's read unlock recomputes the hash's TTL from the holds left.
+#[test]
+fn a_read_release_sets_the_hash_ttl_to_the_longest_hold_left() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(acquire(&mut c, "rw", "A", "READ", 3_000), Value::Int(1));
+    assert_eq!(acquire(&mut c, "rw", "B", "READ", 30_000), Value::Int(1));
+    assert_between("B's lease", pttl(&mut c, "rw"), 29_000, 30_000);
+    assert_eq!(release(&mut c, "rw", "B", "READ"), Value::Int(0));
+    assert_between("A's lease, not B's", pttl(&mut c, "rw"), 2_000, 3_000);
+    assert_eq!(fields(&mut c, "rw"), pairs(&[("mode", "read"), ("A", "1")]));
+}
+
+/// Issue 22 (5): a release that leaves only expired holds frees the lock in the same step
+/// (deleted, `0` published, the queued writer granted), as Redisson's read unlock deletes the
+/// lock when no hold key is alive; before, the writer waited for the released hold's lease.
+#[test]
+fn a_release_that_leaves_no_live_hold_frees_the_lock_and_grants_the_writer_at_once() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut sub = Subscriber::psubscribe(&s, "redisson_rwlock*");
+    assert_eq!(acquire(&mut c, "rw", "r", "READ", 100), Value::Int(1));
+    assert_eq!(acquire(&mut c, "rw", "r", "READ", 3_000), Value::Int(2));
+    let w = park_rw(&s, &mut c, "rw", "w", "WRITE", 30_000, 1);
+    let first = rwlock_hold("rw", "r", 1);
+    wait_until(Duration::from_secs(2), "r's 100 ms hold expires", || {
+        !exists(&mut c, &first)
+    });
+    assert_eq!(
+        release(&mut c, "rw", "r", "READ"),
+        Value::Int(0),
+        "r's remaining hold has expired: nothing is left to hold"
+    );
+    assert_eq!(
+        fields(&mut c, "rw"),
+        pairs(&[("mode", "write"), ("w:write", "1")]),
+        "the writer holds it right after the release reply"
+    );
+    assert_eq!(w.reply_within(PROMPT), Value::Int(1));
+    assert!(!exists(&mut c, &rwlock_hold("rw", "r", 2)));
+    assert_eq!(
+        sub.drain(&mut c),
+        vec![("redisson_rwlock:{rw}".to_string(), "0".to_string())]
+    );
 }
 
 #[test]
@@ -292,17 +340,18 @@ fn queued_readers_get_the_lock_together_when_the_writers_lease_expires() {
 }
 
 #[test]
-fn a_hash_that_outlives_its_holds_frees_at_the_last_holds_expiry() {
+fn a_partial_release_leaves_the_hash_to_the_holds_left_and_it_frees_at_their_expiry() {
     let s = Server::start();
     let mut c = s.conn();
     let mut sub = Subscriber::psubscribe(&s, "redisson_rwlock*");
-    // Hold 1 with 150 ms, hold 2 with 30 s; releasing one drops hold 2 (the newest) and leaves
-    // the hash's 30 s TTL as it is: after 150 ms no hold is alive.
+    // Hold 1 with 150 ms, hold 2 with 30 s; releasing one drops hold 2 (the newest), and the
+    // hash's TTL becomes hold 1's (before, it kept hold 2's 30 s): after 150 ms nothing holds
+    // the lock, and the key is gone with it.
     assert_eq!(acquire(&mut c, "rw", "a", "READ", 150), Value::Int(1));
     let sent = Instant::now();
     assert_eq!(acquire(&mut c, "rw", "a", "READ", 30_000), Value::Int(2));
     assert_eq!(release(&mut c, "rw", "a", "READ"), Value::Int(1));
-    assert_between("hash", pttl(&mut c, "rw"), 29_000, 30_000);
+    assert_between("hash = hold 1's lease", pttl(&mut c, "rw"), 1, 150);
     let w = park_rw(&s, &mut c, "rw", "w", "WRITE", 5_000, 1);
     assert_eq!(w.reply_int(), 1);
     assert!(
@@ -316,8 +365,8 @@ fn a_hash_that_outlives_its_holds_frees_at_the_last_holds_expiry() {
     );
     assert_eq!(
         sub.drain(&mut c),
-        [(rwlock_channel("rw"), "0".to_string())],
-        "freed as a read release frees it"
+        [],
+        "an expiry publishes nothing (nor does Redisson's)"
     );
 }
 
