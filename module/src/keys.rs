@@ -159,6 +159,10 @@ impl Store for RedisKeys {
         })
     }
 
+    fn hlen(&self, key: &Target) -> usize {
+        self.with(key, |k| if k.kind() == Kind::Hash { k.len() } else { 0 })
+    }
+
     fn hfirst(&self, key: &Target) -> Option<(Vec<u8>, Vec<u8>)> {
         self.with(key, |k| {
             if k.kind() == Kind::Hash {

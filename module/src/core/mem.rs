@@ -185,6 +185,10 @@ impl Store for Mem {
         self.zset(&self.name(key)).get(member).copied()
     }
 
+    fn hlen(&self, key: &Target) -> usize {
+        self.hash(&self.name(key)).len()
+    }
+
     fn zcard(&self, key: &Target) -> usize {
         self.zset(&self.name(key)).len()
     }

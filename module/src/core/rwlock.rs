@@ -167,6 +167,17 @@ fn hold_expiries(store: &(impl Store + ?Sized), owner: &[u8], count: i64) -> Vec
         .collect()
 }
 
+/// Whether a writer's field (`<owner>:write` with a count above 0) is in the hash: read
+/// field by field, stopping at it.
+fn writer_holds(store: &(impl Store + ?Sized)) -> bool {
+    let mut found = false;
+    store.hvisit(&Target::Main, &mut |field, value| {
+        found = field.ends_with(WRITE_SUFFIX) && args::parse_i64(value).is_some_and(|n| n > 0);
+        !found
+    });
+    found
+}
+
 /// Whether any of `owner`'s read holds (1..=count) still has its lease key. Newest first: it
 /// is the likeliest to be alive, and the scan stops there.
 fn has_live_hold(store: &(impl Store + ?Sized), owner: &[u8], count: i64) -> bool {
@@ -413,6 +424,48 @@ pub fn tidy(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError
     Ok(Decision::writes(writes))
 }
 
+/// Readers beyond which serving a queue no longer reads them all (fields of the hash, `mode`
+/// included). Each command on a key with waiters serves its queue first: with 20,000 readers
+/// and a writer queued, reading every reader's hold made each `RRWLOCK.RELEASE` cost 100 ms
+/// of server time, and releasing them all O(readers²).
+const MANY_READERS: usize = 64;
+
+/// Holds a read release reads at most when the lock has many readers (see
+/// [`read_holds_end`]).
+const RELEASE_BUDGET: usize = 64;
+
+/// Dead readers a serve tidies at most when the lock has many (see [`tidy_some`]).
+const TIDY_BUDGET: usize = 8;
+
+fn many_readers(store: &(impl Store + ?Sized)) -> bool {
+    store.hlen(&Target::Main) > MANY_READERS
+}
+
+/// A bounded [`tidy`] for a lock with many readers: the first `budget` readers in the hash's
+/// order are looked at, and those whose holds all ended lose their field. It never frees the
+/// lock (it has not seen every reader): a lock whose readers are all gone is freed by the last
+/// release, or expires with its last hold (the hash's TTL is its longest hold's). A dead
+/// reader's field left behind holds nothing: writers wait for the live ones.
+fn tidy_some(store: &(impl Store + ?Sized), budget: usize) -> Decision<'static> {
+    let mut writes = Vec::new();
+    let mut seen = 0;
+    store.hvisit(&Target::Main, &mut |field, value| {
+        if field == MODE || field.ends_with(WRITE_SUFFIX) {
+            return true;
+        }
+        let count = args::parse_i64(value).unwrap_or(0);
+        if !has_live_hold(store, field, count) {
+            writes.push(Write::HDel {
+                key: Target::Main,
+                field: Cow::Owned(field.to_vec()),
+            });
+        }
+        seen += 1;
+        seen < budget
+    });
+    Decision::writes(writes)
+}
+
 /// Delete the lock and every read-hold key, and tell Redisson's waiters.
 fn free(store: &(impl Store + ?Sized), h: &Holders) -> Vec<Write<'static>> {
     let mut writes = Vec::new();
@@ -446,25 +499,63 @@ pub struct Released {
 /// has no expiry (not written by a lock client: it never ends), else the latest end.
 type HoldsEnd = Option<Option<i64>>;
 
-/// The end of the live read holds of every reader in `h` (each reader's holds 1..=count, as
-/// Redisson's read unlock reads them). The scan stops at a hold that ends at `enough` (the
-/// hash's own expiry, which covers every hold it was extended for): the TTL stays.
-fn read_holds_end(store: &(impl Store + ?Sized), h: &Holders, enough: Option<i64>) -> HoldsEnd {
+/// The end of the live read holds of every reader (each reader's holds 1..=count, as
+/// Redisson's read unlock reads them; `owner`'s count is `left`, what its release leaves). The
+/// hash is read field by field and the scan stops at a hold that ends at `enough` (the hash's
+/// own expiry, which covers every hold it was extended for): the TTL stays. So a release
+/// among thousands of readers reads a few of them, not all (the hold the TTL was set for is
+/// usually not the one released).
+///
+/// With many readers ([`MANY_READERS`]) at most [`RELEASE_BUDGET`] holds are read: when
+/// that is not enough, the TTL stays as it is (`enough`, an upper bound: never shorter than a
+/// live hold), and the lock is not freed. Releasing 20,000 readers newest first (each release
+/// the longest hold's) read them all each time: 590 us per release, O(readers²) in all.
+fn read_holds_end(
+    store: &(impl Store + ?Sized),
+    (owner, left): (&[u8], i64),
+    enough: Option<i64>,
+) -> HoldsEnd {
     let mut end: HoldsEnd = None;
-    for (owner, count) in &h.readers {
-        for k in (1..=(*count).clamp(0, MAX_HOLDS_SCANNED)).rev() {
-            let key = hold_key(store, owner, k);
+    let mut budget = if many_readers(store) {
+        RELEASE_BUDGET
+    } else {
+        usize::MAX
+    };
+    let mut cut = false;
+    store.hvisit(&Target::Main, &mut |field, value| {
+        if field == MODE || field.ends_with(WRITE_SUFFIX) {
+            return true;
+        }
+        let count = if field == owner {
+            left
+        } else {
+            args::parse_i64(value).unwrap_or(0)
+        };
+        for k in (1..=count.clamp(0, MAX_HOLDS_SCANNED)).rev() {
+            if budget == 0 {
+                cut = true;
+                return false;
+            }
+            budget -= 1;
+            let key = hold_key(store, field, k);
             if store.kind(&key) == Kind::Empty {
                 continue;
             }
             let Some(at) = store.expire_at(&key) else {
-                return Some(None);
+                end = Some(None);
+                return false;
             };
             if enough == Some(at) {
-                return Some(Some(at));
+                end = Some(Some(at));
+                return false;
             }
             end = Some(Some(end.flatten().map_or(at, |e: i64| e.max(at))));
         }
+        true
+    });
+    if cut && end != Some(None) {
+        // Not every hold was read: keep the TTL, which covers them all.
+        return Some(enough.or(end.flatten()));
     }
     end
 }
@@ -526,39 +617,57 @@ pub fn release<'a>(
         };
         return Ok((Decision::new(writes, Reply::Int(left)), released));
     }
-    // The holds left once this one goes.
-    let mut h = holders(store);
-    match mode {
-        Mode::Read => {
-            for r in h.readers.iter_mut().filter(|(o, _)| o.as_slice() == owner) {
-                r.1 = left;
-            }
-            h.readers.retain(|(_, count)| *count > 0);
-        }
-        Mode::Write => h.writer = None,
-    }
-    if let Some((_, w)) = &h.writer {
-        if *w > 0 {
-            // A reading writer let go of a read hold: it still holds the lock, with its lease.
-            writes.push(owner_count(field, left));
-            let released = Released {
-                last: left <= 0,
-                freed: false,
-            };
-            return Ok((Decision::new(writes, Reply::Int(left.max(0))), released));
-        }
+    if mode == Mode::Read && current == Mode::Write && writer_holds(store) {
+        // A reading writer let go of a read hold: it still holds the lock, with its lease.
+        writes.push(owner_count(field, left));
+        let released = Released {
+            last: left <= 0,
+            freed: false,
+        };
+        return Ok((Decision::new(writes, Reply::Int(left.max(0))), released));
     }
     let current_end = store.expire_at(&Target::Main);
+    if mode == Mode::Read && n >= 1 {
+        // The hold that goes ends before the hash: the hold the TTL was set for (the longest)
+        // lives on, so the lock stays held and its TTL stays. Only the longest hold's release
+        // reads the others (with thousands of readers, the rest cost O(1)).
+        let gone_end = store.expire_at(&hold_key(store, owner, n));
+        if let (Some(gone), Some(ttl)) = (gone_end, current_end) {
+            if gone < ttl {
+                writes.push(owner_count(field, left));
+                let released = Released {
+                    last: left <= 0,
+                    freed: false,
+                };
+                return Ok((Decision::new(writes, Reply::Int(left.max(0))), released));
+            }
+        }
+    }
     // A read release stops at the hold the hash's TTL was set for (the longest); the
     // downgrade's TTL was the write lease, so every read hold is looked at.
     let enough = match mode {
         Mode::Read => current_end,
         Mode::Write => None,
     };
-    match read_holds_end(store, &h, enough) {
+    let released_owner = match mode {
+        Mode::Read => (owner, left),
+        // The writer's own read holds (a downgrade) are all left.
+        Mode::Write => (&b""[..], 0),
+    };
+    match read_holds_end(store, released_owner, enough) {
         None => {
             // No hold is left alive: delete the lock (and the fields of dead holds with it),
-            // publish `0` for a read release, `1` for a write release.
+            // publish `0` for a read release, `1` for a write release. (Reading every reader
+            // here is paid once per reader: the lock goes with them.)
+            let mut h = holders(store);
+            if mode == Mode::Read {
+                for r in h.readers.iter_mut().filter(|(o, _)| o.as_slice() == owner) {
+                    r.1 = left;
+                }
+                h.readers.retain(|(_, count)| *count > 0);
+            } else {
+                h.writer = None;
+            }
             h.mode = Some(mode);
             writes.extend(free(store, &h));
             let released = Released {
@@ -742,6 +851,9 @@ impl Pending for RwWait {
     }
 
     fn tidy(&self, store: &dyn Store) -> Result<Decision<'static>, CmdError> {
+        if many_readers(store) {
+            return Ok(tidy_some(store, TIDY_BUDGET));
+        }
         tidy(store)
     }
 
@@ -758,6 +870,11 @@ impl Pending for RwWait {
     }
 
     fn wake_at(&self, store: &dyn Store) -> Option<i64> {
+        if many_readers(store) {
+            // The hash's TTL: the longest hold's end (every release keeps it so), when the
+            // last reader a writer waits for is gone, or the write lease a reader waits for.
+            return store.expire_at(&Target::Main);
+        }
         // The earliest lease end of any hold: a reader's hold key, or the hash itself.
         let mut earliest = store.expire_at(&Target::Main);
         for (owner, count) in holders(store).readers {

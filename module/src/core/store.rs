@@ -62,6 +62,8 @@ pub trait Store {
             }
         }
     }
+    /// Fields of a hash (0 when absent or not a hash), without reading them.
+    fn hlen(&self, key: &Target) -> usize;
     /// Some field of a hash and its value, without reading the others (Redisson's lock hash has
     /// one field: its owner).
     fn hfirst(&self, key: &Target) -> Option<(Vec<u8>, Vec<u8>)>;
