@@ -166,7 +166,9 @@ fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report, run: Duration) -> Ru
                         lat.push(t0.elapsed());
                         critical();
                         drop(held);
-                        p.release(key);
+                        if !p.release(key) {
+                            check.refused();
+                        }
                         count += 1;
                     }
                     (count, lat)

@@ -81,6 +81,12 @@ impl Exclusion {
         }
     }
 
+    /// A release the server refused as not the releaser's: the lock was taken from under its
+    /// holder, a violation even if no overlap was seen here.
+    pub fn refused(&self) {
+        self.violations.fetch_add(1, SeqCst);
+    }
+
     /// Violations seen: sections that met another holder, plus updates of the counter lost to
     /// an overlapping writer.
     pub fn violations(&self) -> u64 {
@@ -253,8 +259,9 @@ mod tests {
             let _: String = redis::cmd("PING").query(&mut self.0).unwrap();
             true
         }
-        fn release(&mut self, _key: &str) {
+        fn release(&mut self, _key: &str) -> bool {
             let _: String = redis::cmd("PING").query(&mut self.0).unwrap();
+            true
         }
     }
 

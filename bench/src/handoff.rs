@@ -82,12 +82,13 @@ impl Protocol for Token {
         got.is_some()
     }
 
-    fn release(&mut self, key: &str) {
+    fn release(&mut self, key: &str) -> bool {
         let _: i64 = redis::cmd("LPUSH")
             .arg(key)
             .arg("x")
             .query(&mut self.conn)
             .expect("LPUSH");
+        true
     }
 }
 
@@ -130,7 +131,9 @@ pub fn pass_around(
                         let held = check.exclusive();
                         critical();
                         drop(held);
-                        p.release(key);
+                        if !p.release(key) {
+                            check.refused();
+                        }
                         count += 1;
                     }
                     count
