@@ -135,8 +135,9 @@ impl Protocol for RwWaiter {
     fn acquire(&mut self, key: &str, lease_ms: i64, wait: Option<Duration>) -> bool {
         self.p.acquire(key, self.mode, lease_ms, wait)
     }
-    fn release(&mut self, key: &str) {
+    fn release(&mut self, key: &str) -> bool {
         self.p.release(key, self.mode);
+        true
     }
 }
 
@@ -144,7 +145,7 @@ impl Protocol for RwWaiter {
 fn granted(waiter: &mut dyn Protocol, key: &str) -> SystemTime {
     assert!(waiter.acquire(key, WAITER_LEASE_MS, None));
     let at = SystemTime::now();
-    waiter.release(key);
+    assert!(waiter.release(key), "{key}: the waiter's release refused");
     at
 }
 

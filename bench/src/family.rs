@@ -13,11 +13,12 @@
 //!   three locks taken and released one after another (6 round trips).
 
 use crate::bench::{in_turn, server_cpu, Bench};
+use crate::exclusion::{critical, Exclusion, Permits};
 use crate::protocols::owner;
 use crate::report::{Report, Table};
 use redis::Connection;
 use rlock_tests::Server;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 /// Slices per side.
@@ -135,13 +136,6 @@ impl Rate {
     }
 }
 
-/// A tiny critical section both sides pay alike.
-fn critical() {
-    for _ in 0..50 {
-        std::hint::spin_loop();
-    }
-}
-
 /// Whether thread `i`'s `n`-th operation writes: 10 % of them, the same pattern both sides.
 fn writes(i: usize, n: u64) -> bool {
     let x = (i as u64 + 1)
@@ -188,7 +182,7 @@ fn contend(
 /// One slice of the read-write lock scenario: operations per second.
 fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> Rate {
     let key = format!("family:rw:{k}:{client}");
-    let (readers, writers, violations) = (AtomicI64::new(0), AtomicI64::new(0), AtomicU64::new(0));
+    let check = Exclusion::default();
     let rw = b.client.read_write_lock(key.clone());
     let owners: Vec<String> = (0..8).map(|i| owner(700 + i)).collect();
     let rate = contend(b, 8, run, |i, conn, n| {
@@ -215,18 +209,15 @@ fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> Rat
                 .expect("RRWLOCK.ACQUIRE");
             assert!(got.is_some());
         }
-        // A writer beside anyone, or a reader beside a writer, is a violation.
-        let (mine, others) = if write {
-            (&writers, &readers)
+        // A writer beside anyone, or a reader beside a writer, is a violation: inside from
+        // the reply until the release is sent.
+        let held = if write {
+            check.exclusive()
         } else {
-            (&readers, &writers)
+            check.shared()
         };
-        let before = mine.fetch_add(1, SeqCst);
-        if others.load(SeqCst) != 0 || (write && before != 0) {
-            violations.fetch_add(1, SeqCst);
-        }
         critical();
-        mine.fetch_sub(1, SeqCst);
+        drop(held);
         if client {
             lock().unlock().expect("client release");
         } else {
@@ -238,7 +229,7 @@ fn rwlock(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> Rat
                 .expect("RRWLOCK.RELEASE");
         }
     });
-    r.violations += violations.load(SeqCst);
+    r.violations += check.violations();
     rate
 }
 
@@ -248,7 +239,7 @@ fn semaphore(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> 
     let key = format!("family:sem:{k}:{client}");
     let sem = b.client.semaphore(key.clone());
     assert!(sem.try_set_permits(PERMITS).expect("set permits"));
-    let (inside, violations) = (AtomicU64::new(0), AtomicU64::new(0));
+    let check = Permits::new(PERMITS as i64);
     let rate = contend(b, 16, run, |_, conn, _| {
         if client {
             sem.acquire().expect("client acquire");
@@ -261,12 +252,10 @@ fn semaphore(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> 
                 .expect("RSEM.ACQUIRE");
             assert!(got.is_some());
         }
-        // A fifth holder is a violation.
-        if inside.fetch_add(1, SeqCst) >= PERMITS {
-            violations.fetch_add(1, SeqCst);
-        }
+        // A fifth holder is a violation: out from the reply until the release is sent.
+        let lease = check.take(1);
         critical();
-        inside.fetch_sub(1, SeqCst);
+        drop(lease);
         if client {
             sem.release().expect("client release");
         } else {
@@ -276,7 +265,7 @@ fn semaphore(b: &Bench, r: &mut Report, run: Duration, k: u32, client: bool) -> 
                 .expect("RSEM.RELEASE");
         }
     });
-    r.violations += violations.load(SeqCst);
+    r.violations += check.violations();
     rate
 }
 

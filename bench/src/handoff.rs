@@ -7,7 +7,7 @@
 //! (single runs swing on a shared machine).
 
 use crate::bench::Bench;
-use crate::exclusion::Exclusion;
+use crate::exclusion::{critical, Exclusion};
 use crate::protocols::{Kind, Protocol};
 use crate::report::{jain, Report, Table};
 use redis::Connection;
@@ -35,7 +35,7 @@ pub fn run(b: &Bench, r: &mut Report) {
                 .query(&mut c)
                 .unwrap();
             let tokens = (0..n)
-                .map(|_| Box::new(Token { conn: b.conn() }) as Box<dyn Protocol>)
+                .map(|_| Box::new(Token::new(b.conn())) as Box<dyn Protocol>)
                 .collect();
             best[0] = best[0].better(pass_around(r, tokens, &key, run));
             let locks = (0..n).map(|i| b.protocol(Kind::Rlock, i)).collect();
@@ -62,8 +62,14 @@ pub fn run(b: &Bench, r: &mut Report) {
 }
 
 /// A token in a list: taking it is `BLPOP`, giving it back `LPUSH`.
-struct Token {
+pub struct Token {
     conn: Connection,
+}
+
+impl Token {
+    pub fn new(conn: Connection) -> Token {
+        Token { conn }
+    }
 }
 
 impl Protocol for Token {
@@ -76,12 +82,13 @@ impl Protocol for Token {
         got.is_some()
     }
 
-    fn release(&mut self, key: &str) {
+    fn release(&mut self, key: &str) -> bool {
         let _: i64 = redis::cmd("LPUSH")
             .arg(key)
             .arg("x")
             .query(&mut self.conn)
             .expect("LPUSH");
+        true
     }
 }
 
@@ -102,7 +109,8 @@ impl Passed {
 }
 
 /// Every client loops take → critical section → give back on `key` for `run`; a second
-/// client inside the critical section is counted as a mutual-exclusion violation.
+/// client inside the critical section (from the take's reply to the give-back's send) is
+/// counted as a mutual-exclusion violation.
 pub fn pass_around(
     r: &mut Report,
     clients: Vec<Box<dyn Protocol>>,
@@ -120,8 +128,12 @@ pub fn pass_around(
                     let mut count = 0u64;
                     while start.elapsed() < run {
                         assert!(p.acquire(key, 30_000, None), "blocking take failed");
-                        check.exclusive();
-                        p.release(key);
+                        let held = check.exclusive();
+                        critical();
+                        drop(held);
+                        if !p.release(key) {
+                            check.refused();
+                        }
                         count += 1;
                     }
                     count

@@ -18,6 +18,7 @@ mod handoff;
 mod latch;
 mod memory;
 mod protocols;
+mod proxy;
 mod report;
 mod rw_protocols;
 mod rwlock;

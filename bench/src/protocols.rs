@@ -36,7 +36,9 @@ impl Kind {
 pub trait Protocol: Send {
     /// Take `key` for this client, waiting at most `wait` (`None`: until acquired).
     fn acquire(&mut self, key: &str, lease_ms: i64, wait: Option<Duration>) -> bool;
-    fn release(&mut self, key: &str);
+    /// Release `key`: false when the server refused it as not this client's (someone took the
+    /// lock from under it: the caller counts that as a mutual-exclusion violation).
+    fn release(&mut self, key: &str) -> bool;
 }
 
 /// Scripts loaded once per server; EVALSHA is what Redisson sends.
@@ -121,12 +123,16 @@ impl Protocol for Rlock {
         r.is_some()
     }
 
-    fn release(&mut self, key: &str) {
-        let _: i64 = redis::cmd("RLOCK.RELEASE")
+    fn release(&mut self, key: &str) -> bool {
+        let r: redis::RedisResult<i64> = redis::cmd("RLOCK.RELEASE")
             .arg(key)
             .arg(&self.owner)
-            .query(&mut self.conn)
-            .expect("RLOCK.RELEASE");
+            .query(&mut self.conn);
+        match r {
+            Ok(_) => true,
+            Err(e) if e.code() == Some("NOTOWNER") => false,
+            Err(e) => panic!("RLOCK.RELEASE: {e}"),
+        }
     }
 }
 
@@ -145,8 +151,12 @@ impl Protocol for RlockClient {
         .expect("rlock client acquire")
     }
 
-    fn release(&mut self, key: &str) {
-        self.client.lock(key).unlock().expect("rlock client unlock");
+    fn release(&mut self, key: &str) -> bool {
+        match self.client.lock(key).unlock() {
+            Ok(()) => true,
+            Err(rlock::Error::NotOwner { .. }) => false,
+            Err(e) => panic!("rlock client unlock: {e}"),
+        }
     }
 }
 
@@ -175,7 +185,7 @@ impl Protocol for Redisson {
         })
     }
 
-    fn release(&mut self, key: &str) {
+    fn release(&mut self, key: &str) -> bool {
         let latch = self.client.latch(key);
         let mut pipe = redis::pipe();
         pipe.cmd("EVALSHA")
@@ -189,7 +199,9 @@ impl Protocol for Redisson {
             .arg(&self.client.owner)
             .arg("PUBLISH")
             .arg(18_000);
-        self.client.unlock(pipe, &latch);
+        // The unlock script answers nil when the lock is not this owner's.
+        let replies = self.client.unlock(pipe, &latch);
+        replies.first() != Some(&Value::Nil)
     }
 }
 
@@ -293,8 +305,9 @@ impl Protocol for Ceiling {
             .unwrap();
         true
     }
-    fn release(&mut self, key: &str) {
+    fn release(&mut self, key: &str) -> bool {
         let _: i64 = redis::cmd("DEL").arg(key).query(&mut self.conn).unwrap();
+        true
     }
 }
 

@@ -8,7 +8,7 @@
 //! the rate.
 
 use crate::bench::{commandstats, reset_stats, Bench};
-use crate::exclusion::Exclusion;
+use crate::exclusion::{critical, Exclusion};
 use crate::report::{ms, percentile, Bar, Report, Table};
 use crate::rw_protocols::{self, Mode, RwKind, RwShas};
 use rlock_tests::Rng;
@@ -114,14 +114,17 @@ fn measure(b: &Bench, shas: &RwShas, kind: RwKind, r: &mut Report) -> Measured {
                         };
                         let t0 = Instant::now();
                         assert!(p.acquire(key, mode, LEASE_MS, None));
+                        // Inside from the reply until the release is sent.
+                        let held = match mode {
+                            Mode::Read => check.shared(),
+                            Mode::Write => check.exclusive(),
+                        };
                         waits.push((mode, t0.elapsed()));
                         if start.elapsed() < run {
                             within += 1;
                         }
-                        match mode {
-                            Mode::Read => check.shared(),
-                            Mode::Write => check.exclusive(),
-                        }
+                        critical();
+                        drop(held);
                         p.release(key, mode);
                     }
                     (within, waits)

@@ -5,10 +5,10 @@
 //!   ends does a queued waiter get it?
 
 use crate::bench::{commands_executed, reset_stats, Bench};
+use crate::exclusion::{critical, Permits};
 use crate::report::{jain, ms, percentile, Bar, Report, Table};
 use crate::sem_protocols::{Scripts, SemClient, Side};
 use rlock_tests::redisson::semaphore as rs;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 const CLIENTS: usize = 16;
@@ -144,8 +144,7 @@ fn measure(b: &Bench, r: &mut Report, scripts: &Scripts, side: Side, mix: bool) 
         .query(&mut stats)
         .unwrap();
     // Permits held right now: more than exist is a bug.
-    let in_use = AtomicI64::new(0);
-    let violations = AtomicU64::new(0);
+    let check = Permits::new(PERMITS);
     let clients: Vec<SemClient> = (0..CLIENTS)
         .map(|_| SemClient::new(side, &b.url, scripts))
         .collect();
@@ -157,7 +156,7 @@ fn measure(b: &Bench, r: &mut Report, scripts: &Scripts, side: Side, mix: bool) 
             .into_iter()
             .enumerate()
             .map(|(i, mut c)| {
-                let (key, in_use, violations) = (&key, &in_use, &violations);
+                let (key, check) = (&key, &check);
                 let permits = if mix && i == 0 { BIG } else { 1 };
                 scope.spawn(move || {
                     let mut lat = Vec::new();
@@ -175,12 +174,11 @@ fn measure(b: &Bench, r: &mut Report, scripts: &Scripts, side: Side, mix: bool) 
                             }
                             break;
                         }
+                        // Out from the reply until the release is sent.
+                        let lease = check.take(permits);
                         lat.push(t0.elapsed());
-                        if in_use.fetch_add(permits, SeqCst) + permits > PERMITS {
-                            violations.fetch_add(1, SeqCst);
-                        }
-                        std::hint::spin_loop();
-                        in_use.fetch_sub(permits, SeqCst);
+                        critical();
+                        drop(lease);
                         c.release(key, permits);
                         count += 1;
                     }
@@ -192,7 +190,7 @@ fn measure(b: &Bench, r: &mut Report, scripts: &Scripts, side: Side, mix: bool) 
     });
     let elapsed = start.elapsed();
     let cmds = commands_executed(&mut stats);
-    r.violations += violations.load(SeqCst);
+    r.violations += check.violations();
     let counts: Vec<u64> = results.iter().map(|(c, _)| *c).collect();
     let total: u64 = counts.iter().sum();
     let big = mix.then(|| (results[0].0, results[0].1.clone()));

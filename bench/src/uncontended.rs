@@ -34,7 +34,7 @@ fn unpipelined(b: &Bench, r: &mut Report) {
                 p.acquire(&key, 30_000, Some(std::time::Duration::ZERO)),
                 "uncontended acquire failed"
             );
-            p.release(&key);
+            assert!(p.release(&key), "uncontended release refused");
             n += 1;
         }
         rows.push((

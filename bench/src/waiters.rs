@@ -14,6 +14,7 @@
 //! - lost-hold signal: `RLOCK.FORCERELEASE` of a held lock to the holder's `lost()` firing.
 
 use crate::bench::{info_int, Bench};
+use crate::exclusion::{critical, Exclusion};
 use crate::protocols::owner;
 use crate::report::{ms, percentile, Report, Table};
 use redis::{AsyncConnectionConfig, Connection, Value};
@@ -32,6 +33,7 @@ pub fn run(b: &Bench, r: &mut Report) {
     let own = through_sessions(b, &rt, w, false);
     let shared = through_sessions(b, &rt, w, true);
     let lost = lost_signal(b, &rt, b.sizes.lost_rounds);
+    r.violations += raw.violations + own.violations + shared.violations;
 
     let mut t = Table::new(
         &format!(
@@ -191,6 +193,8 @@ struct Measured {
     conns_per_wait: f64,
     release: Latency,
     hot_rate: f64,
+    /// Two tasks inside the hot lock at once (the exclusion checker).
+    violations: u64,
 }
 
 /// Hold `hot` and `keys` as a raw owner.
@@ -273,23 +277,29 @@ fn through_sessions(
     let mem0 = settled_memory(&mut c);
     let conns0 = info_int(&mut c, "clients", "connected_clients");
     let (tx, rx) = std::sync::mpsc::channel::<(bool, Instant)>();
+    let check = Arc::new(Exclusion::default());
     let tasks: Vec<_> = keys
         .iter()
         .map(|k| (k.clone(), false))
         .chain((0..w / 2).map(|_| (hot.clone(), true)))
         .map(|(k, is_hot)| {
             let lock = client.async_lock(k);
-            let tx = tx.clone();
+            let (tx, check) = (tx.clone(), check.clone());
             rt.spawn(async move {
                 let g = lock.guard().await.expect("wait through the session");
+                // The hot lock's holders: inside from the grant until the release is sent.
+                let held = is_hot.then(|| check.exclusive());
                 let at = Instant::now();
+                critical();
+                drop(held);
                 g.unlock().await.expect("release");
                 let _ = tx.send((is_hot, at));
             })
         })
         .collect();
-    let out = finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0));
+    let mut out = finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0));
     drop(client);
+    out.violations = checked(&check, w / 2);
     out
 }
 
@@ -325,6 +335,7 @@ fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
     let mem0 = settled_memory(&mut c);
     let conns0 = info_int(&mut c, "clients", "connected_clients") - w as i64;
     let (tx, rx) = std::sync::mpsc::channel::<(bool, Instant)>();
+    let check = Arc::new(Exclusion::default());
     let targets = keys
         .iter()
         .map(|k| (k.clone(), false))
@@ -333,7 +344,7 @@ fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
         .zip(conns)
         .enumerate()
         .map(|(i, ((k, is_hot), mut conn))| {
-            let tx = tx.clone();
+            let (tx, check) = (tx.clone(), check.clone());
             let me = owner(100_000 + i);
             rt.spawn(async move {
                 let got: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
@@ -346,7 +357,11 @@ fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
                     .await
                     .expect("raw BLOCK acquire");
                 assert!(got.is_some());
+                // The hot lock's holders: inside from the grant until the release is sent.
+                let held = is_hot.then(|| check.exclusive());
                 let at = Instant::now();
+                critical();
+                drop(held);
                 let _: i64 = redis::cmd("RLOCK.RELEASE")
                     .arg(&k)
                     .arg(&me)
@@ -357,7 +372,16 @@ fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
             })
         })
         .collect();
-    finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0))
+    let mut out = finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0));
+    out.violations = checked(&check, w / 2);
+    out
+}
+
+/// The hot lock's violations, once every one of its `sections` tasks is done (`finish` waited
+/// for them): a task that never entered would hide one.
+fn checked(check: &Exclusion, sections: usize) -> u64 {
+    assert_eq!(check.sections(), sections as u64, "hot lock sections");
+    check.violations()
 }
 
 /// Once every task waits: the server's memory and connections against the baseline
@@ -431,6 +455,7 @@ fn measured(
         conns_per_wait: conns.max(0) as f64 / w as f64,
         release: Latency::of(lat),
         hot_rate: g.hot.len() as f64 / span.as_secs_f64().max(1e-9),
+        violations: 0,
     }
 }
 

@@ -285,18 +285,25 @@ const KEYS: &[&str] = &[
     "free", "lock1", "lock2", "{app}:x", "badhash", "str", "list", "set", "zset", "stream", "tok",
 ];
 
+/// Every setup reply checked: a seed that silently failed would leave the fuzz testing less
+/// than it claims.
 fn seed_keys(c: &mut redis::Connection) {
-    let _ = raw(c, &cmd!("FLUSHALL"));
-    let _ = raw(c, &cmd!("HSET", "lock1", "o1", 1));
-    let _ = raw(c, &cmd!("HSET", "lock2", "o2", 3));
-    let _ = raw(c, &cmd!("PEXPIRE", "lock2", 500));
-    let _ = raw(c, &cmd!("HSET", "badhash", "o1", "zz", "o2", "-4"));
-    let _ = raw(c, &cmd!("SET", "str", "v"));
-    let _ = raw(c, &cmd!("SET", "redisson_lock_token:{tok}", "notanumber"));
-    let _ = raw(c, &cmd!("RPUSH", "list", "a"));
-    let _ = raw(c, &cmd!("SADD", "set", "a"));
-    let _ = raw(c, &cmd!("ZADD", "zset", 1, "a"));
-    let _ = raw(c, &cmd!("XADD", "stream", "*", "f", "v"));
+    assert_eq!(string(c, &cmd!("FLUSHALL")), "OK");
+    assert_eq!(int(c, &cmd!("HSET", "lock1", "o1", 1)), 1);
+    assert_eq!(int(c, &cmd!("HSET", "lock2", "o2", 3)), 1);
+    assert_eq!(int(c, &cmd!("PEXPIRE", "lock2", 500)), 1);
+    assert_eq!(int(c, &cmd!("HSET", "badhash", "o1", "zz", "o2", "-4")), 2);
+    assert_eq!(string(c, &cmd!("SET", "str", "v")), "OK");
+    assert_eq!(
+        string(c, &cmd!("SET", "redisson_lock_token:{tok}", "notanumber")),
+        "OK"
+    );
+    assert_eq!(int(c, &cmd!("RPUSH", "list", "a")), 1);
+    assert_eq!(int(c, &cmd!("SADD", "set", "a")), 1);
+    assert_eq!(int(c, &cmd!("ZADD", "zset", 1, "a")), 1);
+    let id = string(c, &cmd!("XADD", "stream", "*", "f", "v"));
+    assert!(id.contains('-'), "XADD's id: {id}");
+    assert_eq!(dbsize(c), 9);
 }
 
 fn random_arg(rng: &mut Rng) -> Vec<u8> {

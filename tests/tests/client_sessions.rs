@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use client_support::*;
 use rlock::Error;
 use rlock_tests::{
-    cmd, hgetall, info_int, int, redis, rlock_stat, signal, wait_until, Pending, Server, Value,
+    cmd, hgetall, info_int, int, margin, redis, rlock_stat, signal, wait_until, Pending, Server,
+    Value,
 };
 
 /// Connections of rlock clients (`rlock`: command and pooled connections, `rlock-session`:
@@ -369,6 +370,7 @@ fn a_sync_wait_cut_while_parked_is_withdrawn_and_queued_again() {
 }
 
 #[test]
+#[ignore = "child process: its parent test runs it (spawn_self), it does nothing alone"]
 fn frozen_child() {
     let (Ok(url), Ok(key)) = (std::env::var(CHILD_URL), std::env::var(CHILD_KEY)) else {
         return;
@@ -497,6 +499,7 @@ fn a_process_frozen_past_its_grace_loses_its_waits_to_the_next_waiter_and_report
 
 /// Child: `RLOCK_SESSION_CHILD_WAITS` tasks wait for `RLOCK_SESSION_CHILD_KEY`.
 #[test]
+#[ignore = "child process: its parent test runs it (spawn_self), it does nothing alone"]
 fn mass_child() {
     let (Ok(url), Ok(key)) = (std::env::var(CHILD_URL), std::env::var(CHILD_KEY)) else {
         return;
@@ -595,11 +598,14 @@ fn a_force_released_hold_is_reported_lost_within_milliseconds() {
                 None => lock.guard().await.unwrap(),
                 Some(l) => lock.guard_with_lease(l).await.unwrap(),
             };
+            // The watcher tells when it runs (awaited, not slept for): it then waits in lost().
+            let (running, ready) = tokio::sync::oneshot::channel();
             let lost = tokio::spawn(async move {
+                running.send(()).unwrap();
                 g.lost().await;
                 (Instant::now(), g)
             });
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            ready.await.unwrap();
             let t = Instant::now();
             let mut c = redis::Client::open(s.url())
                 .unwrap()
@@ -622,7 +628,7 @@ fn a_force_released_hold_is_reported_lost_within_milliseconds() {
             at.duration_since(t)
         });
         assert!(
-            took < Duration::from_millis(200),
+            took < margin(Duration::from_millis(200)),
             "{key}: lost() fired {took:?} after the force release"
         );
     }

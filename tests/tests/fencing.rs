@@ -185,7 +185,11 @@ fn a_fence_waiter_whose_token_cannot_be_issued_is_skipped_for_the_next() {
     assert_eq!(string(&mut c, &cmd!("SET", token_key("lk"), "abc")), "OK");
     assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "lk", "holder")), 0);
     let r1 = w1.reply();
-    assert!(error_text(&r1).is_some(), "w1 cannot get a token: {r1:?}");
+    assert_eq!(
+        error_text(&r1).as_deref(),
+        Some("ERR fencing token is not an integer or out of range"),
+        "w1 cannot get a token: {r1:?}"
+    );
     assert_eq!(w2.reply_int(), 1);
     assert_eq!(hgetall(&mut c, "lk"), holder("w2", 1));
 }

@@ -48,11 +48,13 @@ fn other_owner_is_refused_without_blocking() {
     let s = Server::start();
     let mut c = s.conn();
     assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o1", 10_000)), 1);
-    let before = pttl(&mut c, "lk");
+    // The absolute expiry time: any change of the lease (longer or shorter) shows.
+    let before = int(&mut c, &cmd!("PEXPIRETIME", "lk"));
     nil(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o2", 20_000));
     assert_eq!(hgetall(&mut c, "lk"), holder("o1", 1));
-    assert!(
-        pttl(&mut c, "lk") <= before,
+    assert_eq!(
+        int(&mut c, &cmd!("PEXPIRETIME", "lk")),
+        before,
         "a refused acquire must not touch the lease"
     );
     assert_eq!(
@@ -132,10 +134,12 @@ fn renew_resets_lease_only_for_the_holder() {
     assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "lk", "o1", 3_000)), 1);
     assert_between("PTTL after shorter renew", pttl(&mut c, "lk"), 2_000, 3_000);
 
-    // Another owner cannot renew.
+    // Another owner cannot renew (nor shorten: the absolute expiry time stays as it was).
+    let before = int(&mut c, &cmd!("PEXPIRETIME", "lk"));
     assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "lk", "o2", 60_000)), 0);
-    assert!(
-        pttl(&mut c, "lk") <= 3_000,
+    assert_eq!(
+        int(&mut c, &cmd!("PEXPIRETIME", "lk")),
+        before,
         "a refused renew must not touch the lease"
     );
     assert_eq!(hgetall(&mut c, "lk"), holder("o1", 1));

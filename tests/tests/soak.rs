@@ -615,4 +615,17 @@ fn soak_mutual_exclusion_under_kills() {
         checked as u64 >= secs * 10,
         "too few holds checked ({checked}) for the run to mean anything"
     );
+    // A client error needs a cut connection: each worker has its own client with one call in
+    // flight, so a kill fails at most that call and the one that meets the cut next (the
+    // client retries what it can). Errors beyond that are failures the soak would otherwise
+    // swallow.
+    assert!(
+        g(&st.errors) <= ERRORS_PER_KILL * g(&st.kills),
+        "{} client errors for {} kills: more than {ERRORS_PER_KILL} per kill",
+        g(&st.errors),
+        g(&st.kills)
+    );
 }
+
+/// At most this many client errors per killed connection (see the end of the soak).
+const ERRORS_PER_KILL: u64 = 2;

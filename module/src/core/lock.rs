@@ -778,6 +778,9 @@ mod prop_tests {
             if let Some((_, c)) = self.holder() {
                 assert!(c >= 1);
             }
+            // Redisson's layout: at most one field (`holder` reads only the first).
+            let fields = self.mem.hash(b"lock").len();
+            assert!(fields <= 1, "{fields} fields in the lock's hash");
             assert_eq!(self.queues.total(), self.model.len());
             let queued: Vec<u32> = self.queues.queued(&id());
             let model: Vec<u32> = self.model.iter().map(|&(h, _)| h).collect();

@@ -232,7 +232,7 @@ fn removed_promptly(replied: Duration, gone: Option<Duration>) {
         "removed after {gone:?}, before its 150 ms lease ran out"
     );
     assert!(
-        gone <= Duration::from_millis(150) + replied + PROMPT,
+        gone <= Duration::from_millis(150) + replied + *PROMPT,
         "removed {gone:?} after its 150 ms lease started (prompt: {PROMPT:?})"
     );
 }
@@ -304,7 +304,7 @@ fn a_writer_gets_the_lock_when_a_lone_readers_lease_expires() {
     assert_eq!(w.reply_int(), 1);
     let took = acquired.elapsed();
     assert!(
-        took >= Duration::from_millis(195) && took <= Duration::from_millis(200) + PROMPT,
+        took >= Duration::from_millis(195) && took <= Duration::from_millis(200) + *PROMPT,
         "granted {took:?} after a 200 ms read lease started"
     );
     assert_eq!(
@@ -332,7 +332,7 @@ fn queued_readers_get_the_lock_together_when_the_writers_lease_expires() {
     let r1 = park_rw(&s, &mut c, "rw", "r1", "READ", 5_000, 1);
     let r2 = park_rw(&s, &mut c, "rw", "r2", "READ", 5_000, 2);
     assert_eq!((r1.reply_int(), r2.reply_int()), (1, 1));
-    assert!(acquired.elapsed() <= Duration::from_millis(200) + PROMPT);
+    assert!(acquired.elapsed() <= Duration::from_millis(200) + *PROMPT);
     assert_eq!(
         fields(&mut c, "rw"),
         pairs(&[("mode", "read"), ("r1", "1"), ("r2", "1")])
@@ -355,7 +355,7 @@ fn a_partial_release_leaves_the_hash_to_the_holds_left_and_it_frees_at_their_exp
     let w = park_rw(&s, &mut c, "rw", "w", "WRITE", 5_000, 1);
     assert_eq!(w.reply_int(), 1);
     assert!(
-        sent.elapsed() <= Duration::from_millis(150) + PROMPT,
+        sent.elapsed() <= Duration::from_millis(150) + *PROMPT,
         "granted {:?} after a's last hold started",
         sent.elapsed()
     );
@@ -400,7 +400,7 @@ fn a_renew_that_shortens_the_last_readers_lease_hands_off_at_the_new_expiry() {
     assert_eq!(w.reply_int(), 1);
     let took = shortened.elapsed();
     assert!(
-        took <= Duration::from_millis(100) + PROMPT,
+        took <= Duration::from_millis(100) + *PROMPT,
         "hand-off {took:?} after a RENEW to 100 ms"
     );
     assert_eq!(

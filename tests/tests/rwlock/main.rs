@@ -17,8 +17,9 @@ use std::time::Duration;
 
 /// How long after the freeing event (or the expiry time) a grant or a tidy may take. The
 /// contract targets 10 ms; the margin absorbs scheduling on a loaded machine (as the lock's
-/// tests do).
-pub const PROMPT: Duration = Duration::from_millis(50);
+/// tests do), widened by `RLOCK_TIME_SCALE` ([`margin`]).
+pub static PROMPT: std::sync::LazyLock<Duration> =
+    std::sync::LazyLock::new(|| margin(Duration::from_millis(50)));
 
 /// `RRWLOCK.ACQUIRE key owner mode lease_ms` (no wait); the raw reply.
 pub fn acquire(c: &mut redis::Connection, key: &str, owner: &str, mode: &str, lease: i64) -> Value {

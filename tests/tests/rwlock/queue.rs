@@ -223,7 +223,7 @@ fn successor_granted_when_writer_leaves(
     let left = leave(&mut c, w1);
     assert_eq!(r2.reply_int(), 1);
     let took = left.elapsed();
-    assert!(took <= PROMPT, "r2 granted {took:?} after w1 left");
+    assert!(took <= *PROMPT, "r2 granted {took:?} after w1 left");
     assert_eq!(
         fields(&mut c, "rw"),
         pairs(&[("mode", "read"), ("r0", "1"), ("r2", "1")])
@@ -379,7 +379,7 @@ fn a_reader_killed_between_its_grant_and_its_reply_gives_its_hold_back() {
         Value::Array(vec![Value::Int(0), Value::Int(1)])
     );
     assert_eq!(r2.reply_int(), 1);
-    wait_until(PROMPT, "r1's grant is undone", || {
+    wait_until(*PROMPT, "r1's grant is undone", || {
         !hgetall(&mut c, "rw").contains_key("r1")
     });
     assert_eq!(
@@ -405,7 +405,7 @@ fn a_reader_killed_between_its_grant_and_its_reply_gives_its_hold_back() {
         raw(&mut c, &cmd!("EXEC")),
         Value::Array(vec![Value::Int(0), Value::Int(1)])
     );
-    wait_until(PROMPT, "w's grant is undone", || !exists(&mut c, "rw"));
+    wait_until(*PROMPT, "w's grant is undone", || !exists(&mut c, "rw"));
     assert_eq!(dbsize(&mut c), 0);
 }
 
@@ -430,7 +430,7 @@ fn anything_that_deletes_the_hash_hands_off() {
         raw(&mut c, &command);
         assert_eq!((r1.reply_int(), r2.reply_int()), (1, 1), "{what}");
         assert!(
-            at.elapsed() <= PROMPT,
+            at.elapsed() <= *PROMPT,
             "{what}: granted after {:?}",
             at.elapsed()
         );
