@@ -1401,6 +1401,21 @@ mod prop_tests {
             }
             match r {
                 Ok(Acquire::Grant(d, _)) => {
+                    if queued {
+                        // Nobody is overtaken but by a re-entry or a downgrade: the owner
+                        // already holds the lock (a write hold covers a read).
+                        let held = self.holders();
+                        let mine =
+                            |write: bool| held.iter().any(|(h, w)| *h == owner && *w == write);
+                        let ok = match mode {
+                            Mode::Read => mine(false) || mine(true),
+                            Mode::Write => mine(true),
+                        };
+                        assert!(
+                            ok,
+                            "{mode:?} for {owner:?} granted past a queued waiter: {held:?}"
+                        );
+                    }
                     self.mem.apply_ok(&d);
                 }
                 Ok(Acquire::Busy) if block => {
@@ -1435,8 +1450,37 @@ mod prop_tests {
                 }
                 Op::Release { o, write } => {
                     let mode = if write { Mode::Write } else { Mode::Read };
-                    if let Ok((d, _)) = release(&self.mem, &who(o), mode) {
-                        self.mem.apply_ok(&d);
+                    let owner = who(o);
+                    let field = if write {
+                        writer_field(&owner)
+                    } else {
+                        owner.clone()
+                    };
+                    let had_field = matches!(self.mem.hash(b"rw").get(&field), Some(_));
+                    let held = self
+                        .holders()
+                        .iter()
+                        .any(|(h, w)| *h == owner && *w == write);
+                    match release(&self.mem, &owner, mode) {
+                        Ok((d, r)) => {
+                            assert!(
+                                had_field,
+                                "{owner:?} released a {mode:?} hold it had no field for"
+                            );
+                            let reply = self.mem.apply_ok(&d);
+                            let Reply::Int(left) = reply else {
+                                panic!("release reply {reply:?}")
+                            };
+                            assert!(left >= 0);
+                            assert_eq!(r.last, left == 0, "last hold <=> nothing left");
+                            if r.freed {
+                                assert!(!self.mem.exists(b"rw"), "freed, yet the lock is there");
+                            }
+                        }
+                        Err(CmdError::NotOwner) => {
+                            assert!(!held, "{owner:?} holds a {mode:?} hold, yet NOTOWNER");
+                        }
+                        Err(e) => panic!("release: {e}"),
                     }
                     self.serve();
                 }
