@@ -110,7 +110,7 @@ fn a_release_that_leaves_no_live_hold_frees_the_lock_and_grants_the_writer_at_on
         pairs(&[("mode", "write"), ("w:write", "1")]),
         "the writer holds it right after the release reply"
     );
-    assert_eq!(w.reply_within(PROMPT), Value::Int(1));
+    assert_eq!(w.reply_within(*PROMPT), Value::Int(1));
     assert!(!exists(&mut c, &rwlock_hold("rw", "r", 2)));
     assert_eq!(
         sub.drain(&mut c),
