@@ -26,6 +26,9 @@ impl Io for RedisKeys {
             self.check_permissions(decision)?;
         }
         self.check_whole(decision)?;
+        if !decision.writes.is_empty() {
+            self.note_written();
+        }
         let notify = self.ctx.notify_flags();
         let mut token = None;
         for w in &decision.writes {

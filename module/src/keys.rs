@@ -120,7 +120,14 @@ impl RedisKeys {
         if !absent.iter().any(|k| k == name) {
             absent.push(name.to_vec());
             if self.command {
-                COMMAND_ABSENT.with(|c| c.borrow_mut().push(name.to_vec()));
+                COMMAND_ABSENT.with(|c| {
+                    let mut c = c.borrow_mut();
+                    // After its first write a command's reads see its own deletions: only what
+                    // it read before counts (`apply` checked those before writing).
+                    if !c.wrote {
+                        c.absent.push(name.to_vec());
+                    }
+                });
             }
         }
     }
@@ -157,28 +164,47 @@ pub fn cluster(ctx: Ctx) -> bool {
     CLUSTER.with(|c| *c.get_or_init(|| ctx.is_cluster()))
 }
 
+/// What the running command's object read absent before it wrote anything (cluster mode).
+#[derive(Default)]
+struct CommandReads {
+    absent: Vec<Vec<u8>>,
+    wrote: bool,
+}
+
 thread_local! {
-    /// Auxiliary keys the running command's object read absent (cluster mode).
-    static COMMAND_ABSENT: std::cell::RefCell<Vec<Vec<u8>>> = const {
-        std::cell::RefCell::new(Vec::new())
+    static COMMAND_ABSENT: std::cell::RefCell<CommandReads> = const {
+        std::cell::RefCell::new(CommandReads { absent: Vec::new(), wrote: false })
     };
+}
+
+impl RedisKeys {
+    /// The command's object was written (after `apply` found it whole): its reply stands.
+    pub(crate) fn note_written(&self) {
+        if self.command && cluster(self.ctx) {
+            COMMAND_ABSENT.with(|c| c.borrow_mut().wrote = true);
+        }
+    }
 }
 
 /// Run a command handler; in cluster mode, a reply decided on an object some of whose keys
 /// were absent (a hold's lease key, the leased-permit set, the token counter) is replaced by
 /// `TRYAGAIN` when Redis says those keys may be on the other side of a slot migration: without
 /// this, `RRWLOCK.RENEW` of a reader whose lease key moved first would answer 0 (lost), and
-/// read-only replies would describe half an object. Writes are gated in `apply` already; a
-/// parked waiter is not a grant (it ends with `TRYAGAIN` or `MOVED` when the slot leaves).
+/// read-only replies would describe half an object. Writes are gated in `apply` already.
 pub fn gate_reply(
     ctx: Ctx,
     key: Option<RStr>,
     run: &mut dyn FnMut() -> Result<crate::ffi::Answer, crate::core::error::CmdError>,
 ) -> Result<crate::ffi::Answer, crate::core::error::CmdError> {
-    COMMAND_ABSENT.with(|c| c.borrow_mut().clear());
+    COMMAND_ABSENT.with(|c| *c.borrow_mut() = CommandReads::default());
     let result = run();
-    let absent = COMMAND_ABSENT.with(|c| std::mem::take(&mut *c.borrow_mut()));
-    if absent.is_empty() || !matches!(result, Ok(crate::ffi::Answer::Reply(_))) {
+    let CommandReads { absent, wrote } =
+        COMMAND_ABSENT.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    // A command that wrote was found whole by `apply` first; its reply reports those writes.
+    // A parked waiter was not granted anything; it ends with TRYAGAIN or MOVED if its slot
+    // leaves. Errors are gated as replies are: `NOPERMIT` for a permit whose leased-permit set
+    // has not arrived yet is as wrong as a 0.
+    if absent.is_empty() || wrote || matches!(result, Ok(crate::ffi::Answer::Parked)) {
         return result;
     }
     let Some(name) = key else {
