@@ -870,6 +870,11 @@ pub fn queued_ids() -> Vec<KeyId> {
     state(|s| s.queues.ids(None))
 }
 
+/// The keys anyone waits on, if there are at most `n` (`slotwatch` probes each of a few).
+pub fn queued_ids_upto(n: usize) -> Option<Vec<KeyId>> {
+    state(|s| (s.queues.key_count() <= n).then(|| s.queues.ids(None)))
+}
+
 /// End every wait on `id` with `err` (its slot left this node: `slotwatch`).
 pub fn end_waits(ctx: Ctx, id: &KeyId, err: CmdError) {
     fail_all(ctx, id, err);
