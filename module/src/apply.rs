@@ -246,6 +246,7 @@ impl RedisKeys {
             };
             if let Target::Aux(name) = key {
                 if !created.contains(&name.as_slice())
+                    && crate::keys::same_slot(self.name.bytes(), name)
                     && Key::open_bytes(self.ctx, name, false).kind() == Kind::Empty
                 {
                     created.push(name);

@@ -113,7 +113,8 @@ impl RedisKeys {
     /// before the lock's hash): noted, so that nothing is decided on the object before Redis
     /// confirms every key of it is here ([`RedisKeys::whole`]).
     pub(crate) fn note_absent(&self, name: &[u8]) {
-        if !cluster(self.ctx) {
+        // A key of another slot (an odd name's, see `core::slots`) is not moved with this one.
+        if !cluster(self.ctx) || !same_slot(self.name.bytes(), name) {
             return;
         }
         let mut absent = self.absent.borrow_mut();
@@ -153,6 +154,10 @@ impl RedisKeys {
             Err(crate::core::error::CmdError::Unstable)
         }
     }
+}
+
+pub(crate) fn same_slot(a: &[u8], b: &[u8]) -> bool {
+    crate::core::slots::slot(a) == crate::core::slots::slot(b)
 }
 
 /// Whether the server runs in cluster mode (fixed at startup: one flags read for the life of
