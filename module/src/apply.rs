@@ -25,6 +25,10 @@ impl Io for RedisKeys {
         } else {
             self.check_permissions(decision)?;
         }
+        self.check_whole(decision)?;
+        if !decision.writes.is_empty() {
+            self.note_written();
+        }
         let notify = self.ctx.notify_flags();
         let mut token = None;
         for w in &decision.writes {
@@ -215,6 +219,41 @@ impl RedisKeys {
             Err(IncrFailed::NotInteger) => Err(CmdError::CorruptToken),
             Err(IncrFailed::Refused(why)) => Err(CmdError::TokenRefused(why)),
         }
+    }
+
+    /// In a cluster, nothing is written to an object split by a slot migration: the keys it read
+    /// absent, and the auxiliary keys it would create, must all be here by Redis' own rule for a
+    /// multi-key command (`RedisKeys::whole`). Otherwise a writer would be granted over a reader
+    /// whose lease key already moved, or a key created here that the importing node also has.
+    fn check_whole(&self, decision: &Decision) -> Result<(), CmdError> {
+        if !crate::keys::cluster(self.ctx) {
+            return Ok(());
+        }
+        let mut created: Vec<&[u8]> = Vec::new();
+        for w in &decision.writes {
+            let key = match w {
+                Write::Del { key }
+                | Write::HSetInt { key, .. }
+                | Write::HSet { key, .. }
+                | Write::HDel { key, .. }
+                | Write::SetInt { key, .. }
+                | Write::PExpireAt { key, .. }
+                | Write::Incr { key }
+                | Write::IncrBy { key, .. }
+                | Write::ZAdd { key, .. }
+                | Write::ZRem { key, .. } => key,
+                Write::Publish { .. } | Write::PublishCount { .. } => continue,
+            };
+            if let Target::Aux(name) = key {
+                if !created.contains(&name.as_slice())
+                    && crate::keys::same_slot(self.name.bytes(), name)
+                    && Key::open_bytes(self.ctx, name, false).kind() == Kind::Empty
+                {
+                    created.push(name);
+                }
+            }
+        }
+        self.whole(&created)
     }
 
     /// A client command writes only keys its user may write: the command's own key was checked

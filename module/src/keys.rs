@@ -18,6 +18,11 @@ pub struct RedisKeys {
     /// Outside a client command (timers, events): a write that creates a key checks first that
     /// no expired copy of it is still stored, which happens while writes are paused.
     pub(crate) guard_pause: bool,
+    /// Cluster mode only: auxiliary keys read and found absent (see [`RedisKeys::whole`]).
+    absent: std::cell::RefCell<Vec<Vec<u8>>>,
+    /// The command's own key (not a timer's, not another object's read for deadlock
+    /// detection): its absent reads also gate the command's reply (see [`gate_reply`]).
+    command: bool,
     _owned: Option<OwnedStr>,
 }
 
@@ -30,6 +35,8 @@ impl RedisKeys {
             main: Key::open(ctx, name, true),
             hints: std::array::from_fn(|i| hints.get(i).copied()),
             guard_pause: false,
+            absent: Default::default(),
+            command: true,
             _owned: None,
         }
     }
@@ -42,6 +49,8 @@ impl RedisKeys {
             main: Key::open(ctx, name, false),
             hints: [None; HINTS],
             guard_pause: false,
+            absent: Default::default(),
+            command: false,
             _owned: None,
         }
     }
@@ -68,6 +77,8 @@ impl RedisKeys {
             main: Key::open(ctx, name, write),
             hints: [None; HINTS],
             guard_pause: write,
+            absent: Default::default(),
+            command: false,
             _owned: Some(owned),
         }
     }
@@ -86,8 +97,130 @@ impl RedisKeys {
     fn with<R>(&self, key: &Target, f: impl FnOnce(&Key) -> R) -> R {
         match key {
             Target::Main => f(&self.main),
-            Target::Aux(name) => f(&Key::open_bytes(self.ctx, name, false)),
+            Target::Aux(name) => {
+                let k = Key::open_bytes(self.ctx, name, false);
+                if k.kind() == Kind::Empty {
+                    self.note_absent(name);
+                }
+                f(&k)
+            }
         }
+    }
+
+    /// An auxiliary key is absent here. In a cluster whose slot is being migrated it may have
+    /// moved to the importing node already (`redis-cli --cluster reshard` moves a slot's keys
+    /// ten at a time in `CLUSTER GETKEYSINSLOT` order, so a read hold's lease key can leave
+    /// before the lock's hash): noted, so that nothing is decided on the object before Redis
+    /// confirms every key of it is here ([`RedisKeys::whole`]).
+    pub(crate) fn note_absent(&self, name: &[u8]) {
+        // A key of another slot (an odd name's, see `core::slots`) is not moved with this one.
+        if !cluster(self.ctx) || !same_slot(self.name.bytes(), name) {
+            return;
+        }
+        let mut absent = self.absent.borrow_mut();
+        if !absent.iter().any(|k| k == name) {
+            absent.push(name.to_vec());
+            if self.command {
+                COMMAND_ABSENT.with(|c| {
+                    let mut c = c.borrow_mut();
+                    // After its first write a command's reads see its own deletions: only what
+                    // it read before counts (`apply` checked those before writing).
+                    if !c.wrote {
+                        c.absent.push(name.to_vec());
+                    }
+                });
+            }
+        }
+    }
+
+    /// `Ok` unless this object is split by a slot migration: some of its keys read (or about to
+    /// be written, `more`) are absent here while its slot is migrating or importing. Redis itself
+    /// decides, as for a native multi-key command: `EXISTS key aux...` through `RM_Call` is
+    /// refused exactly when Redis would answer such a command `TRYAGAIN` (some keys here, some
+    /// not, on either side of a migration) or `ASK`/`MOVED`. Outside a cluster, or when every key
+    /// read was there, nothing is asked.
+    pub(crate) fn whole(&self, more: &[&[u8]]) -> Result<(), crate::core::error::CmdError> {
+        let absent = self.absent.borrow();
+        if absent.is_empty() && more.is_empty() {
+            return Ok(());
+        }
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(absent.len() + more.len() + 1);
+        keys.push(self.name.bytes());
+        keys.extend(absent.iter().map(Vec::as_slice));
+        keys.extend_from_slice(more);
+        if self.ctx.all_local(&keys) {
+            Ok(())
+        } else {
+            Err(crate::core::error::CmdError::Unstable)
+        }
+    }
+}
+
+pub(crate) fn same_slot(a: &[u8], b: &[u8]) -> bool {
+    crate::core::slots::slot(a) == crate::core::slots::slot(b)
+}
+
+/// Whether the server runs in cluster mode (fixed at startup: one flags read for the life of
+/// the process).
+pub fn cluster(ctx: Ctx) -> bool {
+    thread_local! {
+        static CLUSTER: std::cell::OnceCell<bool> = const { std::cell::OnceCell::new() };
+    }
+    CLUSTER.with(|c| *c.get_or_init(|| ctx.is_cluster()))
+}
+
+/// What the running command's object read absent before it wrote anything (cluster mode).
+#[derive(Default)]
+struct CommandReads {
+    absent: Vec<Vec<u8>>,
+    wrote: bool,
+}
+
+thread_local! {
+    static COMMAND_ABSENT: std::cell::RefCell<CommandReads> = const {
+        std::cell::RefCell::new(CommandReads { absent: Vec::new(), wrote: false })
+    };
+}
+
+impl RedisKeys {
+    /// The command's object was written (after `apply` found it whole): its reply stands.
+    pub(crate) fn note_written(&self) {
+        if self.command && cluster(self.ctx) {
+            COMMAND_ABSENT.with(|c| c.borrow_mut().wrote = true);
+        }
+    }
+}
+
+/// Run a command handler; in cluster mode, a reply decided on an object some of whose keys
+/// were absent (a hold's lease key, the leased-permit set, the token counter) is replaced by
+/// `TRYAGAIN` when Redis says those keys may be on the other side of a slot migration: without
+/// this, `RRWLOCK.RENEW` of a reader whose lease key moved first would answer 0 (lost), and
+/// read-only replies would describe half an object. Writes are gated in `apply` already.
+pub fn gate_reply(
+    ctx: Ctx,
+    key: Option<RStr>,
+    run: &mut dyn FnMut() -> Result<crate::ffi::Answer, crate::core::error::CmdError>,
+) -> Result<crate::ffi::Answer, crate::core::error::CmdError> {
+    COMMAND_ABSENT.with(|c| *c.borrow_mut() = CommandReads::default());
+    let result = run();
+    let CommandReads { absent, wrote } =
+        COMMAND_ABSENT.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    // A command that wrote was found whole by `apply` first; its reply reports those writes.
+    // A parked waiter was not granted anything; it ends with TRYAGAIN or MOVED if its slot
+    // leaves. Errors are gated as replies are: `NOPERMIT` for a permit whose leased-permit set
+    // has not arrived yet is as wrong as a 0.
+    if absent.is_empty() || wrote || matches!(result, Ok(crate::ffi::Answer::Parked)) {
+        return result;
+    }
+    let Some(name) = key else {
+        return result;
+    };
+    let mut keys: Vec<&[u8]> = vec![name.bytes()];
+    keys.extend(absent.iter().map(Vec::as_slice));
+    if ctx.all_local(&keys) {
+        result
+    } else {
+        Err(crate::core::error::CmdError::Unstable)
     }
 }
 

@@ -30,6 +30,8 @@ mod registry;
 #[cfg(not(test))]
 mod sessions;
 #[cfg(not(test))]
+mod slotwatch;
+#[cfg(not(test))]
 mod timers;
 #[cfg(not(test))]
 mod wait;
@@ -55,6 +57,7 @@ mod module {
         boundary::install_panic_hook();
         crate::core::stats::reset();
         command::register(c, registry::COMMANDS)?;
+        command::set_around(crate::keys::gate_reply);
         config::register(c)?;
         sessions::init();
         boundary::install(

@@ -530,6 +530,11 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
                 }
                 kept.push(t);
             }
+            None if moved_away(ctx, keys) => {
+                // Not lost: its keys (or some of them) are on the node a slot migration moves
+                // them to, where the hold lives on. This node can no longer watch it.
+                state(|s| s.unnote(t.session, id));
+            }
             None => {
                 LOST.incr();
                 state(|s| s.unnote(t.session, id));
@@ -555,6 +560,19 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
     if let Some(at) = next {
         check_at(ctx, id, at.saturating_add(1));
     }
+}
+
+/// Whether `keys`' object left this node, wholly or in part, by a slot migration (cluster
+/// mode): its key is absent and its slot served elsewhere, or some key it was read from is
+/// absent while the slot is migrating (`RedisKeys::whole`).
+fn moved_away(ctx: Ctx, keys: &RedisKeys) -> bool {
+    if !crate::keys::cluster(ctx) {
+        return false;
+    }
+    if keys.kind(&Target::Main) == KeyKind::Empty && !ctx.serves_key(keys.name.bytes()) {
+        return true;
+    }
+    keys.whole(&[]).is_err()
 }
 
 /// `owner` released a hold on the command's key: holds of `owner` that ended are not lost,

@@ -420,6 +420,8 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
             s.watch(ctx, &id, at.saturating_add(1));
         }
     });
+    // In a cluster, its slot may leave this node while it waits.
+    crate::slotwatch::waiting(ctx);
 }
 
 /// Park the calling connection for the first `park_ms` of session request `handle`'s wait
@@ -861,6 +863,27 @@ fn fail_all(ctx: Ctx, id: &KeyId, err: CmdError) {
         stats::ERRORS.incr();
         deliver(ctx, w.handle, Ended::Failed(err.clone()));
     }
+}
+
+/// The keys anyone waits on, in every database.
+pub fn queued_ids() -> Vec<KeyId> {
+    state(|s| s.queues.ids(None))
+}
+
+/// The keys anyone waits on, if there are at most `n` (`slotwatch` probes each of a few).
+pub fn queued_ids_upto(n: usize) -> Option<Vec<KeyId>> {
+    state(|s| (s.queues.key_count() <= n).then(|| s.queues.ids(None)))
+}
+
+/// End every wait on `id` with `err` (its slot left this node: `slotwatch`).
+pub fn end_waits(ctx: Ctx, id: &KeyId, err: CmdError) {
+    fail_all(ctx, id, err);
+}
+
+/// Look at `id`'s queue now, as after an event on its key: it is served, or its waits end if
+/// the key is gone with its slot (`slotwatch`, when the slot starts migrating).
+pub fn recheck(ctx: Ctx, id: &KeyId) {
+    serve_background(ctx, id);
 }
 
 /// The server became a replica: every wait ends with the error Redis gives blocked clients

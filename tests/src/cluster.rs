@@ -248,6 +248,45 @@ impl Cluster {
         assert_eq!(self.master_port_of_slot(slot), to.port);
     }
 
+    /// `CLUSTER SETSLOT slot IMPORTING` on `to`, then `MIGRATING` on `from`, as
+    /// `redis-cli --cluster reshard` opens a slot's migration.
+    pub fn open_migration(&self, slot: u16, from: &Server, to: &Server) {
+        let (from_id, to_id) = (node_id(from), node_id(to));
+        let importing = cmd!("CLUSTER", "SETSLOT", slot, "IMPORTING", &from_id);
+        assert_eq!(string(&mut to.conn(), &importing), "OK");
+        let migrating = cmd!("CLUSTER", "SETSLOT", slot, "MIGRATING", &to_id);
+        assert_eq!(string(&mut from.conn(), &migrating), "OK");
+    }
+
+    /// `MIGRATE` exactly `keys` from `from` to `to` (one batch, as reshard sends them).
+    pub fn migrate_keys(&self, from: &Server, to: &Server, keys: &[&str]) {
+        let mut migrate = cmd!("MIGRATE", "127.0.0.1", to.port, "", 0, 5000, "KEYS");
+        for k in keys {
+            migrate.arg(*k);
+        }
+        assert_eq!(string(&mut from.conn(), &migrate), "OK");
+    }
+
+    /// `CLUSTER SETSLOT slot NODE to` on `to`, `from` and every other master, as reshard closes
+    /// a slot's migration; returns once every node agrees.
+    pub fn close_migration(&self, slot: u16, from: &Server, to: &Server) {
+        let to_id = node_id(to);
+        for n in [to, from] {
+            let set = cmd!("CLUSTER", "SETSLOT", slot, "NODE", &to_id);
+            assert_eq!(string(&mut n.conn(), &set), "OK");
+        }
+        for n in &self.masters {
+            if n.port != to.port && n.port != from.port {
+                let _ = raw(
+                    &mut n.conn(),
+                    &cmd!("CLUSTER", "SETSLOT", slot, "NODE", &to_id),
+                );
+            }
+        }
+        self.wait_ok();
+        assert_eq!(self.master_port_of_slot(slot), to.port);
+    }
+
     /// The replica replicating the master on `master_port`.
     pub fn replica_of(&self, master_port: u16) -> &Server {
         self.nodes()

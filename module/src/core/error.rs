@@ -58,6 +58,10 @@ pub enum CmdError {
     /// Cluster: the key's slot is no longer served by this node (migrated away, or migrating
     /// with the key already moved). Cluster clients retry on TRYAGAIN and follow the redirect.
     SlotMoved,
+    /// Cluster: some of the object's keys are absent here while its slot is being migrated
+    /// (they may have moved already): nothing is decided on half an object. As Redis answers a
+    /// multi-key command in that state.
+    Unstable,
     /// Writes are paused (CLIENT PAUSE WRITE, FAILOVER) and the write would create a key whose
     /// expired copy Redis still stores: serving waits until the pause ends. Never a reply.
     Paused,
@@ -164,6 +168,11 @@ impl fmt::Display for CmdError {
                     "TRYAGAIN the key's slot moved to another node while waiting; retry"
                 )
             }
+            CmdError::Unstable => write!(
+                f,
+                "TRYAGAIN the object's slot is being migrated and some of its keys are not on \
+                 this node; retry"
+            ),
             CmdError::Paused => write!(f, "TRYAGAIN writes are paused"),
             CmdError::Internal => write!(f, "ERR rlock internal error, see the server log"),
             CmdError::PermitsOverflow => write!(f, "ERR permit count would overflow"),

@@ -6,7 +6,7 @@
 //! so dispatch costs nothing (Redis passes no user data to a command function).
 
 use super::boundary::guarded;
-use super::{Args, Ctx, RedisModuleCtx, RedisModuleString};
+use super::{Args, Ctx, RStr, RedisModuleCtx, RedisModuleString};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats;
@@ -261,11 +261,31 @@ fn describe(cmd: *mut raw::RedisModuleCommand, spec: &CommandSpec) -> c_int {
     }
 }
 
+/// What runs every handler (installed at load): it may replace the handler's result. Given the
+/// command's key (argv[1]) when it has one.
+pub type Around =
+    fn(Ctx, Option<RStr>, &mut dyn FnMut() -> Result<Answer, CmdError>) -> Result<Answer, CmdError>;
+
+static AROUND: OnceLock<Around> = OnceLock::new();
+
+pub fn set_around(around: Around) {
+    let _ = AROUND.set(around);
+}
+
 /// Run command `index` of the table and send its reply.
 fn dispatch(index: usize, ctx: Ctx, args: &Args) {
-    let handler = TABLE.get().and_then(|t| t.get(index)).map(|s| s.handler);
+    let spec = TABLE.get().and_then(|t| t.get(index));
+    let handler = spec.map(|s| s.handler);
+    let key = spec
+        .filter(|s| s.key != KeyAccess::None && args.0.len() > 1)
+        .map(|_| args.get(1));
     // A panic was counted as an error by `guarded`.
-    let Some(result) = handler.and_then(|h| guarded(|| h(ctx, args))) else {
+    let Some(result) = handler.and_then(|h| {
+        guarded(|| match AROUND.get() {
+            Some(around) => around(ctx, key, &mut || h(ctx, args)),
+            None => h(ctx, args),
+        })
+    }) else {
         ctx.reply_error(&CmdError::Internal.to_string());
         return;
     };

@@ -301,6 +301,41 @@ impl Ctx {
         }
     }
 
+    /// Whether Redis would run a native command on all of `keys` here (cluster mode; `keys` share
+    /// a slot): `EXISTS keys...` through `RM_Call`, which applies the cluster's routing rules
+    /// (`getNodeByQuery`) with the calling client's `ASKING` flag. Refused when the slot is
+    /// served elsewhere, or is migrating or importing and some of the keys are missing here
+    /// (what Redis answers `TRYAGAIN` or `ASK`).
+    pub fn all_local(self, keys: &[&[u8]]) -> bool {
+        if !self.is_cluster() {
+            return true;
+        }
+        let owned: Vec<OwnedStr> = keys.iter().map(|k| OwnedStr::new(k)).collect();
+        let mut argv: Vec<*mut raw::RedisModuleString> = owned.iter().map(|k| k.get().0).collect();
+        // SAFETY: fmt "v" takes an array of RedisModuleString pointers and its length; the
+        // strings (`owned`) outlive the call; the reply is freed once.
+        unsafe {
+            let reply = api!(RedisModule_Call)(
+                self.0,
+                c"EXISTS".as_ptr(),
+                c"v".as_ptr(),
+                argv.as_mut_ptr(),
+                argv.len(),
+            );
+            if reply.is_null() {
+                return false;
+            }
+            api!(RedisModule_FreeCallReply)(reply);
+            true
+        }
+    }
+
+    /// `CLUSTER NODES` as Redis prints it (`None` if refused).
+    pub fn cluster_nodes(self) -> Option<Vec<u8>> {
+        let sub = OwnedStr::new(b"NODES");
+        self.call_strings(c"CLUSTER", None, sub.get())?.pop()
+    }
+
     /// `check` run on the calling client's ACL user: true when the context has no user (the
     /// module's own timers and events) or the server lacks the user APIs or `has_check` (the
     /// check's own API); false for a user that no longer exists.

@@ -369,6 +369,11 @@ impl<H: Copy + Eq + Hash, R> Queues<H, R> {
         self.keys.get(id).map_or(0, |q| q.live)
     }
 
+    /// Keys with a queue (possibly idle, until forgotten).
+    pub fn key_count(&self) -> usize {
+        self.keys.len()
+    }
+
     /// Keys with waiters in database `db`, or in every database when `db` is `None`.
     pub fn ids(&self, db: Option<i32>) -> Vec<KeyId> {
         self.keys
