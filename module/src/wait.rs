@@ -420,8 +420,6 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
             s.watch(ctx, &id, at.saturating_add(1));
         }
     });
-    // In a cluster, its slot may leave this node while it waits.
-    crate::slotwatch::waiting(ctx);
 }
 
 /// Park the calling connection for the first `park_ms` of session request `handle`'s wait

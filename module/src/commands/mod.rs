@@ -14,7 +14,7 @@ use crate::core::store::Store;
 use crate::core::wait::Req;
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
-use crate::{config, sessions, wait};
+use crate::{config, sessions, slotwatch, wait};
 
 /// The session a request names, if any (before anything is written: an unknown session, or
 /// another user's, is an error, not a half-done acquire).
@@ -57,6 +57,10 @@ pub fn wait_or_nil(
         if config::deadlock_detection() {
             wait::check_deadlock(ctx, keys, &req)?;
         }
+    }
+    if waits {
+        // In a cluster, its slot may leave this node while it waits.
+        slotwatch::waiting(ctx);
     }
     match (w.wait, session) {
         (
