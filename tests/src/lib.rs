@@ -408,6 +408,24 @@ impl std::fmt::Display for ServerKind {
     }
 }
 
+/// A connection authenticated as ACL user `name`, created (or reset) on `s` through `admin`
+/// with `rules` and no password.
+pub fn acl_user(
+    s: &Server,
+    admin: &mut redis::Connection,
+    name: &str,
+    rules: &[&str],
+) -> redis::Connection {
+    let mut setuser = cmd!("ACL", "SETUSER", name, "reset", "on", "nopass");
+    for r in rules {
+        setuser.arg(*r);
+    }
+    assert_eq!(string(admin, &setuser), "OK");
+    let mut u = s.conn();
+    assert_eq!(string(&mut u, &cmd!("AUTH", name, "x")), "OK");
+    u
+}
+
 /// A field of `INFO <section>` as a string.
 pub fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> Option<String> {
     let info: String = redis::cmd("INFO").arg(section).query(conn).unwrap();

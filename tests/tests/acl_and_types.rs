@@ -15,27 +15,15 @@ fn server_version(c: &mut redis::Connection) -> ((u32, u32), bool) {
     (version, valkey)
 }
 
-/// A connection authenticated as `user` (created with `rules`, no password).
-fn user(s: &Server, c: &mut redis::Connection, name: &str, rules: &[&str]) -> redis::Connection {
-    let mut setuser = cmd!("ACL", "SETUSER", name, "reset", "on", "nopass");
-    for r in rules {
-        setuser.arg(*r);
-    }
-    assert_eq!(string(c, &setuser), "OK");
-    let mut u = s.conn();
-    assert_eq!(string(&mut u, &cmd!("AUTH", name, "x")), "OK");
-    u
-}
-
 #[test]
 fn acl_categories_follow_the_command_shape_where_the_server_supports_them() {
     let s = Server::start();
     let mut c = s.conn();
     let ((major, minor), valkey) = server_version(&mut c);
     let categories_supported = valkey || (major, minor) >= (7, 2);
-    let mut writer = user(&s, &mut c, "writer", &["~*", "+@write"]);
-    let mut reader = user(&s, &mut c, "reader", &["~*", "+@read"]);
-    let mut no_write = user(&s, &mut c, "nowrite", &["~*", "+@all", "-@write"]);
+    let mut writer = acl_user(&s, &mut c, "writer", &["~*", "+@write"]);
+    let mut reader = acl_user(&s, &mut c, "reader", &["~*", "+@read"]);
+    let mut no_write = acl_user(&s, &mut c, "nowrite", &["~*", "+@all", "-@write"]);
     let acquire = cmd!("RLOCK.ACQUIRE", "lk", "o", 30_000);
     if categories_supported {
         // As a native command: @write runs acquires and releases, @read runs INFO, and a
@@ -61,7 +49,7 @@ fn acl_categories_follow_the_command_shape_where_the_server_supports_them() {
 fn auxiliary_keys_are_written_only_when_the_user_may_write_them() {
     let s = Server::start();
     let mut c = s.conn();
-    let mut app = user(&s, &mut c, "app1", &["~app1:*", "+@all"]);
+    let mut app = acl_user(&s, &mut c, "app1", &["~app1:*", "+@all"]);
     // The fencing token lives in `redisson_lock_token:{app1:x}`, outside `app1:*`.
     let e = err(
         &mut app,
@@ -97,7 +85,7 @@ fn auxiliary_keys_are_written_only_when_the_user_may_write_them() {
     assert!(e.contains("{app1:z}:o:rwlock_timeout:1"), "{e}");
     assert!(!exists(&mut c, "app1:z"));
     // A user allowed the hash-tagged names too gets both.
-    let mut app2 = user(
+    let mut app2 = acl_user(
         &s,
         &mut c,
         "app2",

@@ -275,23 +275,11 @@ fn a_search_out_of_steps_admits_the_wait_and_is_counted() {
     assert_eq!(rlock_stat(&mut c, "deadlocks"), 1);
 }
 
-/// A connection authenticated as `user` (created with `rules`, no password).
-fn user(s: &Server, c: &mut redis::Connection, name: &str, rules: &[&str]) -> redis::Connection {
-    let mut setuser = cmd!("ACL", "SETUSER", name, "reset", "on", "nopass");
-    for r in rules {
-        setuser.arg(*r);
-    }
-    assert_eq!(string(c, &setuser), "OK");
-    let mut u = s.conn();
-    assert_eq!(string(&mut u, &cmd!("AUTH", name, "x")), "OK");
-    u
-}
-
 #[test]
 fn a_deadlock_error_names_only_keys_the_caller_may_read() {
     let s = Server::start();
     let mut c = s.conn();
-    let mut a_only = user(&s, &mut c, "a-only", &["~a:*", "+@all"]);
+    let mut a_only = acl_user(&s, &mut c, "a-only", &["~a:*", "+@all"]);
     open_session(&mut c, "d");
     // c1 (the limited user's owner) holds a:1; c2 holds b:payroll-secret and waits for a:1;
     // c3 holds a:2 and waits for b:payroll-secret. c1 waiting for a:2 closes

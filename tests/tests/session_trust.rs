@@ -11,23 +11,6 @@ use std::time::Duration;
 
 use rlock_tests::*;
 
-/// A connection authenticated as `name` (created with `rules`, no password).
-fn user(
-    s: &Server,
-    admin: &mut redis::Connection,
-    name: &str,
-    rules: &[&str],
-) -> redis::Connection {
-    let mut setuser = cmd!("ACL", "SETUSER", name, "reset", "on", "nopass");
-    for r in rules {
-        setuser.arg(*r);
-    }
-    assert_eq!(string(admin, &setuser), "OK");
-    let mut u = s.conn();
-    assert_eq!(string(&mut u, &cmd!("AUTH", name, "x")), "OK");
-    u
-}
-
 /// The outcomes of `RSESSION.READ`, each as its fields.
 fn read(c: &mut redis::Connection, session: &str, cursor: i64) -> Vec<Vec<Value>> {
     match raw(c, &cmd!("RSESSION.READ", session, cursor)) {
@@ -71,8 +54,8 @@ fn another_user_can_neither_see_nor_touch_a_session() {
     let s = Server::start();
     let mut admin = s.conn();
     // Both users may run every command on their own keys: only the session stands between them.
-    let mut bob = user(&s, &mut admin, "bob", &["+@all", "-acl", "~b:*"]);
-    let mut alice = user(&s, &mut admin, "alice", &["+@all", "-acl", "~a:*"]);
+    let mut bob = acl_user(&s, &mut admin, "bob", &["+@all", "-acl", "~b:*"]);
+    let mut alice = acl_user(&s, &mut admin, "alice", &["+@all", "-acl", "~a:*"]);
 
     assert_eq!(
         int(&mut bob, &cmd!("RLOCK.ACQUIRE", "b:x", "holder", 60_000)),
@@ -336,9 +319,9 @@ fn a_user_without_write_cannot_change_anyones_session() {
     if !ServerKind::of(&mut admin).acl_categories() {
         return; // Redis 7.0: no categories for module commands (the test above checks that)
     }
-    let mut bob = user(&s, &mut admin, "bob", &["+@all", "~*"]);
+    let mut bob = acl_user(&s, &mut admin, "bob", &["+@all", "~*"]);
     // (Not an administrator either: one may see every session, below.)
-    let mut ro = user(&s, &mut admin, "ro", &["+@all", "-@write", "-@admin", "~*"]);
+    let mut ro = acl_user(&s, &mut admin, "ro", &["+@all", "-@write", "-@admin", "~*"]);
     raw(&mut bob, &cmd!("RSESSION.OPEN", "bobsess", 60_000));
     for c in [
         cmd!("RSESSION.OPEN", "mine", 1000),
@@ -553,8 +536,8 @@ fn lost_outcomes_past_the_backlog_become_one_overflow() {
 fn sessions_per_user_and_name_length_are_bounded() {
     let s = Server::start();
     let mut admin = s.conn();
-    let mut a = user(&s, &mut admin, "a", &["+@all", "~*"]);
-    let mut b = user(&s, &mut admin, "b", &["+@all", "~*"]);
+    let mut a = acl_user(&s, &mut admin, "a", &["+@all", "~*"]);
+    let mut b = acl_user(&s, &mut admin, "b", &["+@all", "~*"]);
     assert_eq!(
         string(
             &mut admin,
