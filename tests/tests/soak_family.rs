@@ -275,7 +275,8 @@ impl Rec {
             Rec::Out => println!("VIOL {obj} {}", what.replace('\n', " | ")),
         }
     }
-    fn ambiguous(&self, permits: u64) {
+    fn ambiguous(&self, permits: u64, why: &str) {
+        self.count("semaphore", &format!("in-doubt-{why}"), permits);
         match self {
             Rec::Mem(sh) => {
                 sh.ambiguous_permits.fetch_add(permits, Ordering::Relaxed);
@@ -529,7 +530,7 @@ fn sync_sem_plain(rng: &mut Rng, rec: &Rec, client: &rlock::Client, who: &str) {
         Err(_) => {
             // Did it take the permits? Nobody can tell (the client does not send it again).
             rec.count("semaphore", "client-errors", 1);
-            return rec.ambiguous(n);
+            return rec.ambiguous(n, "acquire-error");
         }
     }
     rec.count("semaphore", "acquired", 1);
@@ -537,7 +538,7 @@ fn sync_sem_plain(rng: &mut Rng, rec: &Rec, client: &rlock::Client, who: &str) {
     let rel = now();
     if sem.release_many(n).is_err() {
         rec.count("semaphore", "client-errors", 1);
-        rec.ambiguous(n);
+        rec.ambiguous(n, "release-error");
     }
     rec.hold(Hold {
         obj: Obj::Sem,
@@ -783,7 +784,7 @@ async fn async_worker(id: String, client: rlock::Client, url: String, seed: u64,
                         // between may have kept it (then conservation allows for it).
                         rec.count("semaphore", "cancelled", 1);
                         if sh.fault_epoch.load(Ordering::SeqCst) != epoch {
-                            rec.ambiguous(n);
+                            rec.ambiguous(n, "cancel-under-fault");
                         }
                         continue;
                     }
@@ -799,7 +800,7 @@ async fn async_worker(id: String, client: rlock::Client, url: String, seed: u64,
                 }
                 Err(_) => {
                     rec.count("semaphore", "client-errors", 1);
-                    rec.ambiguous(n);
+                    rec.ambiguous(n, "acquire-error");
                     continue;
                 }
             }
@@ -808,7 +809,7 @@ async fn async_worker(id: String, client: rlock::Client, url: String, seed: u64,
             let rel = now();
             if sem.release_many(n).await.is_err() {
                 rec.count("semaphore", "client-errors", 1);
-                rec.ambiguous(n);
+                rec.ambiguous(n, "release-error");
             }
             rec.hold(Hold {
                 obj: Obj::Sem,
