@@ -2009,6 +2009,20 @@ fn spawn_child(url: &str, id: u64, seed: u64, sh: &Arc<Shared>) -> ChildProc {
     }
 }
 
+/// A child never outlives the test, even one that panics.
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Send a signal to a child; a child that already died (its pid not yet reaped, so not reused)
+/// just ignores it.
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) with a pid of our own unreaped child.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
 impl ChildProc {
     fn kill(&mut self) {
         let _ = self.child.kill();
@@ -2041,10 +2055,10 @@ fn child_faults(url: String, seed: u64, n: usize, sh: Arc<Shared>) {
             next_id += 1;
         } else {
             let pid = kids[i].child.id();
-            rlock_tests::signal(pid, "-STOP");
+            signal(pid, libc::SIGSTOP);
             count(&sh, "faults.child-sigstop-past-grace", 1);
             sleep_ms(CHILD_GRACE_MS + rng.range(300, 1000));
-            rlock_tests::signal(pid, "-CONT");
+            signal(pid, libc::SIGCONT);
         }
     }
     for k in &mut kids {
