@@ -51,12 +51,13 @@ clean:
 # Long runs of the robustness tests (CI runs short versions of the same tests in `make test`).
 
 # Soak: 32 clients with random kills for RLOCK_SOAK_SECS (default 600 s) under the invariant
-# checker, then the waiter-memory test at RLOCK_MEMORY_CYCLES (default 1,000,000) cycles.
+# checker, then the same time for every object at once under faults (soak_family), then the
+# waiter-memory test at RLOCK_MEMORY_CYCLES (default 1,000,000) cycles.
 soak: deps
 	cargo build --release -p rlock-module
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) RLOCK_SOAK_SECS=$${RLOCK_SOAK_SECS:-600} \
 	RLOCK_MEMORY_CYCLES=$${RLOCK_MEMORY_CYCLES:-1000000} \
-	cargo test --release -p rlock-tests --test soak --test memory -- --nocapture
+	cargo test --release -p rlock-tests --test soak --test soak_family --test memory -- --nocapture
 
 # Fuzz: the core's property tests with PROPTEST_CASES (default 100,000) cases each, then the
 # network fuzz against a live server for RLOCK_FUZZ_SECS (default 300 s).
