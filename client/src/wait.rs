@@ -29,7 +29,9 @@
 //! Only this file and `session/` know how a wait is carried, so objects implement [`Attempt`]
 //! and nothing else.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisError, RedisResult, Value};
@@ -243,14 +245,19 @@ async fn send_at<'a, A: Attempt>(
         park_ms: ctx.transport.park_ms(io),
     };
     wire::name_session(&mut cmd, &ticket.name, Some(queue));
+    let transport = &ctx.transport;
+    let to = addr.clone();
     let mut queued = Queued {
         ctx,
         a,
         io,
         ticket,
         armed: true,
+        sending: Mutex::new(Some(Box::pin(async move {
+            transport.send_at(io, &to, &cmd, asking).await
+        }))),
     };
-    match ctx.transport.send_at(io, addr, &cmd, asking).await {
+    match queued.sent().await {
         Ok(v) if wire::is_queued(&v) => Ok(Sent::Queued(queued)),
         Ok(v) => {
             queued.armed = false;
@@ -267,17 +274,35 @@ async fn send_at<'a, A: Attempt>(
     }
 }
 
+/// The acquire on its way: owned by [`Queued`], so that a caller who goes away while it is in
+/// flight does not take its reply with it.
+type Sending<'a> = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send + 'a>>;
+
 /// A request queued in a session. Dropped while armed (its caller went away), it is withdrawn
-/// before the drop returns, and a grant that came first is given back.
+/// before the drop returns, and a grant that came first is given back: the acquire's own reply
+/// included, when the caller went away while the acquire was in flight (a permit granted at
+/// once has no owner the server could be asked about: it was lost for good when that reply was
+/// dropped with the caller's future).
 struct Queued<'a, A: Attempt> {
     ctx: &'a Context,
     a: &'a A,
     io: Io,
     ticket: Ticket,
     armed: bool,
+    /// In a mutex only so that the wait's future stays `Sync` (it is never locked: every use
+    /// has `&mut self`).
+    sending: Mutex<Option<Sending<'a>>>,
 }
 
 impl<A: Attempt> Queued<'_, A> {
+    /// The acquire's reply.
+    async fn sent(&mut self) -> RedisResult<Value> {
+        let sending = self.sending.get_mut().unwrap_or_else(|e| e.into_inner());
+        let reply = sending.as_mut().expect("sent once").as_mut().await;
+        *sending = None;
+        reply
+    }
+
     fn addr(&self) -> &str {
         self.ticket.listener().addr()
     }
@@ -363,6 +388,24 @@ impl<A: Attempt> Drop for Queued<'_, A> {
         }
         let ctx = self.ctx;
         ctx.bg.block_on(async {
+            let sending = self.sending.get_mut().unwrap_or_else(|e| e.into_inner());
+            if let Some(sending) = sending.take() {
+                // The caller went away while the acquire was in flight: its reply decides.
+                match sending.await {
+                    Ok(v) if wire::is_queued(&v) => {} // queued: withdraw it, below
+                    Ok(v) => {
+                        if self.a.granted(&v) {
+                            tracing::debug!(
+                                key = self.a.key(),
+                                "rlock: an acquire was granted as its caller left; giving it back"
+                            );
+                            self.a.give_back_granted(ctx, &v).await;
+                        }
+                        return;
+                    }
+                    Err(_) => {} // unknown: withdraw, then ask the server, below
+                }
+            }
             let d = match self.ticket.try_outcome() {
                 Some(d) => d,
                 None => self.withdraw().await,

@@ -672,9 +672,9 @@ async fn async_worker(id: String, client: rlock::Client, url: String, seed: u64,
         let epoch = sh.fault_epoch.load(Ordering::SeqCst);
         let cmd_epoch = sh.cmd_epoch.load(Ordering::SeqCst);
         if (60..80).contains(&dice) && !sem_cancels() {
-            // Plain permits of a dropped acquire leak (client bug, see
-            // a_dropped_async_acquire_granted_at_once_gives_its_permits_back): not cancelled
-            // unless RLOCK_SOAK_SEM_CANCEL=1, so conservation stays checked exactly.
+            // Plain permits of a dropped acquire leaked before the client finished the acquire
+            // in flight (a_dropped_async_acquire_granted_at_once_gives_its_permits_back):
+            // cancels are on unless RLOCK_SOAK_SEM_CANCEL=0.
             cancel_after = None;
         }
         if dice < 60 {
@@ -1179,11 +1179,10 @@ fn redisson_worker(url: String, seed: u64, sh: Arc<Shared>) {
     }
 }
 
-/// `RLOCK_SOAK_SEM_CANCEL=1`: cancel async plain-permit acquires too (they leak permits until
-/// the client bug shown by a_dropped_async_acquire_granted_at_once_gives_its_permits_back is
-/// fixed).
+/// Whether async plain-permit acquires are cancelled too (`RLOCK_SOAK_SEM_CANCEL=0`: not).
 fn sem_cancels() -> bool {
-    std::env::var("RLOCK_SOAK_SEM_CANCEL").is_ok_and(|v| v == "1")
+    // On by default since the leak they found was fixed; `RLOCK_SOAK_SEM_CANCEL=0` turns them off.
+    std::env::var("RLOCK_SOAK_SEM_CANCEL").map_or(true, |v| v != "0")
 }
 
 /// When the run started (set first thing by the test).
@@ -2569,10 +2568,10 @@ fn soak_family_under_faults() {
 /// outcome comes within the response timeout (the dropping thread blocks that long), and
 /// `took_effect` cannot tell for an ownerless permit, so nothing is given back
 /// (`client/src/wait.rs`, `Drop for Queued`; `client/src/ops/semaphore.rs`, `took_effect`).
-/// A lock is safe (its `took_effect` asks whether the owner holds it); a leased permit comes
-/// back when its lease ends. Ignored until the client is fixed: `--ignored` runs it.
+/// A lock was safe (its `took_effect` asks whether the owner holds it); a leased permit came
+/// back when its lease ended. Fixed: the acquire in flight belongs to the wait, whose drop
+/// finishes it and gives back what its reply granted.
 #[test]
-#[ignore = "client bug: a dropped async plain-permit acquire granted at once leaks its permit"]
 fn a_dropped_async_acquire_granted_at_once_gives_its_permits_back() {
     let s = Server::start();
     let mut c = s.conn();
