@@ -2091,7 +2091,7 @@ mod many_readers_prop_tests {
             q.push(&id(), Waiter { handle: 1, serial: 1, req, deadline: None });
             let mut released = vec![false; READERS];
             let mut granted = false;
-            let mut serve_now = |m: &mut Mem, q: &mut Queues<u32, Req>, granted: &mut bool| {
+            let serve_now = |m: &mut Mem, q: &mut Queues<u32, Req>, granted: &mut bool| {
                 for o in serve(q, &id(), m).outcomes {
                     match o {
                         Outcome::Granted { .. } => *granted = true,
