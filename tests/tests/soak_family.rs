@@ -1794,7 +1794,7 @@ fn monitor(url: String, sh: Arc<Shared>) {
         p.cmd("HLEN").arg(LOCK);
         p.cmd("RLOCK.INFO").arg(LOCK);
         p.cmd("RSEM.AVAILABLE").arg(SEM);
-        p.cmd("RSEM.INFO").arg(SEM).arg("COUNT").arg(50);
+        p.cmd("RSEM.INFO").arg(SEM).arg("COUNT").arg(10_000);
         p.cmd("ZRANGE")
             .arg(&timeouts)
             .arg(0)
