@@ -231,20 +231,7 @@ impl RedisKeys {
         }
         let mut created: Vec<&[u8]> = Vec::new();
         for w in &decision.writes {
-            let key = match w {
-                Write::Del { key }
-                | Write::HSetInt { key, .. }
-                | Write::HSet { key, .. }
-                | Write::HDel { key, .. }
-                | Write::SetInt { key, .. }
-                | Write::PExpireAt { key, .. }
-                | Write::Incr { key }
-                | Write::IncrBy { key, .. }
-                | Write::ZAdd { key, .. }
-                | Write::ZRem { key, .. } => key,
-                Write::Publish { .. } | Write::PublishCount { .. } => continue,
-            };
-            if let Target::Aux(name) = key {
+            if let Some(Target::Aux(name)) = w.key() {
                 if !created.contains(&name.as_slice())
                     && crate::keys::same_slot(self.name.bytes(), name)
                     && Key::open_bytes(self.ctx, name, false).kind() == Kind::Empty
@@ -260,20 +247,8 @@ impl RedisKeys {
     /// by Redis (key positions); auxiliary keys are checked here, before anything is written.
     fn check_permissions(&self, decision: &Decision) -> Result<(), CmdError> {
         for w in &decision.writes {
-            let (key, delete) = match w {
-                Write::Del { key } => (key, true),
-                Write::HSetInt { key, .. }
-                | Write::HSet { key, .. }
-                | Write::HDel { key, .. }
-                | Write::SetInt { key, .. }
-                | Write::PExpireAt { key, .. }
-                | Write::Incr { key }
-                | Write::IncrBy { key, .. }
-                | Write::ZAdd { key, .. }
-                | Write::ZRem { key, .. } => (key, false),
-                Write::Publish { .. } | Write::PublishCount { .. } => continue,
-            };
-            if let Target::Aux(name) = key {
+            let delete = matches!(w, Write::Del { .. });
+            if let Some(Target::Aux(name)) = w.key() {
                 if !self.ctx.may_write_key(name, delete) {
                     return Err(CmdError::NoPerm(name.clone()));
                 }

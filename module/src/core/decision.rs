@@ -56,6 +56,25 @@ pub enum Write<'a> {
     },
 }
 
+impl Write<'_> {
+    /// The key the write changes (`None` for a publish).
+    pub fn key(&self) -> Option<&Target> {
+        match self {
+            Write::Del { key }
+            | Write::HSetInt { key, .. }
+            | Write::HSet { key, .. }
+            | Write::HDel { key, .. }
+            | Write::SetInt { key, .. }
+            | Write::PExpireAt { key, .. }
+            | Write::Incr { key }
+            | Write::IncrBy { key, .. }
+            | Write::ZAdd { key, .. }
+            | Write::ZRem { key, .. } => Some(key),
+            Write::Publish { .. } | Write::PublishCount { .. } => None,
+        }
+    }
+}
+
 /// The message a [`Write::PublishCount`] sends, given what its key reads as now: `None` when
 /// nothing is to be published.
 pub fn count_message(read: Int, positive_only: bool) -> Option<i64> {
