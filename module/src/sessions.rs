@@ -382,7 +382,7 @@ fn end(ctx: Ctx, id: u32) {
         }),
     );
     for e in sess.outcomes.drain() {
-        if let Some(g) = e.grant {
+        if let Some(g) = e.outcome.grant {
             undo_later(ctx, g);
         }
     }

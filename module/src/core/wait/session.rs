@@ -44,35 +44,31 @@ impl Kind {
 #[derive(Debug)]
 pub struct Entry<G> {
     pub seq: u64,
-    pub kind: Kind,
-    pub request: Option<u64>,
-    pub key: Option<Vec<u8>>,
-    /// The object kind's word (`lock`, `rwlock`, ...) for outcomes about an object.
-    pub object: Option<&'static str>,
-    pub value: Reply,
-    pub grant: Option<G>,
+    pub outcome: New<G>,
 }
 
 impl<G> Entry<G> {
     /// `[seq, kind, request, key, value, object]`, as `RSESSION.READ` shows it.
     pub fn show(&self) -> Reply {
+        let o = &self.outcome;
         Reply::Array(vec![
             Reply::Int(self.seq as i64),
-            Reply::Bulk(self.kind.word().as_bytes().to_vec()),
-            self.request.map_or(Reply::Nil, |r| Reply::Int(r as i64)),
-            Reply::bulk_or_nil(self.key.clone()),
-            self.value.clone(),
-            Reply::bulk_or_nil(self.object.map(|o| o.as_bytes().to_vec())),
+            Reply::Bulk(o.kind.word().as_bytes().to_vec()),
+            o.request.map_or(Reply::Nil, |r| Reply::Int(r as i64)),
+            Reply::bulk_or_nil(o.key.clone()),
+            o.value.clone(),
+            Reply::bulk_or_nil(o.object.map(|w| w.as_bytes().to_vec())),
         ])
     }
 }
 
-/// An outcome to append.
+/// An outcome, as appended.
 #[derive(Debug)]
 pub struct New<G> {
     pub kind: Kind,
     pub request: Option<u64>,
     pub key: Option<Vec<u8>>,
+    /// The object kind's word (`lock`, `rwlock`, ...) for outcomes about an object.
     pub object: Option<&'static str>,
     pub value: Reply,
     pub grant: Option<G>,
@@ -102,15 +98,7 @@ impl<G> Outcomes<G> {
     pub fn push(&mut self, e: New<G>) -> u64 {
         let seq = self.next;
         self.next += 1;
-        self.entries.push_back(Entry {
-            seq,
-            kind: e.kind,
-            request: e.request,
-            key: e.key,
-            object: e.object,
-            value: e.value,
-            grant: e.grant,
-        });
+        self.entries.push_back(Entry { seq, outcome: e });
         seq
     }
 
@@ -123,7 +111,11 @@ impl<G> Outcomes<G> {
             self.push(e);
             return true;
         }
-        if self.entries.back().is_none_or(|b| b.kind != Kind::Overflow) {
+        if self
+            .entries
+            .back()
+            .is_none_or(|b| b.outcome.kind != Kind::Overflow)
+        {
             self.push(New {
                 kind: Kind::Overflow,
                 request: None,
@@ -147,7 +139,7 @@ impl<G> Outcomes<G> {
                 .skip_while(|e| e.seq <= cursor)
                 .take(count)
                 .map(|e| {
-                    e.grant = None;
+                    e.outcome.grant = None;
                     e.show()
                 })
                 .collect(),
@@ -379,7 +371,7 @@ mod tests {
         assert_eq!(shown.len(), 2);
         // Read again from the same cursor (a listener that reconnected): still delivered.
         o.read(0, 1);
-        let undo: Vec<_> = o.drain().filter_map(|e| e.grant).collect();
+        let undo: Vec<_> = o.drain().filter_map(|e| e.outcome.grant).collect();
         assert_eq!(
             undo,
             vec!["g3"],
@@ -403,7 +395,7 @@ mod tests {
         for _ in 0..1000 {
             assert!(!o.push_lost(lost(), 2));
         }
-        let kinds: Vec<Kind> = o.after(0, 100).map(|e| e.kind).collect();
+        let kinds: Vec<Kind> = o.after(0, 100).map(|e| e.outcome.kind).collect();
         assert_eq!(kinds, vec![Kind::Lost, Kind::Lost, Kind::Overflow]);
         // A request's own outcome is never dropped.
         o.push(new(Kind::Granted, Some(5), Some("g5")));

@@ -293,7 +293,11 @@ impl Sim {
                 for r in queued {
                     self.queues.remove(r);
                 }
-                let undo: Vec<Grant> = self.outcomes.drain().filter_map(|e| e.grant).collect();
+                let undo: Vec<Grant> = self
+                    .outcomes
+                    .drain()
+                    .filter_map(|e| e.outcome.grant)
+                    .collect();
                 for (id, req, reply) in undo {
                     let mem = if id == sem_id() {
                         &mut self.sem
