@@ -23,8 +23,10 @@ use redis::Connection;
 const PROBES: u64 = 100;
 /// Largest per-call cost at the largest N over the smallest that counts as flat.
 const FLAT: f64 = 3.0;
-/// Server time allowed for closing a session with 100,000 queued requests (8.9 s before).
-const CLOSE_100K_MS: f64 = 250.0;
+/// Server time allowed for closing a session with 100,000 queued requests (issue 21's target;
+/// 8.9 s before the queues were indexed, 45–58 ms before a session's requests had their own
+/// table in the index).
+const CLOSE_100K_MS: f64 = 50.0;
 
 fn per_call(c: &mut Connection, command: &str) -> (f64, u64) {
     let (calls, usec) = commandstats(c).get(command).copied().unwrap_or((0, 0));

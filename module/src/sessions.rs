@@ -373,14 +373,7 @@ fn end(ctx: Ctx, id: u32) {
             }),
         );
     }
-    let queued = std::mem::take(&mut sess.queued);
-    wait::withdraw_all(
-        ctx,
-        queued.into_iter().map(|request| Handle::Session {
-            session: id,
-            request,
-        }),
-    );
+    wait::withdraw_session(ctx, id);
     for e in sess.outcomes.drain() {
         if let Some(g) = e.outcome.grant {
             undo_later(ctx, g);

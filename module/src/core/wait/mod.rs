@@ -13,7 +13,7 @@ mod session_model;
 pub mod timers;
 
 pub use pending::{Pending, Serve};
-pub use queue::{KeyId, Queues, Waiter};
+pub use queue::{Grouped, KeyId, Queues, Waiter};
 pub use serve::{serve, Io, Outcome, Req, Served};
 pub use timers::{TimerKey, Timers};
 

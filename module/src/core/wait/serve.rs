@@ -8,11 +8,10 @@
 //! Redis and the tests over the in-memory model.
 
 use super::pending::{Pending, Serve};
-use super::queue::{KeyId, Queues, Waiter};
+use super::queue::{Grouped, KeyId, Queues, Waiter};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::store::Store;
-use std::hash::Hash;
 
 /// How soon a queue is tried again when a grant had to wait for a write pause to end.
 pub const PAUSED_RETRY_MS: i64 = 10;
@@ -59,15 +58,11 @@ pub fn resolve(reply: Reply, token: Option<i64>) -> Reply {
     }
 }
 
-fn head<'q, H: Copy + Eq + Hash>(queues: &'q Queues<H, Req>, id: &KeyId) -> Option<&'q Req> {
+fn head<'q, H: Grouped>(queues: &'q Queues<H, Req>, id: &KeyId) -> Option<&'q Req> {
     queues.get(id)?.front().map(|w| &w.req)
 }
 
-pub fn serve<H: Copy + Eq + Hash>(
-    queues: &mut Queues<H, Req>,
-    id: &KeyId,
-    io: &mut dyn Io,
-) -> Served<H> {
+pub fn serve<H: Grouped>(queues: &mut Queues<H, Req>, id: &KeyId, io: &mut dyn Io) -> Served<H> {
     let mut outcomes = Vec::new();
     let mut after_tidy = None;
     if let Some(req) = head(queues, id) {
