@@ -526,19 +526,18 @@ pub fn withdraw(ctx: Ctx, handle: Handle) -> Option<ObjectKind> {
 /// one key one by one spent most of its time on cache misses in both. Their requests' memory
 /// is freed on later turns (`timers::free_later`).
 pub fn withdraw_session(ctx: Ctx, session: u32) {
-    // What is left to do once the waiters are out of the queues, kept small: the keys left
-    // (each once: in FIFO order a key's waiters mostly come one after another), the deadlines,
-    // and the handles that may have a parked connection to answer (none when nothing is parked).
-    let mut left: Vec<KeyId> = Vec::new();
+    // What is left to do once the waiters are out of the queues, kept small: the deadlines,
+    // the handles that may have a parked connection to answer (none when nothing is parked),
+    // the requests to free.
     let mut deadlines: Vec<TimerKey> = Vec::new();
     let mut parked: Vec<Handle> = Vec::new();
     let mut requests: Vec<Req> = Vec::new();
-    state(|s| {
+    let checks = state(|s| {
         let any_parked = !s.parked.is_empty();
         let mask = queue::bucket_mask(s.by_owner.capacity());
         let hasher = s.by_owner.hasher().clone();
         let mut owners: Vec<(u64, OwnerId, Handle)> = Vec::new();
-        s.queues.remove_group(Some(session), |id, waiter| {
+        let left = s.queues.remove_group(Some(session), |id, waiter| {
             if let Some(o) = waiter.req.owner() {
                 let oid = owner_id(id.db, o);
                 owners.push((hasher.hash_one(oid) & mask, oid, waiter.handle));
@@ -547,25 +546,23 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
                 parked.push(waiter.handle);
             }
             deadlines.extend(waiter.deadline);
-            if left.last() != Some(id) {
-                left.push(id.clone());
-            }
             requests.push(waiter.req);
         });
         s.unindex_many(owners);
+        // In the same borrow of the state: with 100,000 requests on as many keys, a borrow per
+        // key (a thread-local look-up each) took a sixth of the time.
+        let now = ctx.now_ms();
+        for id in &left.queued {
+            s.watch(ctx, id, now);
+        }
+        left.checks
     });
     timers::free_later(ctx, requests);
     for handle in parked {
         answer_queued(handle);
     }
-    for t in deadlines {
+    for t in deadlines.into_iter().chain(checks) {
         timers::cancel(t);
-    }
-    let mut seen: HashSet<KeyId> = HashSet::new();
-    for id in left {
-        if seen.insert(id.clone()) {
-            after_leaving(ctx, &id);
-        }
     }
 }
 

@@ -718,6 +718,81 @@ fn rsession_close_ends_a_session_at_once_as_expiry_would() {
     assert_eq!(int(&mut c, &cmd!("RSESSION.CLOSE", "app")), 0);
 }
 
+/// Ending a session hands every key it waited on to whoever waits behind its requests, also
+/// when its requests on one key were queued at different times (interleaved with its requests
+/// on other keys), and forgets the queues it leaves empty with their re-check jobs.
+#[test]
+fn closing_a_session_hands_each_key_it_waited_on_to_the_waiters_behind() {
+    const KEYS: i64 = 200;
+    let (s, mut c, _l) = start(60_000);
+    let mut other = Listener::open(&s, "other", 60_000);
+    let timers_before = rlock_stat(&mut c, "timer_jobs");
+    let rw = |key: &str, owner: &str, mode: &str, session: &str, req: i64| {
+        cmd!(
+            "RRWLOCK.ACQUIRE",
+            key,
+            owner,
+            mode,
+            60_000,
+            "SESSION",
+            session,
+            "QUEUE",
+            req,
+            0
+        )
+    };
+    for i in 0..KEYS {
+        let key = format!("rw{i}");
+        assert_eq!(
+            int(&mut c, &cmd!("RRWLOCK.ACQUIRE", &key, "r", "READ", 60_000)),
+            1
+        );
+        // app's writer first, then other's reader behind it (a reader waits behind a writer).
+        queued(&mut c, &rw(&key, &format!("w{i}"), "WRITE", "app", i));
+        queued(&mut c, &rw(&key, &format!("r{i}"), "READ", "other", i));
+        // Keys only app waits on: their queues end empty.
+        let lone = format!("lone{i}");
+        acquire(&mut c, &lone, "holder", 60_000);
+        queued(
+            &mut c,
+            &queue_cmd(&lone, &format!("q{i}"), 60_000, "app", 10_000 + i, 0),
+        );
+    }
+    // A second pass: app's requests on each key now come in two runs of its FIFO order.
+    for i in 0..KEYS {
+        let key = format!("rw{i}");
+        queued(
+            &mut c,
+            &rw(&key, &format!("x{i}"), "WRITE", "app", 20_000 + i),
+        );
+    }
+    assert_eq!(rlock_stat(&mut c, "waiters"), 4 * KEYS);
+    assert_eq!(int(&mut c, &cmd!("RSESSION.CLOSE", "app")), 1);
+    // Every reader of `other` was granted (its writer ahead left), in the same turn.
+    for i in 0..KEYS {
+        let h = hgetall(&mut c, &format!("rw{i}"));
+        assert_eq!(
+            (
+                h.get("mode").map(String::as_str),
+                h.get(&format!("r{i}")).map(String::as_str)
+            ),
+            (Some("read"), Some("1")),
+            "rw{i}: {h:?}"
+        );
+    }
+    let got = other.read_n(KEYS as usize);
+    assert!(got.iter().all(|o| o.kind == "granted"), "{got:?}");
+    assert_eq!(rlock_stat(&mut c, "waiters"), 0);
+    // Nothing left behind: no queue and no re-check job of one. The jobs left are app's
+    // expiry gone (-1), and per rw key the read holds' lease-end upkeep and other's watched
+    // hold.
+    assert_eq!(rlock_stat(&mut c, "session_requests"), 0);
+    assert_eq!(rlock_stat(&mut c, "session_holds_watched"), KEYS);
+    wait_until(Duration::from_secs(10), "timer jobs back", || {
+        rlock_stat(&mut c, "timer_jobs") == timers_before - 1 + 2 * KEYS
+    });
+}
+
 /// Child: the client process of `a_frozen_client_loses_its_requests_and_grants_to_the_next_waiter`.
 /// It queues two requests, then reads outcomes (BLOCK 100) and acknowledges each batch,
 /// printing what it got and `ACKED <seq>` when the acknowledgement succeeded, until an error.
