@@ -5,6 +5,7 @@
 
 use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
+use crate::core::fencing;
 use crate::core::store::{Int, Kind, Store, Target};
 use crate::core::wait::Io;
 use crate::ffi::ctx::IncrFailed;
@@ -33,7 +34,7 @@ impl Io for RedisKeys {
         let mut token = None;
         for w in &decision.writes {
             match w {
-                Write::Incr { key } => token = Some(self.incr(key)?),
+                Write::NextToken { key } => token = Some(self.next_token(key)?),
                 Write::HSetInt { key, field, value } => {
                     let value = IntStr::new(*value);
                     self.hset(key, field, value.get().bytes(), notify, |k, f| {
@@ -207,12 +208,24 @@ impl RedisKeys {
         }
     }
 
-    /// INCR through Redis itself (it keeps a TTL and rejects non-integers), then replicated.
-    fn incr(&self, key: &Target) -> Result<i64, CmdError> {
+    /// The next fencing token (`fencing::next_token`, at the server's clock) into the counter
+    /// `key`: INCRBY of the difference through Redis itself (it keeps a TTL, rejects
+    /// non-integers, raises the `incrby` event), replicated as that INCRBY, so a replica and
+    /// the AOF reach the same value.
+    fn next_token(&self, key: &Target) -> Result<i64, CmdError> {
+        let counter = match self.get_int(key) {
+            Int::Is(n) => n,
+            Int::NotInt => return Err(CmdError::CorruptToken),
+            Int::Absent => 0, // or not a string: INCRBY below refuses it
+        };
+        let token =
+            fencing::next_token(counter, self.ctx.now_ms()).ok_or(CmdError::CorruptToken)?;
+        let by = token.checked_sub(counter).ok_or(CmdError::CorruptToken)?;
         let name = self.name_of(key);
-        match self.ctx.incr(name) {
+        match self.ctx.incr_by(name, by) {
             Ok(t) => {
-                self.replicate(c"INCR", key, &[]);
+                debug_assert_eq!(t, token, "the counter read is the one INCRBY changed");
+                self.replicate(c"INCRBY", key, &[itoa::Buffer::new().format(by).as_bytes()]);
                 Ok(t)
             }
             Err(IncrFailed::WrongType) => Err(CmdError::WrongType),
@@ -266,7 +279,7 @@ impl RedisKeys {
                 Write::HSetInt { key, .. }
                 | Write::HSet { key, .. }
                 | Write::SetInt { key, .. }
-                | Write::Incr { key }
+                | Write::NextToken { key }
                 | Write::IncrBy { key, .. }
                 | Write::ZAdd { key, .. } => key,
                 _ => continue,

@@ -96,12 +96,12 @@ fn auxiliary_keys_are_written_only_when_the_user_may_write_them() {
             "+@all",
         ],
     );
-    assert_eq!(
+    assert!(
         int(
             &mut app2,
             &cmd!("RLOCK.ACQUIRE", "app2:x", "o", 30_000, "FENCE")
-        ),
-        1
+        ) > 1,
+        "a token"
     );
     assert_eq!(
         int(

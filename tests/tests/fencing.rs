@@ -2,6 +2,24 @@
 //! across acquires, re-entries, releases and hand-offs; nothing else touches the token key.
 
 use rlock_tests::*;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
+}
+
+/// Wait (a millisecond or two) until the clock passed the millisecond of `token`: a failover
+/// takes far longer (see `core/fencing.rs`).
+fn clock_past(token: i64) {
+    wait_until(
+        Duration::from_secs(1),
+        "the clock passes the token's ms",
+        || unix_ms() > token / 1_000,
+    );
+}
 
 fn token(c: &mut redis::Connection, key: &str) -> Option<i64> {
     match raw(c, &cmd!("GET", token_key(key))) {
@@ -107,14 +125,29 @@ fn acquires_without_fence_and_failed_acquires_do_not_touch_the_token() {
 fn token_continues_an_existing_counter_and_follows_the_naming_rule() {
     let s = Server::start();
     let mut c = s.conn();
-    // A counter left by an earlier Redisson RFencedLock.
+    // A counter left by an earlier Redisson RFencedLock, behind the clock term: the token is
+    // the clock term (unix ms × 1,000), and the counter holds it.
     assert_eq!(
         string(&mut c, &cmd!("SET", "redisson_lock_token:{lk}", 41)),
         "OK"
     );
+    let before = unix_ms() * 1_000;
+    let t = int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o1", 10_000, "FENCE"));
+    let after = unix_ms() * 1_000;
+    assert!((before..=after).contains(&t), "{before} <= {t} <= {after}");
+    assert_eq!(
+        string(&mut c, &cmd!("GET", "redisson_lock_token:{lk}")),
+        t.to_string()
+    );
+    // A counter ahead of the clock term goes on by one.
+    let ahead = after + 1_000_000_000;
+    assert_eq!(
+        string(&mut c, &cmd!("SET", "redisson_lock_token:{lk}", ahead)),
+        "OK"
+    );
     assert_eq!(
         int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o1", 10_000, "FENCE")),
-        42
+        ahead + 1
     );
 
     let t = int(
@@ -192,4 +225,67 @@ fn a_fence_waiter_whose_token_cannot_be_issued_is_skipped_for_the_next() {
     );
     assert_eq!(w2.reply_int(), 1);
     assert_eq!(hgetall(&mut c, "lk"), holder("w2", 1));
+}
+
+/// A replica promoted while its old primary goes on granting (asynchronous replication lost the
+/// last writes of the counter, or a split brain): its first token is larger than every token
+/// the old primary handed out, though its counter never saw them; and tokens replicate exactly.
+#[test]
+fn a_promoted_replica_never_repeats_a_token_its_counter_lost() {
+    let primary = Server::start();
+    let replica = Server::with(ServerOptions {
+        replica_of: Some(primary.port),
+        ..Default::default()
+    });
+    let (mut p, mut r) = (primary.conn(), replica.conn());
+    wait_until(Duration::from_secs(10), "replica link up", || {
+        info_field(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    let fence = |c: &mut redis::Connection, owner: &str| {
+        let t = int(c, &cmd!("RLOCK.ACQUIRE", "lk", owner, 60_000, "FENCE"));
+        assert_eq!(int(c, &cmd!("RLOCK.RELEASE", "lk", owner)), 0);
+        t
+    };
+    let t1 = fence(&mut p, "a");
+    assert!(int(&mut p, &cmd!("WAIT", 1, 5000)) >= 1);
+    assert_eq!(
+        token(&mut r, "lk"),
+        Some(t1),
+        "the replica holds the same counter"
+    );
+    // The replica is promoted; the old primary, not told, hands out more tokens.
+    assert_eq!(string(&mut r, &cmd!("REPLICAOF", "NO", "ONE")), "OK");
+    let mut lost = vec![];
+    for i in 0..20 {
+        lost.push(fence(&mut p, &format!("old{i}")));
+    }
+    assert_eq!(
+        token(&mut r, "lk"),
+        Some(t1),
+        "the new primary never saw them"
+    );
+    clock_past(*lost.last().unwrap());
+    let t2 = fence(&mut r, "b");
+    assert!(
+        lost.iter().all(|&t| t < t2),
+        "the new primary's token {t2} repeats or goes below {lost:?}"
+    );
+    // The counter lost again (deleted), on one node: still no repeat.
+    assert_eq!(int(&mut r, &cmd!("DEL", token_key("lk"))), 1);
+    clock_past(t2);
+    assert!(fence(&mut r, "c") > t2);
+    // Redisson's own script goes on from the counter by one.
+    let t3 = token(&mut r, "lk").unwrap();
+    assert_eq!(
+        int(
+            &mut r,
+            &cmd!(
+                "EVAL",
+                "return redis.call('incr', KEYS[1])",
+                1,
+                token_key("lk")
+            )
+        ),
+        t3 + 1
+    );
 }

@@ -267,7 +267,12 @@ fn a_free_lock_is_granted_at_once_in_one_round_trip() {
     assert_between("pttl", pttl(&mut c, "free"), 29_000, 30_000);
     let mut fenced = queue_cmd("fenced", "o1", 30_000, "app", 2, 5000);
     fenced.arg("FENCE");
-    assert_eq!(int(&mut c, &fenced), 1, "FENCE: the token");
+    let t = int(&mut c, &fenced);
+    assert_eq!(
+        string(&mut c, &cmd!("GET", token_key("fenced"))),
+        t.to_string(),
+        "FENCE: the token"
+    );
     let rw = cmd!(
         "RRWLOCK.ACQUIRE",
         "rw",
@@ -294,13 +299,16 @@ fn a_free_lock_is_granted_at_once_in_one_round_trip() {
 #[test]
 fn a_queued_request_is_granted_with_the_reply_a_blocked_waiter_gets() {
     let (s, mut c, mut l) = start(5000);
-    assert_eq!(
-        int(
-            &mut c,
-            &cmd!("RLOCK.ACQUIRE", "k", "holder", 30_000, "FENCE")
-        ),
-        1
+    let t0 = int(
+        &mut c,
+        &cmd!("RLOCK.ACQUIRE", "k", "holder", 30_000, "FENCE"),
     );
+    let token_now = |c: &mut redis::Connection| -> i64 {
+        string(c, &cmd!("GET", token_key("k")))
+            .parse()
+            .expect("a token")
+    };
+    assert_eq!(token_now(&mut c), t0);
 
     let mut q = queue_cmd("k", "o1", 20_000, "app", 7, 0);
     q.arg("FENCE");
@@ -317,6 +325,8 @@ fn a_queued_request_is_granted_with_the_reply_a_blocked_waiter_gets() {
     assert_eq!(hgetall(&mut c, "k"), holder("o1", 1));
     assert_between("pttl", pttl(&mut c, "k"), 19_000, 20_000);
     let got = l.read();
+    let t1 = token_now(&mut c);
+    assert!(t1 > t0);
     assert_eq!(
         got,
         vec![Outcome {
@@ -324,7 +334,7 @@ fn a_queued_request_is_granted_with_the_reply_a_blocked_waiter_gets() {
             kind: "granted".into(),
             request: Some(7),
             key: Some("k".into()),
-            value: Value::Int(2),
+            value: Value::Int(t1),
         }],
         "granted with the token a blocked FENCE waiter gets"
     );
@@ -340,7 +350,9 @@ fn a_queued_request_is_granted_with_the_reply_a_blocked_waiter_gets() {
     // The same grant to a blocked waiter, for comparison.
     let w = park(&s, &mut c, "k", "w", 20_000, &["FENCE"], 1);
     release(&mut c, "k", "o2");
-    assert_eq!(w.reply_int(), 3);
+    let t3 = w.reply_int();
+    assert!(t3 > t1);
+    assert_eq!(token_now(&mut c), t3);
     assert_eq!(rlock_stat(&mut c, "session_requests"), 0);
     assert_eq!(rlock_stat(&mut c, "handoffs"), 3);
 }
@@ -768,7 +780,9 @@ fn closing_a_session_hands_each_key_it_waited_on_to_the_waiters_behind() {
     }
     assert_eq!(rlock_stat(&mut c, "waiters"), 4 * KEYS);
     assert_eq!(int(&mut c, &cmd!("RSESSION.CLOSE", "app")), 1);
-    // Every reader of `other` was granted (its writer ahead left), in the same turn.
+    // Every reader of `other` is granted (its writer ahead left), on the server's next turn.
+    let got = other.read_n(KEYS as usize);
+    assert!(got.iter().all(|o| o.kind == "granted"), "{got:?}");
     for i in 0..KEYS {
         let h = hgetall(&mut c, &format!("rw{i}"));
         assert_eq!(
@@ -780,8 +794,6 @@ fn closing_a_session_hands_each_key_it_waited_on_to_the_waiters_behind() {
             "rw{i}: {h:?}"
         );
     }
-    let got = other.read_n(KEYS as usize);
-    assert!(got.iter().all(|o| o.kind == "granted"), "{got:?}");
     assert_eq!(rlock_stat(&mut c, "waiters"), 0);
     // Nothing left behind: no queue and no re-check job of one. The jobs left are app's
     // expiry gone (-1), and per rw key the read holds' lease-end upkeep and other's watched

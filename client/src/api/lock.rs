@@ -204,9 +204,11 @@ pub struct AsyncLock {
 /// A [`Lock`] that hands out fencing tokens: Redisson's `RFencedLock`.
 ///
 /// Every successful acquire, re-entry included and including the plain [`Lock`] methods
-/// reachable through `Deref`, increments the token counter `redisson_lock_token:{name}`; a token
-/// is greater than every token handed out before for this name. Give the token to the resource
-/// you protect so it can refuse a write from a holder whose lock already expired.
+/// reachable through `Deref`, takes the next token from the counter `redisson_lock_token:{name}`;
+/// a token is greater than every token handed out before for this name, also by a primary that
+/// failed over (tokens carry the server's clock: numbers around 1.8 × 10^15, see
+/// docs/operations.md, "Fencing tokens"). Give the token to the resource you protect so it can
+/// refuse a write from a holder whose lock already expired.
 ///
 /// Differences from Redisson, both deliberate fixes: the lease variant honours the lease, and
 /// [`FencedLock::try_lock_and_get_token`] makes one attempt (Redisson's waits forever).

@@ -30,9 +30,11 @@ pub enum Write<'a> {
     SetInt { key: Target, value: i64 },
     /// `PEXPIREAT key at`
     PExpireAt { key: Target, at: i64 },
-    /// `INCR key`. Its result is what [`Reply::Token`] stands for. Always first in a decision:
-    /// when it fails (the key is not an integer) nothing else has been written.
-    Incr { key: Target },
+    /// The lock's next fencing token into its counter `key` (see `fencing`): the counter plus
+    /// one, or the clock term if larger, written as `INCRBY key <difference>`. Its result is
+    /// what [`Reply::Token`] stands for. Always first in a decision: when it fails (the key is
+    /// not an integer) nothing else has been written.
+    NextToken { key: Target },
     /// `PUBLISH channel message` (SPUBLISH semantics in a cluster).
     Publish { channel: Vec<u8>, message: i64 },
     /// `INCRBY key by` on a string holding an integer (creates it at 0, keeps its TTL). The
@@ -66,7 +68,7 @@ impl Write<'_> {
             | Write::HDel { key, .. }
             | Write::SetInt { key, .. }
             | Write::PExpireAt { key, .. }
-            | Write::Incr { key }
+            | Write::NextToken { key }
             | Write::IncrBy { key, .. }
             | Write::ZAdd { key, .. }
             | Write::ZRem { key, .. } => Some(key),
@@ -92,7 +94,7 @@ pub enum Reply {
     Nil,
     /// A simple string (`+QUEUED`, `+OK`).
     Status(&'static str),
-    /// The value the decision's [`Write::Incr`] produced (a fencing token).
+    /// The value the decision's [`Write::NextToken`] produced (a fencing token).
     Token,
     Bulk(Vec<u8>),
     Array(Vec<Reply>),

@@ -115,7 +115,7 @@ pub enum Acquire<'a> {
 fn grant<'a>(name: &[u8], owner: &'a [u8], count: i64, at: i64, fence: bool) -> Decision<'a> {
     let mut writes = Vec::with_capacity(3);
     if fence {
-        writes.push(Write::Incr {
+        writes.push(Write::NextToken {
             key: Target::Aux(names::prefixed(names::FENCE_TOKEN, name)),
         });
     }
@@ -464,12 +464,20 @@ mod tests {
     #[test]
     fn fencing_tokens_increase() {
         let mut m = Mem::new(b"k");
-        for want in 1..=3 {
+        // The counter goes on within one millisecond of the clock, and jumps to the clock term
+        // when the clock passed it.
+        let first = m.now * super::super::fencing::PER_MS;
+        for want in [first, first + 1, first + 2] {
             let Acquire::Grant(d, _) = acquire(&m, b"a", 100, true, false).unwrap() else {
                 panic!()
             };
             assert_eq!(m.apply_ok(&d), Reply::Int(want));
         }
+        m.now += 1;
+        let Acquire::Grant(d, _) = acquire(&m, b"a", 100, true, false).unwrap() else {
+            panic!()
+        };
+        assert_eq!(m.apply_ok(&d), Reply::Int(m.now * 1_000));
         m.set_str(b"redisson_lock_token:{k}", b"nope");
         let Acquire::Grant(d, _) = acquire(&m, b"a", 100, true, false).unwrap() else {
             panic!()
@@ -477,7 +485,7 @@ mod tests {
         assert_eq!(m.apply(&d), Err(CmdError::CorruptToken));
         assert_eq!(
             m.hget_int(&Target::Main, b"a"),
-            Int::Is(3),
+            Int::Is(4),
             "nothing written"
         );
     }

@@ -224,7 +224,7 @@ impl Io for Mem {
         let mut token = None;
         for w in &d.writes {
             match w {
-                Write::Incr { key } => {
+                Write::NextToken { key } => {
                     let name = self.name(key);
                     let n = match self.live(&name) {
                         None => 0,
@@ -233,7 +233,8 @@ impl Io for Mem {
                         }
                         Some(_) => return Err(CmdError::WrongType),
                     };
-                    let n = n.checked_add(1).ok_or(CmdError::CorruptToken)?;
+                    let n =
+                        super::fencing::next_token(n, self.now).ok_or(CmdError::CorruptToken)?;
                     let at = self.live(&name).and_then(|e| e.1);
                     self.keys
                         .insert(name, (Value::Str(n.to_string().into_bytes()), at));

@@ -5,6 +5,7 @@
 pub mod args;
 pub mod decision;
 pub mod error;
+pub mod fencing;
 pub mod latch;
 pub mod lock;
 pub mod names;

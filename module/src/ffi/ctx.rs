@@ -172,14 +172,20 @@ impl Ctx {
             .pop()
     }
 
-    /// INCR `key` through Redis itself (keeps a TTL, creates at 0, rejects non-integers) without
-    /// propagating; the caller replicates.
-    pub fn incr(self, key: &[u8]) -> Result<i64, IncrFailed> {
+    /// INCRBY `key` `by` through Redis itself (keeps a TTL, creates at 0, rejects non-integers
+    /// and overflow) without propagating; the caller replicates.
+    pub fn incr_by(self, key: &[u8], by: i64) -> Result<i64, IncrFailed> {
         let key = OwnedStr::new(key);
-        // SAFETY: fmt "s" takes one RedisModuleString; the reply is freed below.
+        // SAFETY: fmt "sl" takes one RedisModuleString and one long long; the reply is freed
+        // below.
         unsafe {
-            let reply =
-                api!(RedisModule_Call)(self.0, c"INCR".as_ptr(), c"s".as_ptr(), key.get().0);
+            let reply = api!(RedisModule_Call)(
+                self.0,
+                c"INCRBY".as_ptr(),
+                c"sl".as_ptr(),
+                key.get().0,
+                by as std::ffi::c_longlong,
+            );
             if reply.is_null() {
                 // No reply: Redis refused to run the command and says why in errno (module.c,
                 // RM_Call), e.g. a key of a slot this node does not serve.
@@ -190,7 +196,7 @@ impl Ctx {
                     libc_errno::EROFS => "the cluster is down and read-only",
                     libc_errno::ENOSPC => "the server is out of memory",
                     libc_errno::ESPIPE => "the server is not accepting writes",
-                    _ => "the server refused the INCR",
+                    _ => "the server refused the INCRBY",
                 }));
             }
             let ty = api!(RedisModule_CallReplyType)(reply);
