@@ -31,6 +31,10 @@ const FENCE: Opt = Opt {
 pub fn parse_acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, CmdError> {
     args::arity(argv, |n| n >= 4, "rlock.acquire")?;
     args::owner(argv[2])?;
+    if argv[2] == names::RWLOCK_MODE {
+        // A lock held by `mode` would read as a read-write lock.
+        return Err(CmdError::ReservedOwner);
+    }
     let mut req = AcquireArgs {
         lease_ms: args::lease(argv[3])?,
         wait: WaitArgs::new(),
@@ -85,12 +89,23 @@ enum View {
 }
 
 fn view(store: &(impl Store + ?Sized), owner: &[u8]) -> View {
-    match store.kind(&Target::Main) {
+    match kind(store) {
         Kind::Empty => View::Free,
         Kind::Hash => View::Held {
             mine: store.hget_int(&Target::Main, owner),
         },
         _ => View::WrongType,
+    }
+}
+
+/// What the key holds, a read-write lock's hash counting as another kind (`Kind::Other`): the
+/// lock commands never read, change or delete it as a lock.
+fn kind(store: &(impl Store + ?Sized)) -> Kind {
+    match store.kind(&Target::Main) {
+        Kind::Hash if store.hget_int(&Target::Main, names::RWLOCK_MODE) != Int::Absent => {
+            Kind::Other
+        }
+        k => k,
     }
 }
 
@@ -228,7 +243,7 @@ pub fn renew(
 
 /// Delete the lock whoever holds it (never data that is not a lock): reply 1, or 0 when free.
 pub fn force_release(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError> {
-    match store.kind(&Target::Main) {
+    match kind(store) {
         Kind::Empty => Ok(Decision::reply(Reply::Int(0))),
         Kind::Hash => Ok(Decision::new(free(store.key_name()), Reply::Int(1))),
         _ => Err(CmdError::WrongType),
@@ -247,7 +262,7 @@ pub fn ttl_ms(store: &(impl Store + ?Sized), key: &Target, exists: bool) -> i64 
 
 /// `RLOCK.INFO`: owner, holds, ttl_ms, token, waiters, queue (`queue`: the waiters as shown).
 pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, CmdError> {
-    let kind = store.kind(&Target::Main);
+    let kind = kind(store);
     if !matches!(kind, Kind::Empty | Kind::Hash) {
         return Err(CmdError::WrongType);
     }
@@ -298,7 +313,7 @@ impl Pending for LockWait {
     }
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
-        match store.kind(&Target::Main) {
+        match kind(store) {
             Kind::Empty => match args::deadline(store.now(), self.lease_ms, "lease_ms") {
                 Ok(at) => Serve::Grant(grant(store.key_name(), &self.owner, 1, at, self.fence)),
                 Err(e) => Serve::Fail(e),
@@ -544,6 +559,33 @@ mod tests {
         );
         assert_eq!(m.apply_ok(&force_release(&m).unwrap()), Reply::Int(1));
         assert!(!m.exists(b"k"));
+    }
+
+    #[test]
+    fn a_read_write_locks_hash_is_another_kind() {
+        let mut m = Mem::new(b"k");
+        m.hset(b"k", b"mode", b"read");
+        m.hset(b"k", b"r", b"1");
+        assert_eq!(
+            acquire(&m, b"r", 100, false, false),
+            Err(CmdError::WrongType)
+        );
+        assert_eq!(release(&m, b"r").err(), Some(CmdError::WrongType));
+        assert_eq!(renew(&m, b"r", 100).err(), Some(CmdError::WrongType));
+        assert_eq!(force_release(&m), Err(CmdError::WrongType));
+        assert_eq!(info(&m, vec![]), Err(CmdError::WrongType));
+        let w = LockWait {
+            owner: b"w".as_slice().into(),
+            lease_ms: 50,
+            fence: false,
+        };
+        assert!(matches!(w.serve(&m), Serve::Fail(CmdError::WrongType)));
+        assert!(m.exists(b"k"), "never deleted");
+        assert_eq!(
+            parse_acquire(&[b"rlock.acquire", b"k", b"mode", b"100"]),
+            Err(CmdError::ReservedOwner),
+            "a lock held by `mode` would read as a read-write lock"
+        );
     }
 
     #[test]

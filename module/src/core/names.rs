@@ -9,6 +9,9 @@ pub const RWLOCK_CHANNEL: &str = "redisson_rwlock";
 /// The semaphore's channel (`RSemaphore` and `RPermitExpirableSemaphore` share it).
 pub const SEMAPHORE_CHANNEL: &str = "redisson_sc";
 const TIMEOUT_SUFFIX: &[u8] = b"timeout";
+/// The field that makes a hash a read-write lock (`read` or `write`); a lock's hash has only its
+/// owner's field. Each kind's commands refuse the other's hash (`WRONGTYPE`).
+pub const RWLOCK_MODE: &[u8] = b"mode";
 
 pub fn prefixed(prefix: &str, name: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + name.len() + 3);

@@ -20,7 +20,7 @@ use super::store::{Int, Kind, Store, Target};
 use super::wait::{Pending, Serve};
 use std::borrow::Cow;
 
-const MODE: &[u8] = b"mode";
+const MODE: &[u8] = names::RWLOCK_MODE;
 const WRITE_SUFFIX: &[u8] = b":write";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,8 +314,8 @@ pub fn acquire<'a>(
     }
     let held = |i: Int| matches!(i, Int::Is(n) if n > 0);
     match (mode, current) {
-        // A hash that is not a read-write lock (another object uses the key): wait for it.
-        (_, None) => Ok(Acquire::Busy),
+        // A hash that is not a read-write lock (a lock, or another hash): one kind per key.
+        (_, None) => Err(CmdError::WrongType),
         (Mode::Read, Some(Mode::Read)) => match reads {
             Int::Is(n) => Ok(Acquire::Grant(
                 read_grant(store, owner, next_count(n)?, at, false),
@@ -583,7 +583,7 @@ pub fn release<'a>(
         Kind::Hash => {}
         _ => return Err(CmdError::WrongType),
     }
-    let current = read_mode(store).ok_or(CmdError::NotOwner)?;
+    let current = read_mode(store).ok_or(CmdError::WrongType)?;
     let field: Cow<'a, [u8]> = match mode {
         Mode::Read => Cow::Borrowed(owner),
         Mode::Write => Cow::Owned(writer_field(owner)),
@@ -737,7 +737,7 @@ pub fn renew(
     }
     let h = holders(store);
     if h.mode.is_none() {
-        return Ok(Decision::reply(Reply::Int(0)));
+        return Err(CmdError::WrongType); // a lock, or another hash
     }
     let mut writes = Vec::new();
     let mut renewed = 0;
@@ -793,7 +793,7 @@ pub fn force_release(store: &(impl Store + ?Sized)) -> Result<Decision<'static>,
     let h = holders(store);
     if h.mode.is_none() {
         // Never delete data that is not a read-write lock.
-        return Ok(Decision::reply(Reply::Int(0)));
+        return Err(CmdError::WrongType);
     }
     Ok(Decision::new(free(store, &h), Reply::Int(1)))
 }
@@ -806,6 +806,9 @@ pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, C
         return Err(CmdError::WrongType);
     }
     let h = holders(store);
+    if kind == Kind::Hash && h.mode.is_none() {
+        return Err(CmdError::WrongType); // a lock, or another hash
+    }
     let readers = h
         .readers
         .iter()
@@ -1233,10 +1236,20 @@ mod tests {
         assert!(!m.exists(b"{rw}:a:rwlock_timeout:1"));
         assert!(!m.exists(b"{rw}:b:rwlock_timeout:1"));
         assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
-        // A plain lock's hash is not a read-write lock: left alone, and waited for.
+        // A plain lock's hash is not a read-write lock: left alone, WRONGTYPE for every command.
         m.hset(b"rw", b"owner", b"1");
-        assert_eq!(m.apply_ok(&force_release(&m).unwrap()), Reply::Int(0));
-        assert_eq!(take(&mut m, b"a", Mode::Read, 100), Reply::Nil);
+        assert_eq!(force_release(&m), Err(CmdError::WrongType));
+        assert_eq!(
+            acquire(&m, b"a", Mode::Read, 1, false, false),
+            Err(CmdError::WrongType)
+        );
+        assert_eq!(
+            release(&m, b"owner", Mode::Read).err(),
+            Some(CmdError::WrongType)
+        );
+        assert_eq!(renew(&m, b"owner", 100).err(), Some(CmdError::WrongType));
+        assert_eq!(info(&m, vec![]), Err(CmdError::WrongType));
+        assert!(m.exists(b"rw"));
         m.set_str(b"rw", b"x");
         assert_eq!(
             acquire(&m, b"a", Mode::Read, 1, false, false),

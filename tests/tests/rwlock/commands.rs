@@ -307,33 +307,47 @@ fn reserved_owners_are_refused() {
 }
 
 #[test]
-fn a_hash_that_is_not_a_read_write_lock_is_never_touched() {
+fn one_kind_per_key_the_lock_commands_and_the_read_write_lock_commands_refuse_each_others_hash() {
     let s = Server::start();
     let mut c = s.conn();
-    // An RLOCK lock on the same name: a hash without `mode`.
+    let wrongtype = "WRONGTYPE Operation against a key holding the wrong kind of value";
+    // A lock (`RLOCK`, or Redisson's RLock): a hash without `mode`.
     assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "k", "o", 10_000)), 1);
     let before = snapshot(&mut c);
-    assert_eq!(acquire(&mut c, "k", "o", "READ", 1_000), Value::Nil, "busy");
-    assert_eq!(
-        acquire(&mut c, "k", "o", "WRITE", 1_000),
-        Value::Nil,
-        "busy"
-    );
-    assert_eq!(
-        err(&mut c, &cmd!("RRWLOCK.RELEASE", "k", "o", "READ")),
-        "NOTOWNER lock is not held by this owner"
-    );
-    assert_eq!(int(&mut c, &cmd!("RRWLOCK.RENEW", "k", "o", 1_000)), 0);
-    assert_eq!(int(&mut c, &cmd!("RRWLOCK.FORCERELEASE", "k")), 0);
+    for command in [
+        cmd!("RRWLOCK.ACQUIRE", "k", "o", "READ", 1_000),
+        cmd!("RRWLOCK.ACQUIRE", "k", "w", "WRITE", 1_000, "BLOCK", 1_000),
+        cmd!("RRWLOCK.RELEASE", "k", "o", "READ"),
+        cmd!("RRWLOCK.RENEW", "k", "o", 1_000),
+        cmd!("RRWLOCK.FORCERELEASE", "k"),
+        cmd!("RRWLOCK.INFO", "k"),
+    ] {
+        assert_eq!(err(&mut c, &command), wrongtype, "{}", show(&command));
+    }
     assert_same_data("a lock's hash", &before, &snapshot(&mut c), 50);
-    // A waiter for it is granted once the hash goes.
-    let w = park_rw(&s, &mut c, "k", "w", "WRITE", 5_000, 1);
     assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "k", "o")), 0);
-    assert_eq!(w.reply_int(), 1);
+
+    // A read-write lock: a hash with `mode`, and a lease key per read hold.
+    assert_eq!(acquire(&mut c, "rw", "r", "READ", 10_000), Value::Int(1));
+    let before = snapshot(&mut c);
+    for command in [
+        cmd!("RLOCK.ACQUIRE", "rw", "r", 1_000),
+        cmd!("RLOCK.ACQUIRE", "rw", "x", 1_000, "BLOCK", 1_000),
+        cmd!("RLOCK.RELEASE", "rw", "r"),
+        cmd!("RLOCK.RENEW", "rw", "r", 1_000),
+        cmd!("RLOCK.FORCERELEASE", "rw"),
+        cmd!("RLOCK.INFO", "rw"),
+    ] {
+        assert_eq!(err(&mut c, &command), wrongtype, "{}", show(&command));
+    }
+    assert_same_data("a read-write lock's hash", &before, &snapshot(&mut c), 50);
+    assert!(exists(&mut c, "{rw}:r:rwlock_timeout:1"));
+    // `mode` cannot hold a lock: its field would make the lock read as a read-write lock.
     assert_eq!(
-        fields(&mut c, "k"),
-        pairs(&[("mode", "write"), ("w:write", "1")])
+        err(&mut c, &cmd!("RLOCK.ACQUIRE", "m", "mode", 1_000)),
+        "ERR owner must not be 'mode' or end in ':write' (Redisson's read-write lock fields)"
     );
+    assert!(!exists(&mut c, "m"));
 }
 
 #[test]
