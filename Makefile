@@ -3,7 +3,7 @@ SHELL := /bin/bash
 MODULE := target/release/librlock_module.so
 PORT ?= $(shell awk '$$1=="port"{print $$2}' redis.conf)
 
-.PHONY: deps build run test matrix bench bench-quick soak fuzz clean
+.PHONY: deps build run test matrix bench bench-quick soak torture fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -58,6 +58,13 @@ soak: deps
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) RLOCK_SOAK_SECS=$${RLOCK_SOAK_SECS:-600} \
 	RLOCK_MEMORY_CYCLES=$${RLOCK_MEMORY_CYCLES:-1000000} \
 	cargo test --release -p rlock-tests --test soak --test soak_family --test memory -- --nocapture
+
+# Torture: RLOCK_TORTURE_SECS (default 600) of failovers on a cluster with fenced-lock clients,
+# half without and half with replica sync; each half prints its report.
+torture: deps
+	cargo build --release -p rlock-module
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) RLOCK_TORTURE_SECS=$${RLOCK_TORTURE_SECS:-600} \
+	cargo test --release -p rlock-tests --test torture_cluster -- --nocapture
 
 # Fuzz: the core's property tests with PROPTEST_CASES (default 100,000) cases each, then the
 # network fuzz against a live server for RLOCK_FUZZ_SECS (default 300 s).

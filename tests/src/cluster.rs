@@ -27,7 +27,7 @@ const CONVERGE: Duration = Duration::from_secs(30);
 
 /// Start one cluster-enabled node (retrying with fresh ports: the probed port or bus port may be
 /// taken by the time redis binds it).
-fn start_node() -> Server {
+fn start_node(node_timeout_ms: u64) -> Server {
     let mut last = String::new();
     for _ in 0..8 {
         let bus = crate::free_port();
@@ -40,7 +40,7 @@ fn start_node() -> Server {
                 "--cluster-port".into(),
                 bus.to_string(),
                 "--cluster-node-timeout".into(),
-                "5000".into(),
+                node_timeout_ms.to_string(),
             ],
             ..ServerOptions::default()
         };
@@ -55,17 +55,23 @@ fn start_node() -> Server {
 impl Cluster {
     /// Three masters, no replicas.
     pub fn start() -> Cluster {
-        Cluster::create(false)
+        Cluster::create(false, 5000)
     }
 
     /// Three masters with one replica each.
     pub fn with_replicas() -> Cluster {
-        Cluster::create(true)
+        Cluster::create(true, 5000)
     }
 
-    fn create(replicas: bool) -> Cluster {
+    /// Three masters with one replica each, failing over after `node_timeout_ms` without a
+    /// master (`cluster-node-timeout`; 5,000 otherwise).
+    pub fn with_replicas_and_node_timeout(node_timeout_ms: u64) -> Cluster {
+        Cluster::create(true, node_timeout_ms)
+    }
+
+    fn create(replicas: bool, node_timeout_ms: u64) -> Cluster {
         let n = if replicas { 6 } else { 3 };
-        let nodes: Vec<Server> = (0..n).map(|_| start_node()).collect();
+        let nodes: Vec<Server> = (0..n).map(|_| start_node(node_timeout_ms)).collect();
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
         args.extend(nodes.iter().map(|s| format!("127.0.0.1:{}", s.port)));
         if replicas {

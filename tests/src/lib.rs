@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub mod cluster;
 mod metadata;
 mod rwlock;
+pub mod torture;
 
 pub use metadata::{assert_command_info, command_docs, map_field, strings};
 pub use rwlock::{park_rw, rw_info, rwlock_channel, rwlock_hold, RwInfo};
@@ -284,7 +285,7 @@ impl Server {
         redis::Client::open(self.url()).unwrap()
     }
 
-    fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+    pub fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
         self.client()
             .get_connection_with_timeout(Duration::from_secs(2))
     }
