@@ -130,7 +130,7 @@ pub fn in_turn<C, T>(
     raw: impl FnOnce(&mut C) -> T,
     client: impl FnOnce(&mut C) -> T,
 ) -> (T, T) {
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         let r = raw(cx);
         (r, client(cx))
     } else {

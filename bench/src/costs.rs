@@ -224,7 +224,8 @@ pub fn run(b: &Bench, r: &mut Report) {
     let figures: Vec<Figures> = sizes.iter().map(|n| measure(&mut c, *n)).collect();
     config(&mut c, "rlock.session-max-queued", "100000");
 
-    let rows: [(&str, fn(&Figures) -> f64); 7] = [
+    type Row = (&'static str, fn(&Figures) -> f64);
+    let rows: [Row; 7] = [
         ("RSESSION.CLOSE, per queued request", |f| {
             f.close_per_request
         }),

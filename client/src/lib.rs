@@ -325,6 +325,7 @@
 //! Performance: see [`performance`].
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod api;
 mod client;

@@ -1822,10 +1822,8 @@ fn monitor(url: String, sh: Arc<Shared>) {
                     rec.bad("rwlock", format!("write mode with {fields:?}"));
                 }
             }
-            Some("read") => {
-                if fields.keys().any(|k| k.ends_with(":write")) {
-                    rec.bad("rwlock", format!("read mode with a writer: {fields:?}"));
-                }
+            Some("read") if fields.keys().any(|k| k.ends_with(":write")) => {
+                rec.bad("rwlock", format!("read mode with a writer: {fields:?}"));
             }
             _ => {}
         }

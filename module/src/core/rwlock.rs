@@ -1469,7 +1469,7 @@ mod prop_tests {
                     } else {
                         owner.clone()
                     };
-                    let had_field = matches!(self.mem.hash(b"rw").get(&field), Some(_));
+                    let had_field = self.mem.hash(b"rw").contains_key(&field);
                     let held = self
                         .holders()
                         .iter()
@@ -2082,7 +2082,7 @@ mod many_readers_prop_tests {
     }
 
     fn writer_holds(m: &Mem) -> bool {
-        m.hash(b"rw").get(&b"w:write"[..]).is_some()
+        m.hash(b"rw").contains_key(&b"w:write"[..])
     }
 
     proptest! {
@@ -2102,7 +2102,7 @@ mod many_readers_prop_tests {
             let mut q: Queues<u32, Req> = Queues::default();
             let req: Req = std::rc::Rc::new(RwWait { owner: b"w".to_vec().into(), mode: Mode::Write, lease_ms: 60_000 });
             q.push(&id(), Waiter { handle: 1, serial: 1, req, deadline: None });
-            let mut released = vec![false; READERS];
+            let mut released = [false; READERS];
             let mut granted = false;
             let serve_now = |m: &mut Mem, q: &mut Queues<u32, Req>, granted: &mut bool| {
                 for o in serve(q, &id(), m).outcomes {

@@ -131,10 +131,10 @@ unsafe extern "C" fn on_keyspace(
     event: *const c_char,
     key: *mut RedisModuleString,
 ) -> c_int {
-    // SAFETY: Redis passes a NUL-terminated event name valid for this call.
     let event = if event.is_null() {
         &[][..]
     } else {
+        // SAFETY: Redis passes a NUL-terminated event name valid for this call.
         unsafe { CStr::from_ptr(event) }.to_bytes()
     };
     // Decide `inside` before `guarded` sets it: an event raised by rlock's own writes arrives
@@ -150,7 +150,7 @@ unsafe extern "C" fn on_server_event(
     sub: u64,
     data: *mut c_void,
 ) {
-    // SAFETY (each arm): Redis documents the data type of each event; it is valid for this call.
+    // SAFETY: (each arm) Redis documents the data type of each event; it is valid for this call.
     let e = unsafe {
         match event.id {
             raw::REDISMODULE_EVENT_FLUSHDB if sub == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {

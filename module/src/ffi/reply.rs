@@ -6,14 +6,15 @@ use crate::core::decision::Reply;
 
 impl Ctx {
     pub fn reply(self, reply: &Reply) {
-        // SAFETY (all calls below): a command or reply-callback ctx; aggregate lengths are
+        // SAFETY: (all calls below) a command or reply-callback ctx; aggregate lengths are
         // announced before exactly that many elements are written.
         unsafe {
             match reply {
                 Reply::Int(n) => {
                     api!(RedisModule_ReplyWithLongLong)(self.0, *n);
                 }
-                // A token that no Incr produced cannot reach a client; nil is the safe reading.
+                // A token that no NextToken produced cannot reach a client; nil is the safe
+                // reading.
                 Reply::Nil | Reply::Token => {
                     api!(RedisModule_ReplyWithNull)(self.0);
                 }

@@ -44,7 +44,7 @@ fn shrink_deque<T>(q: &mut VecDeque<T>) {
 }
 
 /// A queue's identity: database number and key bytes.
-#[derive(Debug, Clone, Eq, Hash)]
+#[derive(Debug, Clone, Eq)]
 pub struct KeyId {
     pub db: i32,
     pub key: Rc<[u8]>,
@@ -55,6 +55,14 @@ pub struct KeyId {
 impl PartialEq for KeyId {
     fn eq(&self, other: &KeyId) -> bool {
         self.db == other.db && (Rc::ptr_eq(&self.key, &other.key) || self.key == other.key)
+    }
+}
+
+/// Hashes what `eq` compares: the database and the key bytes.
+impl Hash for KeyId {
+    fn hash<S: std::hash::Hasher>(&self, state: &mut S) {
+        self.db.hash(state);
+        self.key.hash(state);
     }
 }
 
@@ -646,12 +654,12 @@ mod group_tests {
             let touched: Vec<usize> = model.iter().filter(|(h, _)| h.0 == gone).map(|(_, k)| *k).collect();
             model.retain(|(h, _)| h.0 != gone);
             // A queue the group emptied is forgotten; one that keeps waiters is named, once.
-            for key in 0..ids.len() {
+            for (key, id) in ids.iter().enumerate() {
                 let waiters = model.iter().any(|(_, k)| *k == key);
-                let named = left.queued.iter().filter(|id| **id == ids[key]).count();
+                let named = left.queued.iter().filter(|q| *q == id).count();
                 if touched.contains(&key) {
                     prop_assert_eq!(named, waiters as usize);
-                    prop_assert_eq!(q.get(&ids[key]).is_some(), waiters);
+                    prop_assert_eq!(q.get(id).is_some(), waiters);
                 } else {
                     prop_assert_eq!(named, 0);
                 }
