@@ -130,11 +130,26 @@ fn the_documented_acl_example_covers_every_auxiliary_key() {
     }
     assert_eq!(string(&mut c, &setuser), "OK", "{line}");
     let mut app = s.conn();
-    let password = line.split_whitespace().find_map(|w| w.strip_prefix('>')).unwrap();
+    let password = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('>'))
+        .unwrap();
     assert_eq!(string(&mut app, &cmd!("AUTH", "app1", password)), "OK");
     let all_objects = |u: &mut redis::Connection, prefix: &str| {
-        let fence = cmd!("RLOCK.ACQUIRE", format!("{prefix}lock"), "o", 30_000, "FENCE");
-        let read = cmd!("RRWLOCK.ACQUIRE", format!("{prefix}rw"), "o", "READ", 30_000);
+        let fence = cmd!(
+            "RLOCK.ACQUIRE",
+            format!("{prefix}lock"),
+            "o",
+            30_000,
+            "FENCE"
+        );
+        let read = cmd!(
+            "RRWLOCK.ACQUIRE",
+            format!("{prefix}rw"),
+            "o",
+            "READ",
+            30_000
+        );
         let lease = cmd!("RSEM.ACQUIRE", format!("{prefix}pool"), "LEASE", 30_000);
         let pool = format!("{prefix}pool");
         assert_eq!(int(u, &cmd!("RSEM.ADDPERMITS", &pool, 1)), 1);

@@ -18,7 +18,10 @@ fn documented(file: &str) -> BTreeMap<String, (String, String)> {
         let [_, name, default, range, _, _] = cells[..] else {
             continue;
         };
-        let Some(name) = name.strip_prefix("`rlock.").and_then(|n| n.strip_suffix('`')) else {
+        let Some(name) = name
+            .strip_prefix("`rlock.")
+            .and_then(|n| n.strip_suffix('`'))
+        else {
             continue;
         };
         rows.insert(

@@ -187,12 +187,27 @@ fn a_wait_ended_by_a_demotion_counts_as_an_error() {
     let s = Server::start();
     let new_master = Server::start();
     let mut c = s.conn();
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 60_000)), 1);
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 60_000)),
+        1
+    );
     let blocked = park(&s, &mut c, "lk", "w1", 30_000, &[], 1);
     raw(&mut c, &cmd!("RSESSION.OPEN", "app", 10_000));
     let parked = Pending::send(
         &s,
-        &cmd!("RLOCK.ACQUIRE", "lk", "w2", 30_000, "SESSION", "app", "QUEUE", 1, 0, "BLOCK", 0),
+        &cmd!(
+            "RLOCK.ACQUIRE",
+            "lk",
+            "w2",
+            30_000,
+            "SESSION",
+            "app",
+            "QUEUE",
+            1,
+            0,
+            "BLOCK",
+            0
+        ),
     );
     wait_blocked(&mut c, 2);
     moves(

@@ -216,7 +216,10 @@ impl<'a> Replay<'a> {
     /// The reply of the oldest command still waiting, shown at `line`.
     fn reply(&mut self, line: usize, shown: &[Shown]) {
         let Some(w) = self.waiting.pop_front() else {
-            self.fail(line, "a reply is shown here, but no command is waiting".into());
+            self.fail(
+                line,
+                "a reply is shown here, but no command is waiting".into(),
+            );
             return;
         };
         match w.pending.outcome_within(margin(Duration::from_secs(10))) {

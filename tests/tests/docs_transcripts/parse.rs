@@ -55,8 +55,7 @@ fn prompt_command(line: &str) -> Option<&str> {
     let rest = line.strip_prefix(PROMPT)?;
     let gt = rest.find("> ")?;
     let between = &rest[..gt];
-    let ok = between.is_empty()
-        || between.chars().all(|c| "[]()TX0123456789".contains(c));
+    let ok = between.is_empty() || between.chars().all(|c| "[]()TX0123456789".contains(c));
     ok.then(|| rest[gt + 2..].trim())
 }
 
@@ -167,7 +166,9 @@ pub fn page(file: &str, text: &str) -> Result<Vec<Section>, String> {
         let at = format!("{file}:{}", i + 1);
         if line.starts_with('#') {
             if reply_next.is_some() || skip_next {
-                return Err(format!("{at}: a directive before this heading names no block"));
+                return Err(format!(
+                    "{at}: a directive before this heading names no block"
+                ));
             }
             let done = std::mem::take(&mut current);
             if !done.steps.is_empty() || done.continues {

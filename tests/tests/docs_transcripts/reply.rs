@@ -97,8 +97,11 @@ fn split(line: &str) -> (&str, &str) {
 /// Masking rule 1: a time or a token (see `main.rs`).
 fn close_enough(shown: &str, real: &str) -> bool {
     let (Some(s), Some(r)) = (
-        shown.strip_prefix("(integer) ").and_then(|n| n.parse::<i64>().ok()),
-        real.strip_prefix("(integer) ").and_then(|n| n.parse::<i64>().ok()),
+        shown
+            .strip_prefix("(integer) ")
+            .and_then(|n| n.parse::<i64>().ok()),
+        real.strip_prefix("(integer) ")
+            .and_then(|n| n.parse::<i64>().ok()),
     ) else {
         return false;
     };
@@ -167,20 +170,45 @@ mod tests {
     fn masks_only_what_the_rules_say() {
         let mut b = Bindings::default();
         // Rule 1: within a quarter of the value shown, for values of 1000 and above only.
-        assert_eq!(compare(&s(&["(integer) 29685"]), &s(&["(integer) 29999"]), &mut b), None);
-        assert_eq!(compare(&s(&["(integer) 29685"]), &s(&["(integer) 60000"]), &mut b), Some(0));
-        assert_eq!(compare(&s(&["(integer) 2"]), &s(&["(integer) 3"]), &mut b), Some(0));
-        assert_eq!(compare(&s(&["(integer) -1"]), &s(&["(integer) -2"]), &mut b), Some(0));
+        assert_eq!(
+            compare(&s(&["(integer) 29685"]), &s(&["(integer) 29999"]), &mut b),
+            None
+        );
+        assert_eq!(
+            compare(&s(&["(integer) 29685"]), &s(&["(integer) 60000"]), &mut b),
+            Some(0)
+        );
+        assert_eq!(
+            compare(&s(&["(integer) 2"]), &s(&["(integer) 3"]), &mut b),
+            Some(0)
+        );
+        assert_eq!(
+            compare(&s(&["(integer) -1"]), &s(&["(integer) -2"]), &mut b),
+            Some(0)
+        );
         // Rule 2: a permit id is bound once, then must be the same.
         let shown = "\"7034183b6982aae9385b7798796c1ef5\"";
         let real = "\"00000000000000000000000000000001\"";
-        assert_eq!(compare(&s(&[&format!("1) {shown}")]), &s(&[&format!("1) {real}")]), &mut b), None);
+        assert_eq!(
+            compare(
+                &s(&[&format!("1) {shown}")]),
+                &s(&[&format!("1) {real}")]),
+                &mut b
+            ),
+            None
+        );
         let later = b.apply(shown);
         assert_eq!(later, real);
         let other = "\"00000000000000000000000000000002\"";
         assert_eq!(compare(&s(&[&later]), &s(&[other]), &mut b), Some(0));
         // Indexes and lengths are never masked.
-        assert_eq!(compare(&s(&["1) (nil)"]), &s(&["2) (nil)"]), &mut b), Some(0));
-        assert_eq!(compare(&s(&["(nil)"]), &s(&["(nil)", "(nil)"]), &mut b), Some(1));
+        assert_eq!(
+            compare(&s(&["1) (nil)"]), &s(&["2) (nil)"]), &mut b),
+            Some(0)
+        );
+        assert_eq!(
+            compare(&s(&["(nil)"]), &s(&["(nil)", "(nil)"]), &mut b),
+            Some(1)
+        );
     }
 }
