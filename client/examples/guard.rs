@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 fn main() -> rlock::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    // A 3 s watchdog renews every second, so a loss is noticed within about a second.
+    // A 3 s watchdog renews every second; a loss is not left to the next renewal: the server
+    // pushes it through the client's session within milliseconds.
     let client = rlock::Client::builder()
         .url(url.clone())
         .watchdog_timeout(Duration::from_secs(3))
@@ -47,8 +48,8 @@ fn main() -> rlock::Result<()> {
     );
 
     // Lost-lock detection: an operator (here a second client, on its own connection)
-    // force-releases the lock while we hold it. The watchdog's next renewal finds it gone and
-    // the guard says so: stop working, someone else may hold the lock now.
+    // force-releases the lock while we hold it. The server tells the client's session at once
+    // and the guard says so: stop working, someone else may hold the lock now.
     let operator = rlock::Client::open(url)?;
     let g = lock.guard()?;
     println!("holding; lost: {}", g.is_lost());

@@ -6,6 +6,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 /// The longest grace period a session may ask for: how long its queued requests and
 /// unacknowledged grants outlive its listener.
 pub static SESSION_MAX_GRACE_MS: AtomicI64 = AtomicI64::new(60_000);
+/// The least `session-max-grace-ms` may be set to. At 0 every `RSESSION.OPEN` with a grace
+/// would be refused, and a grace of a few ms ends a session between two reads of a listener on
+/// a busy network: 1 s is below any grace a client should ask for (the Rust client's is 10 s).
+pub const SESSION_MAX_GRACE_MS_LEAST: i64 = 1_000;
 /// Requests one session may have queued at once.
 pub static SESSION_MAX_QUEUED: AtomicI64 = AtomicI64::new(100_000);
 /// Outcomes one session may have waiting for acknowledgement before it may queue more.
@@ -49,7 +53,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
         ctx,
         "session-max-grace-ms",
         &SESSION_MAX_GRACE_MS,
-        0,
+        SESSION_MAX_GRACE_MS_LEAST,
         86_400_000,
     ) && config::numeric(
         ctx,

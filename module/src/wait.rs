@@ -1011,17 +1011,30 @@ pub fn on_freed(wake: Wake) {
     state(|s| s.in_flight.remove(&wake.handle));
 }
 
+/// Why a parked client leaves its queue without a grant.
+#[derive(Clone, Copy)]
+enum Left {
+    /// `CLIENT UNBLOCK` (the deadline has its own path: [`deadline`]).
+    Unblocked,
+    /// Its connection closed.
+    Disconnected,
+    /// The server became a replica and answered it `UNBLOCKED ...` itself (Redis, Valkey 8):
+    /// an error reply, as when rlock ends the wait itself ([`fail_all_waits`], Valkey 9), so it
+    /// counts in `rlock_errors` on every server, not as a disconnect.
+    Demoted,
+}
+
 /// Take a parked client out of its queue and release its handle.
-fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, timed_out: bool) -> bool {
+fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, left: Left) -> bool {
     let Some(kind) = withdraw(ctx, Handle::Blocked(bc)) else {
         return false;
     };
     state(|s| s.watched.remove(&bc.id()));
     let c = kind.counters();
-    if timed_out {
-        c.waits_timed_out.incr();
-    } else {
-        c.waiters_disconnected.incr();
+    match left {
+        Left::Unblocked => c.waits_timed_out.incr(),
+        Left::Disconnected => c.waiters_disconnected.incr(),
+        Left::Demoted => stats::ERRORS.incr(),
     }
     block::unblock(bc, None);
     true
@@ -1035,7 +1048,7 @@ pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
         ctx.reply(&QUEUED);
         return true;
     }
-    if !withdraw_blocked(ctx, bc, true) {
+    if !withdraw_blocked(ctx, bc, Left::Unblocked) {
         return false;
     }
     ctx.reply(&Reply::Nil);
@@ -1051,14 +1064,24 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
     if let_go(bc) {
         return true;
     }
-    if withdraw_blocked(ctx, bc, false) {
+    // Redis frees a connection right after announcing it (`State::closing`). A disconnect
+    // callback for any other client comes from the server unblocking every blocked client as
+    // it becomes a replica (`disconnectAllBlockedClients`, which answers them `UNBLOCKED`; the
+    // role is not switched yet, so `is_replica` cannot tell), or, for a grant in flight, from
+    // `CLIENT UNBLOCK` just after the grant.
+    let closing = ctx.client_id() == state(|s| s.closing);
+    let left = if closing {
+        Left::Disconnected
+    } else {
+        Left::Demoted
+    };
+    if withdraw_blocked(ctx, bc, left) {
         return true;
     }
     let Some(grant) = state(|s| s.in_flight.remove(&bc.id())) else {
         return false;
     };
-    let closing = state(|s| s.closing);
-    if ctx.client_id() != closing && !ctx.is_replica() {
+    if !closing && !ctx.is_replica() {
         // Not a closing connection: CLIENT UNBLOCK right after the grant, before its reply was
         // sent. Redis drops the module's reply in that case, so give the client its grant here
         // (this context's client is the waiting client).

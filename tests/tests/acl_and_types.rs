@@ -112,6 +112,72 @@ fn auxiliary_keys_are_written_only_when_the_user_may_write_them() {
     );
 }
 
+/// The user docs/operations.md's ACL example sets up (the `ACL SETUSER app1 ...` line, run as
+/// written) gets every object, fences and leases included, on its `app1:*` names; a user
+/// limited to a hash tag's prefix gets all but the fencing counter, which is named outside it.
+#[test]
+fn the_documented_acl_example_covers_every_auxiliary_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let doc = std::fs::read_to_string(workspace_root().join("docs/operations.md")).unwrap();
+    let line = doc
+        .lines()
+        .find(|l| l.starts_with("ACL SETUSER app1 "))
+        .expect("docs/operations.md shows `ACL SETUSER app1 ...`");
+    let mut setuser = redis::cmd("ACL");
+    for w in line.split_whitespace().skip(1) {
+        setuser.arg(w);
+    }
+    assert_eq!(string(&mut c, &setuser), "OK", "{line}");
+    let mut app = s.conn();
+    let password = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('>'))
+        .unwrap();
+    assert_eq!(string(&mut app, &cmd!("AUTH", "app1", password)), "OK");
+    let all_objects = |u: &mut redis::Connection, prefix: &str| {
+        let fence = cmd!(
+            "RLOCK.ACQUIRE",
+            format!("{prefix}lock"),
+            "o",
+            30_000,
+            "FENCE"
+        );
+        let read = cmd!(
+            "RRWLOCK.ACQUIRE",
+            format!("{prefix}rw"),
+            "o",
+            "READ",
+            30_000
+        );
+        let lease = cmd!("RSEM.ACQUIRE", format!("{prefix}pool"), "LEASE", 30_000);
+        let pool = format!("{prefix}pool");
+        assert_eq!(int(u, &cmd!("RSEM.ADDPERMITS", &pool, 1)), 1);
+        [raw(u, &fence), raw(u, &read), raw(u, &lease)]
+    };
+    for reply in all_objects(&mut app, "app1:") {
+        assert!(error_text(&reply).is_none(), "{line}: {reply:?}");
+    }
+    // A hash-tagged prefix covers the read holds and the lease set, not the token counter.
+    let mut tagged = acl_user(&s, &mut c, "tagged", &["~{app1}:*", "+@all"]);
+    let [fence, read, lease] = all_objects(&mut tagged, "{app1}:");
+    let e = error_text(&fence).unwrap_or_default();
+    assert!(
+        e.starts_with("NOPERM") && e.contains("'redisson_lock_token:{app1}:lock'"),
+        "{e}"
+    );
+    assert!(error_text(&read).is_none(), "{read:?}");
+    assert!(error_text(&lease).is_none(), "{lease:?}");
+    let mut tagged = acl_user(
+        &s,
+        &mut c,
+        "tagged",
+        &["~{app1}:*", "~redisson_lock_token:{app1}:*", "+@all"],
+    );
+    let fence = cmd!("RLOCK.ACQUIRE", "{app1}:lock", "o", 30_000, "FENCE");
+    assert!(int(&mut tagged, &fence) > 1, "a token");
+}
+
 /// Overwriting a held lock with a value of another type ends its waiters at once with
 /// WRONGTYPE (not when the old lease would have run out, nor never for a lock without TTL).
 #[test]

@@ -177,3 +177,52 @@ fn releases_work_when_the_server_is_out_of_memory() {
     assert_eq!(lock_info(&mut c, "a").holds, 0, "introspection works too");
     assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 0)), "OK");
 }
+
+/// A waiter ended by a demotion gets `UNBLOCKED ...` and counts in `rlock_errors`, never in
+/// `rlock_waiters_disconnected` (its connection stays open), whichever ends it: the server
+/// itself (Redis, Valkey 8) or rlock (Valkey 9). A session request whose connection was parked
+/// counts once too, for its `error` outcome.
+#[test]
+fn a_wait_ended_by_a_demotion_counts_as_an_error() {
+    let s = Server::start();
+    let new_master = Server::start();
+    let mut c = s.conn();
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 60_000)),
+        1
+    );
+    let blocked = park(&s, &mut c, "lk", "w1", 30_000, &[], 1);
+    raw(&mut c, &cmd!("RSESSION.OPEN", "app", 10_000));
+    let parked = Pending::send(
+        &s,
+        &cmd!(
+            "RLOCK.ACQUIRE",
+            "lk",
+            "w2",
+            30_000,
+            "SESSION",
+            "app",
+            "QUEUE",
+            1,
+            0,
+            "BLOCK",
+            0
+        ),
+    );
+    wait_blocked(&mut c, 2);
+    moves(
+        &mut c,
+        &[("errors", 2), ("waiters_disconnected", 0), ("waiters", -2)],
+        |c| {
+            let master = cmd!("REPLICAOF", "127.0.0.1", new_master.port);
+            assert_eq!(string(c, &master), "OK");
+            for (what, p) in [("BLOCK", blocked), ("QUEUE ... BLOCK", parked)] {
+                let e = error_text(&p.reply()).unwrap_or_default();
+                assert!(e.starts_with("UNBLOCKED"), "{what} waiter: {e}");
+            }
+            // The session request's outcome is its error (read on the replica).
+            let v = raw(c, &cmd!("RSESSION.READ", "app", 0));
+            assert!(format!("{v:?}").contains("UNBLOCKED"), "{v:?}");
+        },
+    );
+}

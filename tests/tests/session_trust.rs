@@ -301,6 +301,16 @@ fn every_commands_acl_categories_are_the_documented_ones() {
                 .collect(),
             other => panic!("{name}: {other:?}"),
         };
+        // The `fast` flag (docs/commands.md's "Flags") and @fast say the same, on every server.
+        let flags: BTreeSet<String> = match &fields[2] {
+            Value::Array(v) | Value::Set(v) => v.iter().map(word).collect(),
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!(
+            flags.contains("fast"),
+            want.contains("fast"),
+            "{name}: flags {flags:?}, documented categories {want:?}"
+        );
         if kind.acl_categories() {
             assert_eq!(got, want, "{name} on {kind:?}");
         } else {
