@@ -10,8 +10,18 @@ use crate::api::{
 };
 use crate::ops::lock::Flavor;
 
-const PLAIN: Flavor = Flavor::Exclusive { fence: false };
-const FENCED: Flavor = Flavor::Exclusive { fence: true };
+const PLAIN: Flavor = Flavor::Exclusive {
+    fence: false,
+    reentrant: true,
+};
+const FENCED: Flavor = Flavor::Exclusive {
+    fence: true,
+    reentrant: true,
+};
+const NON_REENTRANT: Flavor = Flavor::Exclusive {
+    fence: false,
+    reentrant: false,
+};
 use crate::config::{ClientBuilder, Config};
 use crate::context::Context;
 use crate::error::Result;
@@ -125,6 +135,7 @@ impl Client {
             name: Arc::from(name),
             flavor,
             policy,
+            anchor: Arc::new(()),
         }
     }
 
@@ -173,6 +184,44 @@ impl Client {
             lock: Lock {
                 core: self.core(name.into(), FENCED, OwnerPolicy::Thread),
             },
+        }
+    }
+
+    /// A lock that its holder can't take twice (Redisson `getNonReentrantLock`, and
+    /// `getNonReentrantFairLock`: the server is always fair): in Redisson's lock layout (the
+    /// hold count is always 1), so a Java service on Redisson's non-reentrant lock or on its
+    /// plain `RLock` shares it. A second acquire by the owner that holds it (lock, try-lock or
+    /// guard, through any handle) fails with [`Error::NotReentrant`](crate::Error::NotReentrant)
+    /// and leaves the first hold as it was; one `unlock` releases it.
+    ///
+    /// ```no_run
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let lock = client.non_reentrant_lock("import");
+    /// lock.lock()?;
+    /// assert!(matches!(lock.try_lock(), Err(rlock::Error::NotReentrant { .. })));
+    /// lock.unlock()?; // frees it
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn non_reentrant_lock(&self, name: impl Into<String>) -> Lock {
+        Lock {
+            core: self.core(name.into(), NON_REENTRANT, OwnerPolicy::Thread),
+        }
+    }
+
+    /// The async form of [`Client::non_reentrant_lock`] (the owner is the calling task).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let lock = client.async_non_reentrant_lock("import");
+    /// let g = lock.guard().await?;
+    /// assert!(lock.try_lock().await.is_err());
+    /// g.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_non_reentrant_lock(&self, name: impl Into<String>) -> AsyncLock {
+        AsyncLock {
+            core: self.core(name.into(), NON_REENTRANT, OwnerPolicy::Task),
         }
     }
 
@@ -290,6 +339,8 @@ impl Client {
         SemCore {
             ctx: self.ctx.clone(),
             name: Arc::from(name),
+            anchor: Arc::new(()),
+            watched: false,
         }
     }
 

@@ -41,6 +41,28 @@ pub enum Error {
         owner: String,
     },
 
+    /// The owner already holds this non-reentrant lock
+    /// ([`Client::non_reentrant_lock`](crate::Client::non_reentrant_lock)) and asked for it
+    /// again (Redisson's `RedissonNonReentrantLock` throws `IllegalMonitorStateException` here).
+    /// Its hold is unchanged: one `unlock` releases it.
+    #[error("can't lock '{name}' again: it is non-reentrant and already held by {owner}")]
+    NotReentrant {
+        /// The lock name.
+        name: String,
+        /// The owner that holds it and asked again (`UUID:number`).
+        owner: String,
+    },
+
+    /// A blocking wait was cancelled with [`CancelToken::cancel`](crate::CancelToken::cancel)
+    /// (Redisson's `lockInterruptibly` throwing `InterruptedException`). The request was
+    /// withdrawn from the server's queue; a grant that raced the cancel was given back, so the
+    /// caller holds nothing from this call.
+    #[error("the wait for '{name}' was cancelled; nothing was acquired")]
+    Cancelled {
+        /// The object the wait was for.
+        name: String,
+    },
+
     /// The server refused to let the caller wait because the wait could never end (Redisson
     /// would hang forever instead):
     ///

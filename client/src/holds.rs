@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use redis::Cmd;
@@ -20,6 +20,9 @@ pub(crate) struct Kind {
     /// The command that extends `holder`'s hold of `key` to `lease_ms`; replies an integer
     /// ≥ 1 if held.
     pub(crate) renew: fn(key: &str, holder: &str, lease_ms: u64) -> Cmd,
+    /// The command that gives back one of `holder`'s holds of `key` (replies the holds left),
+    /// for kinds whose orphaned holds the watchdog may release; `None`: only reported.
+    pub(crate) release: Option<fn(key: &str, holder: &str) -> Cmd>,
 }
 
 impl fmt::Debug for Kind {
@@ -47,6 +50,52 @@ impl Eq for HoldId {}
 impl std::hash::Hash for HoldId {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         (self.kind.name, &self.key, &self.holder).hash(h);
+    }
+}
+
+/// What shows that a watchdog hold still has someone to release it. A hold whose witness is
+/// gone is an orphan: the watchdog stops renewing it (see [`Registry::round`]).
+#[derive(Clone, Debug)]
+pub(crate) enum Witness {
+    /// An explicit owner ([`Owner`](crate::Owner) given to `with_owner`), or an owner handed to
+    /// one: whoever has it may release from anywhere, so the hold is never an orphan.
+    Explicit,
+    /// The owner is a thread (`UUID:thread-number`); alive while that thread runs. Thread
+    /// numbers are never reused, so once the thread ended no code can act as that owner
+    /// again: the hold is safe to release.
+    Thread(Weak<()>),
+    /// The hold was taken through these handles (a task owner's lock, a watched permit); alive
+    /// while any clone of any of them is. Whether the task itself still runs can't be seen
+    /// (tokio has no stable hook for a task's end), so such an orphan is not released, only
+    /// reported and no longer renewed.
+    Handles(Vec<Weak<()>>),
+}
+
+impl Witness {
+    fn alive(&self) -> bool {
+        match self {
+            Witness::Explicit => true,
+            Witness::Thread(t) => t.strong_count() > 0,
+            Witness::Handles(hs) => hs.iter().any(|h| h.strong_count() > 0),
+        }
+    }
+
+    /// Both witnesses' holds are one hold: alive while either is (a thread and a handle for one
+    /// owner can't be told apart by liveness, so such a mix is treated as explicit).
+    fn merge(&mut self, other: Witness) {
+        *self = match (std::mem::replace(self, Witness::Explicit), other) {
+            (Witness::Thread(a), Witness::Thread(_)) => Witness::Thread(a),
+            (Witness::Handles(mut a), Witness::Handles(b)) => {
+                a.retain(|w| w.strong_count() > 0);
+                for w in b {
+                    if !a.iter().any(|x| x.ptr_eq(&w)) {
+                        a.push(w);
+                    }
+                }
+                Witness::Handles(a)
+            }
+            _ => Witness::Explicit,
+        };
     }
 }
 
@@ -96,6 +145,10 @@ struct Entry {
     holds: u64,
     /// Taken at least once without a lease: renew it.
     watchdog: bool,
+    /// The lease each renewal sets, when not the watchdog timeout (watched permits).
+    renew_ms: Option<u64>,
+    /// Who can still release it; `None` until an acquire says.
+    witness: Option<Witness>,
     state: Arc<HoldState>,
 }
 
@@ -104,8 +157,15 @@ impl Entry {
         Entry {
             holds: 0,
             watchdog: false,
+            renew_ms: None,
+            witness: None,
             state: HoldState::new(),
         }
+    }
+
+    /// A watchdog hold nobody can release any more.
+    fn orphaned(&self) -> bool {
+        self.witness.as_ref().is_some_and(|w| !w.alive())
     }
 
     /// Lost, or a lease hold whose lease ended.
@@ -125,6 +185,24 @@ pub(crate) struct Registry {
 pub(crate) struct Seen {
     pub(crate) id: HoldId,
     pub(crate) state: Arc<HoldState>,
+    /// The lease a renewal sets, when not the watchdog timeout.
+    pub(crate) renew_ms: Option<u64>,
+}
+
+/// A watchdog hold whose witness is gone, as one watchdog round found it.
+pub(crate) struct Orphan {
+    pub(crate) seen: Seen,
+    /// The holds to give back (the owner's count as this client knows it).
+    pub(crate) holds: u64,
+    /// Safe to release (its owner thread ended); else it is only reported, and the registry
+    /// has already stopped renewing it.
+    pub(crate) release: bool,
+}
+
+/// What one watchdog round does: renew these holds, deal with these orphans.
+pub(crate) struct Round {
+    pub(crate) renew: Vec<Seen>,
+    pub(crate) orphans: Vec<Orphan>,
 }
 
 impl Registry {
@@ -190,17 +268,85 @@ impl Registry {
 
     /// The holds to renew now; ended lease holds are dropped (holds found gone are kept for
     /// [`Registry::is_lost`]).
+    #[cfg(test)]
     pub(crate) fn renewals(&mut self) -> Vec<Seen> {
+        self.round().renew
+    }
+
+    /// One watchdog round: the holds to renew, and the orphans (watchdog holds whose witness
+    /// is gone). An orphan that can't be released safely is marked lost here (no longer
+    /// renewed); one that can stays until [`Registry::on_orphan_released`]. Ended lease holds
+    /// are dropped (holds found gone are kept for [`Registry::is_lost`]).
+    pub(crate) fn round(&mut self) -> Round {
         self.map
             .retain(|_, e| e.watchdog || e.state.found_gone() || !e.over());
-        self.map
-            .iter()
-            .filter(|(_, e)| e.watchdog && !e.over())
-            .map(|(id, e)| Seen {
+        let mut round = Round {
+            renew: Vec::new(),
+            orphans: Vec::new(),
+        };
+        for (id, e) in self.map.iter_mut() {
+            if !e.watchdog || e.over() {
+                continue;
+            }
+            let seen = Seen {
                 id: id.clone(),
                 state: e.state.clone(),
-            })
-            .collect()
+                renew_ms: e.renew_ms,
+            };
+            if !e.orphaned() {
+                round.renew.push(seen);
+                continue;
+            }
+            let release = matches!(e.witness, Some(Witness::Thread(_))) && id.kind.release.is_some();
+            if !release {
+                e.watchdog = false;
+                e.state.mark_lost();
+            }
+            round.orphans.push(Orphan {
+                seen,
+                holds: e.holds.max(1),
+                release,
+            });
+        }
+        round
+    }
+
+    /// `witness` also shows that `id`'s holder can release it (after an acquire).
+    pub(crate) fn witnessed(&mut self, id: &HoldId, witness: Witness) {
+        if let Some(e) = self.map.get_mut(id) {
+            match &mut e.witness {
+                Some(w) => w.merge(witness),
+                None => e.witness = Some(witness),
+            }
+        }
+    }
+
+    /// `holder` was handed to a handle as its explicit owner: its holds are never orphans.
+    pub(crate) fn adopt(&mut self, holder: &str) {
+        for (id, e) in self.map.iter_mut() {
+            if &*id.holder == holder {
+                e.witness = Some(Witness::Explicit);
+            }
+        }
+    }
+
+    /// Renew `id` (taken in watchdog mode) to `lease_ms` instead of the watchdog timeout.
+    pub(crate) fn renew_to(&mut self, id: &HoldId, lease_ms: u64) {
+        if let Some(e) = self.map.get_mut(id) {
+            e.renew_ms = Some(lease_ms);
+        }
+    }
+
+    /// The watchdog released the orphan `o` (or found it gone): forget it, unless the holder
+    /// took it again since.
+    pub(crate) fn on_orphan_released(&mut self, o: &Orphan) {
+        if self
+            .map
+            .get(&o.seen.id)
+            .is_some_and(|e| Arc::ptr_eq(&e.state, &o.seen.state))
+        {
+            self.map.remove(&o.seen.id);
+        }
     }
 
     /// The hold `r` was found gone (by the watchdog, or any other witness). Returns whether
@@ -228,6 +374,7 @@ impl Registry {
             .map(|(id, e)| Seen {
                 id: id.clone(),
                 state: e.state.clone(),
+                renew_ms: e.renew_ms,
             })
             .collect();
         seen.into_iter()
@@ -252,6 +399,7 @@ mod tests {
     static THING: Kind = Kind {
         name: "thing",
         renew: |_, _, _| redis::cmd("PING"),
+        release: Some(|_, _| redis::cmd("PING")),
     };
 
     fn id(key: &str, holder: &str) -> HoldId {

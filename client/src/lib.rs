@@ -328,6 +328,7 @@
 #![forbid(unsafe_code)]
 
 mod api;
+mod cancel;
 mod client;
 mod config;
 mod context;
@@ -349,6 +350,7 @@ pub use api::{
     CountDownLatch, FencedLock, Guard, Lock, LockGuard, Mode, MultiLock, PermitExpirableSemaphore,
     ReadWriteLock, RedLock, Semaphore, Ttl,
 };
+pub use cancel::CancelToken;
 pub use client::Client;
 pub use config::{ClientBuilder, Config};
 pub use error::{Error, Result};

@@ -13,7 +13,9 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+
+use crate::holds::Witness;
 
 /// Numbers for threads and explicit owners share one counter, so they never collide.
 static NEXT_NUMBER: AtomicU64 = AtomicU64::new(1);
@@ -26,6 +28,17 @@ thread_local! {
     /// The calling thread's owner for the client it last acted for (the sync API asks for it on
     /// every call; formatting it each time would cost two allocations per call).
     static THREAD_OWNER: std::cell::RefCell<Option<Owner>> = const { std::cell::RefCell::new(None) };
+}
+
+thread_local! {
+    /// Dropped when the thread ends: the witness of its holds ([`Witness::Thread`]).
+    static ALIVE: Arc<()> = Arc::new(());
+}
+
+/// A weak reference that dies when the calling thread ends (already dead while the thread's
+/// locals are torn down).
+pub(crate) fn thread_alive() -> Weak<()> {
+    ALIVE.try_with(Arc::downgrade).unwrap_or_default()
 }
 
 /// `UUID:thread-number` of the calling thread for the client `client_id`.
@@ -141,6 +154,21 @@ pub(crate) enum OwnerPolicy {
 }
 
 impl OwnerPolicy {
+    /// What shows that an acquire made now, through a handle anchored by `anchor`, still has
+    /// someone to release it: the calling thread, the handle (a task: tokio can't tell when a
+    /// task ends), or nothing needed (an explicit owner).
+    pub(crate) fn witness(&self, anchor: &Arc<()>) -> Witness {
+        match self {
+            OwnerPolicy::Thread => Witness::Thread(thread_alive()),
+            // Outside a task the owner is the thread (see `task_number`).
+            OwnerPolicy::Task if tokio::task::try_id().is_none() => {
+                Witness::Thread(thread_alive())
+            }
+            OwnerPolicy::Task => Witness::Handles(vec![Arc::downgrade(anchor)]),
+            OwnerPolicy::Fixed(_) => Witness::Explicit,
+        }
+    }
+
     pub(crate) fn resolve(&self, client_id: &str) -> Owner {
         match self {
             OwnerPolicy::Thread => thread_owner(client_id),
@@ -177,6 +205,14 @@ mod tests {
         );
         let fixed = OwnerPolicy::Fixed(Owner::from_raw("x:1")).resolve("ignored");
         assert_eq!(fixed.as_str(), "x:1");
+    }
+
+    #[test]
+    fn a_thread_witness_dies_with_its_thread() {
+        let here = thread_alive();
+        let there = std::thread::spawn(thread_alive).join().unwrap();
+        assert!(here.strong_count() > 0);
+        assert_eq!(there.strong_count(), 0, "the thread ended");
     }
 
     #[test]

@@ -24,7 +24,9 @@
 //!   client withdraws the request itself, so a wait returns within its time plus a few
 //!   milliseconds whatever else waits;
 //! - an acquire dropped while it waits is withdrawn before the drop returns, and a grant that
-//!   raced the withdrawal is given back ([`Attempt::give_back`]).
+//!   raced the withdrawal is given back ([`Attempt::give_back`]);
+//! - a blocking wait that runs under a [`CancelToken`] that is cancelled is withdrawn the same
+//!   way and fails with [`Error::Cancelled`].
 //!
 //! Only this file and `session/` know how a wait is carried, so objects implement [`Attempt`]
 //! and nothing else.
@@ -36,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisError, RedisResult, Value};
 
+use crate::cancel::{self, CancelToken};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::session::{wire, Delivered, Ticket};
@@ -118,15 +121,40 @@ pub(crate) async fn acquire<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait
             .map_or(Until::Forever, Until::At),
         Wait::Forever => Until::Forever,
     };
+    // A blocking wait runs on its caller's thread: the token it runs under, if any.
+    let cancel = match (io, until) {
+        (Io::Blocking, Until::At(_) | Until::Forever) => cancel::current(),
+        _ => None,
+    };
+    if cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
+        return Err(cancelled(a));
+    }
+    let cancel = cancel.as_ref();
     ctx.transport
         .policy
-        .at_most_once(&ctx.bg, || waited(ctx, io, a, until), || a.took_effect(ctx))
+        .at_most_once(
+            &ctx.bg,
+            || waited(ctx, io, a, until, cancel),
+            || a.took_effect(ctx),
+        )
         .await
+}
+
+fn cancelled<A: Attempt>(a: &A) -> Error {
+    Error::Cancelled {
+        name: a.key().to_string(),
+    }
 }
 
 /// Send, then wait for the outcome; an outcome that says "not here" queues again where the key
 /// is served now.
-async fn waited<A: Attempt>(ctx: &Context, io: Io, a: &A, until: Until) -> Result<Value> {
+async fn waited<A: Attempt>(
+    ctx: &Context,
+    io: Io,
+    a: &A,
+    until: Until,
+    cancel: Option<&CancelToken>,
+) -> Result<Value> {
     let policy = &ctx.transport.policy;
     let mut requeued = 0;
     loop {
@@ -140,7 +168,10 @@ async fn waited<A: Attempt>(ctx: &Context, io: Io, a: &A, until: Until) -> Resul
             Sent::Reply(v) => return Ok(v),
             Sent::Queued(q) => q,
         };
-        let e = match queued.outcome(until).await {
+        let Some(outcome) = queued.outcome(until, cancel).await else {
+            return Err(cancelled(a));
+        };
+        let e = match outcome {
             Delivered::Granted(v) => return Ok(v),
             Delivered::TimedOut => return Ok(Value::Nil),
             Delivered::Expired => {
@@ -307,21 +338,68 @@ impl<A: Attempt> Queued<'_, A> {
         self.ticket.listener().addr()
     }
 
-    /// The outcome. The server times the wait out at its deadline; if that outcome is late
-    /// (the listener cut off), the request is withdrawn here.
-    async fn outcome(&mut self, until: Until) -> Delivered {
-        let d = match until {
-            Until::At(t) => {
-                let late = self.ctx.bg.sleep_until(t + OUTCOME_LATE);
-                tokio::select! {
-                    d = self.ticket.outcome() => d,
-                    _ = late => self.withdraw().await,
-                }
+    /// The outcome; `None` when `cancel` was cancelled first: the request was then withdrawn
+    /// and a grant that raced the withdrawal given back. The server times the wait out at its
+    /// deadline; if that outcome is late (the listener cut off), the request is withdrawn here.
+    async fn outcome(&mut self, until: Until, cancel: Option<&CancelToken>) -> Option<Delivered> {
+        let ctx = self.ctx;
+        let late = async {
+            match until {
+                Until::At(t) => ctx.bg.sleep_until(t + OUTCOME_LATE).await,
+                _ => std::future::pending().await,
             }
-            _ => self.ticket.outcome().await,
+        };
+        let cancelled = async {
+            match cancel {
+                Some(c) => c.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        enum Ended {
+            Delivered(Delivered),
+            Late,
+            Cancelled,
+        }
+        let ended = tokio::select! {
+            biased;
+            d = self.ticket.outcome() => Ended::Delivered(d),
+            _ = late => Ended::Late,
+            _ = cancelled => Ended::Cancelled,
+        };
+        let d = match ended {
+            Ended::Delivered(d) => d,
+            Ended::Late => self.withdraw().await,
+            Ended::Cancelled => {
+                self.abandon().await;
+                self.armed = false;
+                return None;
+            }
         };
         self.armed = false;
-        d
+        Some(d)
+    }
+
+    /// The caller gives up on a queued request: withdraw it, and give back a grant that came
+    /// first (what dropping an armed request does, awaited here).
+    async fn abandon(&mut self) {
+        let ctx = self.ctx;
+        let d = match self.ticket.try_outcome() {
+            Some(d) => d,
+            None => self.withdraw().await,
+        };
+        match d {
+            Delivered::Granted(v) if self.a.granted(&v) => {
+                tracing::debug!(key = self.a.key(), "rlock: a wait was granted as its caller gave up; giving it back");
+                self.a.give_back_granted(ctx, &v).await;
+            }
+            // No word from the listener: ask the server whether the grant came first.
+            Delivered::Interrupted => {
+                if matches!(self.a.took_effect(ctx).await, Ok(Some(_))) {
+                    self.a.give_back(ctx).await;
+                }
+            }
+            _ => {}
+        }
     }
 
     /// Take the request off the server's queue and read its outcome: `TimedOut` when it was
@@ -406,28 +484,7 @@ impl<A: Attempt> Drop for Queued<'_, A> {
                     Err(_) => {} // unknown: withdraw, then ask the server, below
                 }
             }
-            let d = match self.ticket.try_outcome() {
-                Some(d) => d,
-                None => self.withdraw().await,
-            };
-            let granted = match d {
-                Delivered::Granted(v) => self.a.granted(&v).then_some(Some(v)),
-                // No word from the listener: ask the server whether the grant came first.
-                Delivered::Interrupted => {
-                    matches!(self.a.took_effect(ctx).await, Ok(Some(_))).then_some(None)
-                }
-                _ => None,
-            };
-            if let Some(reply) = granted {
-                tracing::debug!(
-                    key = self.a.key(),
-                    "rlock: a wait was granted as its caller left; giving it back"
-                );
-                match reply {
-                    Some(v) => self.a.give_back_granted(ctx, &v).await,
-                    None => self.a.give_back(ctx).await,
-                }
-            }
+            self.abandon().await;
         });
     }
 }

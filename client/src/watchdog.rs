@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis::Value;
 
 use crate::context::Context;
+use crate::holds::Orphan;
 use crate::transport::{classify, Failure};
 
 /// The renewal loop. Holds only a weak reference: it ends when the client is dropped.
@@ -22,31 +23,49 @@ pub(crate) async fn run(ctx: Weak<Context>, interval: Duration, lease_ms: u64) {
     }
 }
 
-/// Renew every watchdog hold to `lease_ms`, each with its kind's renew command.
+/// Renew every watchdog hold to `lease_ms` (or its own renewal lease), each with its kind's
+/// renew command, and in the same round trip give back the holds whose owner thread ended.
 pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
-    let batch = ctx.holds.lock().unwrap().renewals();
-    if batch.is_empty() {
+    let round = ctx.holds.lock().unwrap().round();
+    for o in round.orphans.iter().filter(|o| !o.release) {
+        tracing::warn!(
+            kind = o.seen.id.kind.name,
+            key = %o.seen.id.key,
+            holder = %o.seen.id.holder,
+            "rlock: orphaned hold: every handle it was taken through is gone and it was never \
+             released; it is no longer renewed and frees when its lease ends (keep a guard, \
+             which gives it back when its task ends)"
+        );
+    }
+    let released: Vec<&Orphan> = round.orphans.iter().filter(|o| o.release).collect();
+    if round.renew.is_empty() && released.is_empty() {
         return;
     }
-    let cmds: Vec<_> = batch
+    let mut cmds: Vec<_> = round
+        .renew
         .iter()
         .map(|r| {
             let id = &r.id;
-            (
-                id.key.clone(),
-                (id.kind.renew)(&id.key, &id.holder, lease_ms),
-            )
+            let ms = r.renew_ms.unwrap_or(lease_ms);
+            (id.key.clone(), (id.kind.renew)(&id.key, &id.holder, ms))
         })
         .collect();
-    let replies = match ctx.transport.send_each(&cmds).await {
-        Ok(v) => v,
+    for o in &released {
+        let id = &o.seen.id;
+        let release = id.kind.release.expect("only releasable orphans are released");
+        for _ in 0..o.holds {
+            cmds.push((id.key.clone(), release(&id.key, &id.holder)));
+        }
+    }
+    let mut replies = match ctx.transport.send_each(&cmds).await {
+        Ok(v) => v.into_iter(),
         Err(e) => {
             // Keep every entry: the next period tries again (a hiccup must not drop renewals).
-            tracing::warn!(error = %e, holds = batch.len(), "rlock: can't renew leases; will retry");
+            tracing::warn!(error = %e, holds = cmds.len(), "rlock: can't renew leases; will retry");
             return;
         }
     };
-    for (r, reply) in batch.iter().zip(replies) {
+    for (r, reply) in round.renew.iter().zip(replies.by_ref()) {
         let gone = match reply {
             // Held: 1 for a lock, the number of holds renewed for a read-write lock.
             Ok(Value::Int(n)) if n >= 1 => false,
@@ -73,5 +92,26 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
                  (expired, deleted or force-released); it is no longer renewed"
             );
         }
+    }
+    for o in released {
+        let outcomes: Vec<_> = replies.by_ref().take(o.holds as usize).collect();
+        let id = &o.seen.id;
+        // A release the server answered (any reply, `NOTOWNER` included: nothing is held).
+        let answered = outcomes
+            .iter()
+            .all(|r| r.as_ref().map_or_else(|e| classify(e) == Failure::Final, |_| true));
+        if !answered {
+            tracing::warn!(key = %id.key, holder = %id.holder, "rlock: can't release an orphaned hold; will retry");
+            continue;
+        }
+        ctx.holds.lock().unwrap().on_orphan_released(o);
+        tracing::warn!(
+            kind = id.kind.name,
+            key = %id.key,
+            holder = %id.holder,
+            holds = o.holds,
+            "rlock: released an orphaned hold: the thread that took it ended without \
+             unlocking it"
+        );
     }
 }

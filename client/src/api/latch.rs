@@ -102,6 +102,23 @@ twins! {
         op::wait_open(self.core.obj(io), Wait::For(timeout)).await
     }
 
+    /// Count down once, then wait until the latch is open: the barrier of a group whose
+    /// members each arrive and wait for the others (`countDown()` then `await()` in Redisson,
+    /// whose `RCountDownLatch` has no single call for it). The count-down is sent once,
+    /// whatever happens to the wait; a latch that opens and is set again (`try_set_count`)
+    /// before the wait begins is waited on in its new round.
+    fn count_down_and_await(&self) -> Result<()> {
+        op::count_down(self.core.obj(io)).await?;
+        op::wait_open(self.core.obj(io), Wait::Forever).await.map(drop)
+    }
+
+    /// [`count_down_and_await`](CountDownLatch::count_down_and_await), waiting at most
+    /// `timeout` after the count-down: whether the latch is open.
+    fn count_down_and_await_for(&self, timeout: Duration) -> Result<bool> {
+        op::count_down(self.core.obj(io)).await?;
+        op::wait_open(self.core.obj(io), Wait::For(timeout)).await
+    }
+
     /// Delete the latch: whether it existed. Its waiters pass (a deleted latch is open).
     fn delete(&self) -> Result<bool> {
         op::delete(self.core.obj(io)).await

@@ -26,6 +26,9 @@ pub(crate) struct LockCore {
     pub(crate) name: Arc<str>,
     pub(crate) flavor: Flavor,
     pub(crate) policy: OwnerPolicy,
+    /// Shared by the handle's clones: while one lives, a task's hold taken through it is not
+    /// an orphan (see "Orphaned holds" in the crate docs).
+    pub(crate) anchor: Arc<()>,
 }
 
 impl LockCore {
@@ -35,6 +38,8 @@ impl LockCore {
             io,
             name: &self.name,
             flavor: self.flavor,
+            policy: &self.policy,
+            anchor: &self.anchor,
         }
     }
 
@@ -266,7 +271,12 @@ macro_rules! common {
             /// This handle acting as `owner` in every call, whatever thread or task makes it
             /// (Redisson's `lockAsync(threadId)`): for handing a held lock to another thread or
             /// task, or acting as a known owner.
+            ///
+            /// Holds `owner` has now are from then on its caller's to release: they are never
+            /// released as orphans when the thread or task that took them ends (see "Orphaned
+            /// holds" in the crate docs).
             pub fn with_owner(mut self, owner: Owner) -> $T {
+                self.core.ctx.holds.lock().unwrap().adopt(owner.as_str());
                 self.core.policy = OwnerPolicy::Fixed(owner);
                 self
             }

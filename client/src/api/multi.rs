@@ -140,6 +140,9 @@ impl MultiCore {
     }
 
     fn with_owner(mut self, owner: &Owner) -> MultiCore {
+        for l in self.locks.iter() {
+            l.ctx.holds.lock().unwrap().adopt(owner.as_str());
+        }
         let locks: Vec<LockCore> = self
             .locks
             .iter()

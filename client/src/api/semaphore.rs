@@ -23,6 +23,10 @@ use crate::wait::Wait;
 pub(crate) struct SemCore {
     pub(crate) ctx: Arc<Context>,
     pub(crate) name: Arc<str>,
+    /// Shared by the handle's clones: the witness of the permits a watched handle leases.
+    pub(crate) anchor: Arc<()>,
+    /// Leased permits are renewed by the watchdog (`with_watchdog`).
+    pub(crate) watched: bool,
 }
 
 impl SemCore {
@@ -32,6 +36,11 @@ impl SemCore {
             io,
             name: &self.name,
         }
+    }
+
+    /// The anchor to renew leases under, for a watched handle.
+    fn watch(&self) -> Option<&Arc<()>> {
+        self.watched.then_some(&self.anchor)
     }
 
     /// Take `permits` plain permits, as a guard.
@@ -54,7 +63,8 @@ impl SemCore {
         wait: Wait,
         lease: Duration,
     ) -> Result<Option<Vec<Guard<M>>>> {
-        let Some(leased) = op::lease(self.obj(io), permits, lease, wait).await? else {
+        let Some(leased) = op::lease(self.obj(io), permits, lease, wait, self.watch()).await?
+        else {
             return Ok(None);
         };
         let guards = leased
@@ -77,7 +87,7 @@ impl SemCore {
         wait: Wait,
         lease: Duration,
     ) -> Result<Option<Vec<PermitId>>> {
-        let leased = op::lease(self.obj(io), permits, lease, wait).await?;
+        let leased = op::lease(self.obj(io), permits, lease, wait, self.watch()).await?;
         Ok(leased.map(|v| v.into_iter().map(|p| p.id).collect()))
     }
 
@@ -233,6 +243,44 @@ pub struct AsyncPermitExpirableSemaphore {
 }
 
 named!("semaphore": Semaphore AsyncSemaphore PermitExpirableSemaphore AsyncPermitExpirableSemaphore);
+
+macro_rules! watched {
+    ($($T:ident)*) => {$(
+        impl $T {
+            /// This handle with the watchdog renewing the permits it leases (opt-in; Redisson
+            /// has no watchdog for permits, redisson#4462): each permit is leased for the
+            /// `lease` given and renewed to `lease` every renewal interval
+            /// ([`ClientBuilder::watchdog_timeout`](crate::ClientBuilder::watchdog_timeout)
+            /// ÷ 3) in the watchdog's one round trip per server, until it is released (by id,
+            /// or by its guard). The lease is then only how long a crashed process's permit
+            /// stays taken, not a guess at how long the work takes. It must be at least twice
+            /// the renewal interval ([`Error::InvalidArgument`] otherwise).
+            ///
+            /// Renewal also stops when no clone of this handle is left (nothing of this
+            /// process can give the permit back through it): the permit is reported with a
+            /// `tracing` warning naming the semaphore and returns when its lease ends. A
+            /// permit found expired or released elsewhere is reported lost
+            /// ([`Guard::is_lost`]).
+            ///
+            /// ```no_run
+            /// # use std::time::Duration;
+            /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+            /// let slots = client.permit_expirable_semaphore("render-slots").with_watchdog();
+            /// // Held as long as the work takes; 30 s after a crash at most.
+            /// let permit = slots.guard(Duration::from_secs(30))?;
+            /// // ... render for as long as it takes ...
+            /// permit.unlock()?;
+            /// # Ok::<(), rlock::Error>(())
+            /// ```
+            pub fn with_watchdog(mut self) -> $T {
+                self.core.watched = true;
+                self
+            }
+        }
+    )*};
+}
+
+watched!(PermitExpirableSemaphore AsyncPermitExpirableSemaphore);
 
 /// What both kinds of semaphore have: the count.
 macro_rules! counts {

@@ -13,7 +13,7 @@ use super::{lease_millis, prefix_name, Obj};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::{HoldId, HoldState, Kind};
-use crate::owner::Owner;
+use crate::owner::{Owner, OwnerPolicy};
 use crate::transport::{Delivery, Io};
 use crate::wait::{self, millis, Attempt, Wait};
 
@@ -21,7 +21,15 @@ use crate::wait::{self, millis, Attempt, Wait};
 pub(crate) static LOCK: Kind = Kind {
     name: "lock",
     renew: renew_cmd,
+    release: Some(release_cmd),
 };
+
+/// `RLOCK.RELEASE name owner`: the holds left.
+fn release_cmd(name: &str, owner: &str) -> Cmd {
+    let mut cmd = redis::cmd("RLOCK.RELEASE");
+    cmd.arg(name).arg(owner);
+    cmd
+}
 
 fn renew_cmd(name: &str, owner: &str, lease_ms: u64) -> Cmd {
     let mut cmd = redis::cmd("RLOCK.RENEW");
@@ -37,15 +45,22 @@ pub(crate) fn token_key(name: &str) -> String {
 /// Which lock a handle is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Flavor {
-    /// Redisson's `RLock`; with `fence`, every acquire takes a fencing token (`RFencedLock`).
-    Exclusive { fence: bool },
+    /// Redisson's `RLock`; with `fence`, every acquire takes a fencing token (`RFencedLock`);
+    /// without `reentrant`, a second acquire by the holder is refused
+    /// (`RedissonNonReentrantLock`, never fenced).
+    Exclusive { fence: bool, reentrant: bool },
     /// One side of a read-write lock (`RReadWriteLock.readLock()` / `writeLock()`).
     Rw(Side),
 }
 
 impl Flavor {
     pub(crate) fn fenced(self) -> bool {
-        self == Flavor::Exclusive { fence: true }
+        matches!(self, Flavor::Exclusive { fence: true, .. })
+    }
+
+    /// Whether a holder's second acquire is refused.
+    pub(crate) fn refuses_reentry(self) -> bool {
+        matches!(self, Flavor::Exclusive { reentrant: false, .. })
     }
 
     fn kind(self) -> &'static Kind {
@@ -68,6 +83,10 @@ pub(crate) struct Target<'a> {
     pub(crate) io: Io,
     pub(crate) name: &'a Arc<str>,
     pub(crate) flavor: Flavor,
+    /// How the handle finds its owner, and the anchor its clones share: together, what
+    /// shows that a hold it takes can still be released ([`OwnerPolicy::witness`]).
+    pub(crate) policy: &'a OwnerPolicy,
+    pub(crate) anchor: &'a Arc<()>,
 }
 
 impl Target<'_> {
@@ -114,7 +133,7 @@ pub(crate) struct Granted {
 /// `RLOCK.ACQUIRE name owner lease_ms [BLOCK ms] [FENCE]`, or the read-write lock's.
 fn acquire_cmd(name: &str, owner: &str, lease_ms: u64, block: Option<u64>, f: Flavor) -> Cmd {
     let fence = match f {
-        Flavor::Exclusive { fence } => fence,
+        Flavor::Exclusive { fence, .. } => fence,
         Flavor::Rw(side) => return rwlock::acquire_cmd(name, owner, side, lease_ms, block),
     };
     let mut cmd = redis::cmd("RLOCK.ACQUIRE");
@@ -185,6 +204,10 @@ pub(crate) async fn acquire(
     let lease_ms = lease_millis(lease.unwrap_or(ctx.config.watchdog_timeout))?;
     let id = t.hold(owner);
     let before = ctx.holds.lock().unwrap().holds(&id);
+    let refuse = t.flavor.refuses_reentry();
+    if refuse && before > 0 {
+        return Err(not_reentrant(t, owner));
+    }
     let a = Acquire {
         t,
         owner,
@@ -209,11 +232,12 @@ pub(crate) async fn acquire(
     } else {
         value.max(1) as u64
     };
-    let state = ctx
-        .holds
-        .lock()
-        .unwrap()
-        .on_acquired(&id, holds, lease, granted_at);
+    let state = {
+        let mut registry = ctx.holds.lock().unwrap();
+        let state = registry.on_acquired(&id, holds, lease, granted_at);
+        registry.witnessed(&id, t.policy.witness(t.anchor));
+        state
+    };
     // Ours to give back until the caller has it (it may go away while replicas sync).
     let mut unclaimed = Unclaimed {
         t,
@@ -228,7 +252,20 @@ pub(crate) async fn acquire(
         }
     }
     unclaimed.armed = false;
+    // Held already although this client did not know (a hold count above 1): give the
+    // re-entry back, keeping the first hold.
+    if refuse && value > 1 {
+        release(t, owner).await?;
+        return Err(not_reentrant(t, owner));
+    }
     Ok(Some(Granted { value, state }))
+}
+
+fn not_reentrant(t: Target<'_>, owner: &Owner) -> Error {
+    Error::NotReentrant {
+        name: t.name.to_string(),
+        owner: owner.to_string(),
+    }
 }
 
 /// A grant the caller has not received yet; dropped armed, it is released before the drop
@@ -256,11 +293,7 @@ pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
     let id = t.hold(owner);
     let before = ctx.holds.lock().unwrap().holds(&id);
     let cmd = match t.flavor {
-        Flavor::Exclusive { .. } => {
-            let mut cmd = redis::cmd("RLOCK.RELEASE");
-            cmd.arg(&**t.name).arg(owner.as_str());
-            cmd
-        }
+        Flavor::Exclusive { .. } => release_cmd(t.name, owner.as_str()),
         Flavor::Rw(side) => rwlock::release_cmd(t.name, owner.as_str(), side),
     };
     let r = ctx
@@ -460,7 +493,10 @@ mod tests {
                 "u:1",
                 30_000,
                 None,
-                Flavor::Exclusive { fence: false }
+                Flavor::Exclusive {
+                    fence: false,
+                    reentrant: true
+                }
             )),
             ["RLOCK.ACQUIRE", "k", "u:1", "30000"]
         );
@@ -470,7 +506,10 @@ mod tests {
                 "u:1",
                 5,
                 Some(0),
-                Flavor::Exclusive { fence: true }
+                Flavor::Exclusive {
+                    fence: true,
+                    reentrant: true
+                }
             )),
             ["RLOCK.ACQUIRE", "k", "u:1", "5", "BLOCK", "0", "FENCE"]
         );

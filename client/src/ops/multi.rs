@@ -170,7 +170,10 @@ impl Taking<'_, '_> {
                 },
                 // The wait ran out.
                 Ok(None) => return Ok(None),
-                Err(e) if rule.all_required(n) => return Err(e),
+                // A cancelled wait ends the whole acquire (what it took is given back).
+                Err(e) if rule.all_required(n) || matches!(e, Error::Cancelled { .. }) => {
+                    return Err(e)
+                }
                 Err(e) => Got::Failed(e),
             };
         }

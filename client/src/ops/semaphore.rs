@@ -13,16 +13,19 @@ use redis::{Cmd, FromRedisValue, Value};
 use super::{lease_millis, suffix_name, Obj};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::holds::{HoldId, HoldState, Kind};
+use crate::holds::{HoldId, HoldState, Kind, Witness};
 use crate::permit::PermitId;
 use crate::wait::{self, Attempt, Wait};
 
-/// Leased permits in the hold registry: never renewed by the watchdog (a permit always has a
-/// lease), there for the lost-hold signal of their guards. Its renew command is
-/// [`update_lease_cmd`].
+/// Leased permits in the hold registry: there for the lost-hold signal of their guards, and
+/// renewed by the watchdog when taken through a watched handle
+/// ([`PermitExpirableSemaphore::with_watchdog`](crate::PermitExpirableSemaphore::with_watchdog)),
+/// with [`update_lease_cmd`] in the watchdog's round trip. A permit has no owner: an orphaned
+/// one is reported, not released (its id may have been handed on).
 pub(crate) static PERMIT: Kind = Kind {
     name: "permit",
     renew: renew_cmd,
+    release: None,
 };
 
 fn renew_cmd(name: &str, hex: &str, lease_ms: u64) -> Cmd {
@@ -177,20 +180,35 @@ pub(crate) async fn acquire(s: Obj<'_>, permits: u64, wait: Wait) -> Result<bool
     Ok(a.granted(&reply))
 }
 
-/// Lease `permits` permits for `lease` per `wait`: their ids, `None` when not taken.
+/// Lease `permits` permits for `lease` per `wait`: their ids, `None` when not taken. With
+/// `watched` (the anchor of the handle that takes them), the watchdog renews each to `lease`
+/// every period until it is released, or until no clone of that handle is left.
 pub(crate) async fn lease(
     s: Obj<'_>,
     permits: u64,
     lease: Duration,
     wait: Wait,
+    watched: Option<&Arc<()>>,
 ) -> Result<Option<Vec<Leased>>> {
+    let lease_ms = lease_millis(lease)?;
+    if watched.is_some() {
+        // A renewal must come before the lease ends, with a period to spare for a slow one.
+        let period = s.ctx.config.renewal_interval();
+        if lease < period * 2 {
+            return Err(Error::InvalidArgument(format!(
+                "a permit the watchdog renews needs a lease of at least twice the renewal \
+                 interval ({:?}); got {lease:?}",
+                period * 2
+            )));
+        }
+    }
     if permits == 0 {
         return Ok(Some(Vec::new()));
     }
     let a = Acquire {
         s,
         permits,
-        lease_ms: Some(lease_millis(lease)?),
+        lease_ms: Some(lease_ms),
     };
     let sent = Instant::now();
     let reply = wait::acquire(s.ctx, s.io, &a, wait).await?;
@@ -206,9 +224,19 @@ pub(crate) async fn lease(
     let mut holds = s.ctx.holds.lock().unwrap();
     Ok(Some(
         ids.into_iter()
-            .map(|id| Leased {
-                state: holds.on_acquired(&hold(s, &id), 1, Some(lease), granted_at),
-                id,
+            .map(|id| {
+                let h = hold(s, &id);
+                let state = match watched {
+                    None => holds.on_acquired(&h, 1, Some(lease), granted_at),
+                    Some(anchor) => {
+                        // Watchdog mode, renewed to its own lease.
+                        let state = holds.on_acquired(&h, 1, None, granted_at);
+                        holds.renew_to(&h, lease_ms);
+                        holds.witnessed(&h, Witness::Handles(vec![Arc::downgrade(anchor)]));
+                        state
+                    }
+                };
+                Leased { state, id }
             })
             .collect(),
     ))
