@@ -297,7 +297,8 @@ impl Registry {
                 round.renew.push(seen);
                 continue;
             }
-            let release = matches!(e.witness, Some(Witness::Thread(_))) && id.kind.release.is_some();
+            let release =
+                matches!(e.witness, Some(Witness::Thread(_))) && id.kind.release.is_some();
             if !release {
                 e.watchdog = false;
                 e.state.mark_lost();
@@ -496,6 +497,53 @@ mod tests {
             .mark_lost_held(&[(Arc::from("a"), Arc::from("u:2"))])
             .is_empty());
         assert_eq!(r.renewing(), 1, "lost holds are no longer renewed");
+    }
+
+    #[test]
+    fn a_hold_whose_thread_ended_is_released_and_one_of_gone_handles_is_reported() {
+        let mut r = Registry::default();
+        let (thread, handle, other) = (Arc::new(()), Arc::new(()), Arc::new(()));
+        let t = id("t", "u:1");
+        let h = id("h", "u:1000000000001");
+        let x = id("x", "u:9");
+        r.on_acquired(&t, 2, None, now());
+        r.witnessed(&t, Witness::Thread(Arc::downgrade(&thread)));
+        let hs = r.on_acquired(&h, 1, None, now());
+        r.witnessed(&h, Witness::Handles(vec![Arc::downgrade(&handle)]));
+        r.witnessed(&h, Witness::Handles(vec![Arc::downgrade(&other)]));
+        r.on_acquired(&x, 1, None, now());
+        r.witnessed(&x, Witness::Explicit);
+        let round = r.round();
+        assert_eq!((round.renew.len(), round.orphans.len()), (3, 0));
+
+        drop(thread);
+        drop(handle);
+        let round = r.round();
+        assert_eq!(round.renew.len(), 2, "one of the handles is left");
+        let o = &round.orphans[0];
+        assert!(o.release && o.holds == 2 && o.seen.id == t);
+        r.on_orphan_released(o);
+        assert_eq!(r.holds(&t), 0);
+
+        drop(other);
+        let round = r.round();
+        assert_eq!(round.renew.len(), 1, "an explicit owner is never an orphan");
+        assert!(!round.orphans[0].release, "a task's hold is only reported");
+        assert!(hs.is_lost() && r.is_lost(&h), "and no longer renewed");
+        assert!(r.round().orphans.is_empty(), "reported once");
+    }
+
+    #[test]
+    fn an_adopted_owner_is_never_an_orphan() {
+        let mut r = Registry::default();
+        let thread = Arc::new(());
+        let t = id("t", "u:1");
+        r.on_acquired(&t, 1, None, now());
+        r.witnessed(&t, Witness::Thread(Arc::downgrade(&thread)));
+        r.adopt("u:1");
+        drop(thread);
+        let round = r.round();
+        assert_eq!((round.renew.len(), round.orphans.len()), (1, 0));
     }
 
     #[test]

@@ -389,7 +389,10 @@ impl<A: Attempt> Queued<'_, A> {
         };
         match d {
             Delivered::Granted(v) if self.a.granted(&v) => {
-                tracing::debug!(key = self.a.key(), "rlock: a wait was granted as its caller gave up; giving it back");
+                tracing::debug!(
+                    key = self.a.key(),
+                    "rlock: a wait was granted as its caller gave up; giving it back"
+                );
                 self.a.give_back_granted(ctx, &v).await;
             }
             // No word from the listener: ask the server whether the grant came first.

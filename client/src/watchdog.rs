@@ -52,7 +52,10 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
         .collect();
     for o in &released {
         let id = &o.seen.id;
-        let release = id.kind.release.expect("only releasable orphans are released");
+        let release = id
+            .kind
+            .release
+            .expect("only releasable orphans are released");
         for _ in 0..o.holds {
             cmds.push((id.key.clone(), release(&id.key, &id.holder)));
         }
@@ -97,9 +100,10 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
         let outcomes: Vec<_> = replies.by_ref().take(o.holds as usize).collect();
         let id = &o.seen.id;
         // A release the server answered (any reply, `NOTOWNER` included: nothing is held).
-        let answered = outcomes
-            .iter()
-            .all(|r| r.as_ref().map_or_else(|e| classify(e) == Failure::Final, |_| true));
+        let answered = outcomes.iter().all(|r| {
+            r.as_ref()
+                .map_or_else(|e| classify(e) == Failure::Final, |_| true)
+        });
         if !answered {
             tracing::warn!(key = %id.key, holder = %id.holder, "rlock: can't release an orphaned hold; will retry");
             continue;

@@ -172,3 +172,57 @@ fn cluster_mode() {
         assert!(!exists(&mut m, name));
     }
 }
+
+#[test]
+fn count_down_and_await_is_a_barrier() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let client = client(&s);
+    let latch = client.count_down_latch("barrier");
+    assert!(latch.try_set_count(3).unwrap());
+    // Two arrive and wait for the third; each counted down once on arrival.
+    let arrived: Vec<_> = (0..2)
+        .map(|_| {
+            let l = latch.clone();
+            std::thread::spawn(move || {
+                l.count_down_and_await().unwrap();
+                Instant::now()
+            })
+        })
+        .collect();
+    wait_until(Duration::from_secs(5), "two parties wait", || {
+        queued(&mut c) == 2
+    });
+    assert_eq!(latch.get_count().unwrap(), 1);
+    // A party that can't wait long: counted down, the latch opened by it, so it passes.
+    let last = Instant::now();
+    assert!(latch
+        .count_down_and_await_for(Duration::from_secs(1))
+        .unwrap());
+    for a in arrived {
+        let passed = a.join().unwrap();
+        assert!(passed >= last);
+    }
+    assert!(!exists(&mut c, "barrier"), "open: the key is gone");
+
+    // Too few parties: the wait times out with the count lowered.
+    assert!(latch.try_set_count(2).unwrap());
+    let t = Instant::now();
+    assert!(!latch
+        .count_down_and_await_for(Duration::from_millis(200))
+        .unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(190));
+    assert_eq!(latch.get_count().unwrap(), 1);
+    assert_eq!(queued(&mut c), 0);
+
+    // Async: the same.
+    runtime(2).block_on(async {
+        let l = client.async_count_down_latch("barrier");
+        l.count_down_and_await().await.unwrap();
+        assert_eq!(l.get_count().await.unwrap(), 0);
+    });
+}
+
+fn exists(c: &mut redis::Connection, key: &str) -> bool {
+    int(c, &cmd!("EXISTS", key)) == 1
+}

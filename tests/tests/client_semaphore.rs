@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use client_support::{client, runtime};
+use client_support::{calls, client, runtime};
 use rlock::{Error, PermitId};
 use rlock_tests::redisson::semaphore as java;
 use rlock_tests::*;
@@ -506,4 +506,92 @@ fn cluster_mode() {
         assert!(exp.update_lease_time(id, Duration::from_secs(10)).unwrap());
         exp.release(id).unwrap();
     }
+}
+
+/// The score (lease end, ms since the epoch) of a leased permit in `{key}:timeout`.
+fn lease_end(c: &mut redis::Connection, key: &str, id: PermitId) -> Option<i64> {
+    redis::cmd("ZSCORE")
+        .arg(java::timeouts(key))
+        .arg(&id.as_bytes()[..])
+        .query(c)
+        .unwrap()
+}
+
+#[test]
+fn the_watchdog_renews_permits_of_a_watched_semaphore() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let client = client(&s); // watchdog 600 ms: renewal every 200 ms
+    let plain = client.permit_expirable_semaphore("watched");
+    let sem = plain.clone().with_watchdog();
+    sem.try_set_permits(2).unwrap();
+    assert!(
+        matches!(
+            sem.try_acquire(Duration::from_millis(300)),
+            Err(Error::InvalidArgument(_))
+        ),
+        "a lease shorter than two renewal periods could lapse between renewals"
+    );
+    let lease = Duration::from_millis(500);
+    let g = sem.guard(lease).unwrap();
+    let gid = g.permit_id().unwrap();
+    let id = sem.acquire(lease).unwrap();
+    assert_eq!(client.renewing_count(), 2);
+    let renewals = calls(&mut c, "eval");
+    // Three leases later both are still leased, each renewed to end within one lease of now.
+    std::thread::sleep(lease * 3);
+    assert_eq!(sem.acquired_permits().unwrap(), 2);
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    assert!(!g.is_lost());
+    for p in [gid, id] {
+        let left = lease_end(&mut c, "watched", p).unwrap() - java::now_ms();
+        assert!(left > 0 && left <= 500, "{left} ms left of a 500 ms lease");
+    }
+    // Renewed in the watchdog's rounds (one script per permit and round, no other command).
+    let rounds = calls(&mut c, "eval") - renewals;
+    assert!((10..=20).contains(&rounds), "{rounds} renewals in 1.5 s");
+
+    // Released: no longer renewed, back in the pool.
+    g.unlock().unwrap();
+    sem.release(id).unwrap();
+    assert_eq!(client.renewing_count(), 0);
+    assert_eq!(sem.available_permits().unwrap(), 2);
+
+    // A permit of an unwatched handle is not renewed: it ends with its lease.
+    let once = plain.acquire(lease).unwrap();
+    assert_eq!(client.renewing_count(), 0);
+    wait_until(margin(lease * 2), "the unwatched lease ends", || {
+        plain.available_permits().unwrap() == 2
+    });
+    assert!(!plain.try_release(once).unwrap());
+
+    // Every clone of the watched handle gone: its permit is reported, no longer renewed, and
+    // returns when its lease ends.
+    let other = client.permit_expirable_semaphore("watched").with_watchdog();
+    let kept = other.acquire(lease).unwrap();
+    drop(other);
+    let gone = Instant::now();
+    wait_until(margin(lease * 3), "the orphaned permit returns", || {
+        plain.available_permits().unwrap() == 2
+    });
+    assert!(gone.elapsed() <= margin(lease + Duration::from_millis(300)));
+    assert!(!plain.try_release(kept).unwrap());
+}
+
+#[test]
+fn async_watched_permits() {
+    let s = Server::start();
+    let client = client(&s);
+    runtime(2).block_on(async {
+        let sem = client
+            .async_permit_expirable_semaphore("awatched")
+            .with_watchdog();
+        sem.try_set_permits(1).await.unwrap();
+        let g = sem.guard(Duration::from_millis(400)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert_eq!(sem.available_permits().await.unwrap(), 0);
+        assert!(!g.is_lost());
+        g.unlock().await.unwrap();
+        assert_eq!(sem.available_permits().await.unwrap(), 1);
+    });
 }

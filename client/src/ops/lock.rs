@@ -60,7 +60,13 @@ impl Flavor {
 
     /// Whether a holder's second acquire is refused.
     pub(crate) fn refuses_reentry(self) -> bool {
-        matches!(self, Flavor::Exclusive { reentrant: false, .. })
+        matches!(
+            self,
+            Flavor::Exclusive {
+                reentrant: false,
+                ..
+            }
+        )
     }
 
     fn kind(self) -> &'static Kind {
