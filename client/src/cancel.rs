@@ -22,8 +22,11 @@ use tokio::sync::watch;
 /// `try_lock_for`, `acquire`, `wait`, guards, ...) then ends promptly with
 /// [`Error::Cancelled`](crate::Error::Cancelled): its request is withdrawn from the server's
 /// queue (`RSESSION.CANCEL`), and if the server granted it in the same instant, the grant is
-/// given back before the call returns, so a cancelled call never leaves the object held.
-/// A wait started after the cancel fails at once without asking the server. Calls that don't
+/// given back before the call returns, so a cancelled call never leaves the object held. A
+/// grant the call received before it saw the cancel is the call's: it returns `Ok` and holds
+/// it (for a sync wait's first 50 ms, while its connection is parked for a direct hand-off, a
+/// cancel is seen when that part ends). A wait started after the cancel fails at once without
+/// asking the server. Calls that don't
 /// wait (`try_lock`, `unlock`, ...) are not affected. A token stays cancelled; use a new one
 /// for new work. Clones share one state.
 ///

@@ -124,6 +124,8 @@
 //! | `unlock()` (`IllegalMonitorStateException`) | [`Lock::unlock`] ([`Error::NotOwner`]) | [`AsyncLock::unlock`] |
 //! | `forceUnlock`, `isLocked`, `isHeldByCurrentThread`, `getHoldCount`, `remainTimeToLive` | [`Lock::force_unlock`], [`Lock::is_locked`], [`Lock::is_held_by_current_thread`], [`Lock::hold_count`], [`Lock::remain_time_to_live`] | [`AsyncLock::is_held_by_current_task`], ... |
 //! | `lockAsync(threadId)` | [`Lock::with_owner`] | [`AsyncLock::with_owner`] |
+//! | `lockInterruptibly()`, `lockInterruptibly(lease)` + `Thread.interrupt()` (`InterruptedException`) | [`CancelToken::run`] around [`Lock::lock`] (or any blocking wait) + [`CancelToken::cancel`] ([`Error::Cancelled`]) | drop the future (cancel-safe) |
+//! | **`getNonReentrantLock`**, `getNonReentrantFairLock` (`IllegalMonitorStateException` on re-entry) | [`Client::non_reentrant_lock`] ([`Error::NotReentrant`]) | [`Client::async_non_reentrant_lock`] |
 //! | `lockAndGetToken`, `tryLockAndGetToken`, `getToken` | [`FencedLock::lock_and_get_token`], [`FencedLock::try_lock_and_get_token`], [`FencedLock::token`] | same names |
 //! | **`RReadWriteLock`**: `getReadWriteLock` | [`Client::read_write_lock`] | [`Client::async_read_write_lock`] |
 //! | `readLock()`, `writeLock()` (each an `RLock`) | [`ReadWriteLock::read_lock`], [`ReadWriteLock::write_lock`] (each a [`Lock`]: every method above) | [`AsyncReadWriteLock::read_lock`], ... ([`AsyncLock`]) |
@@ -141,15 +143,18 @@
 //! | `tryRelease(id)`, `tryRelease(ids)` | [`PermitExpirableSemaphore::try_release`], [`PermitExpirableSemaphore::try_release_many`] | same names |
 //! | `updateLeaseTime`, `acquiredPermits`, `availablePermits`, `trySetPermits`, `addPermits` | [`PermitExpirableSemaphore::update_lease_time`], [`PermitExpirableSemaphore::acquired_permits`], [`PermitExpirableSemaphore::available_permits`], ... | same names |
 //! | a permit in try/finally | [`PermitExpirableSemaphore::guard`] ([`Guard::permit_id`]), [`PermitExpirableSemaphore::guard_many`] | same names |
+//! | (none: a lease is a guess, redisson#4462) | [`PermitExpirableSemaphore::with_watchdog`]: permits renewed by the watchdog until released | [`AsyncPermitExpirableSemaphore::with_watchdog`] |
 //! | **`RCountDownLatch`**: `getCountDownLatch` | [`Client::count_down_latch`] | [`Client::async_count_down_latch`] |
 //! | `trySetCount`, `countDown`, `getCount`, `delete` | [`CountDownLatch::try_set_count`], [`CountDownLatch::count_down`], [`CountDownLatch::get_count`], [`CountDownLatch::delete`] | same names |
 //! | `await()`, `await(timeout)` | [`CountDownLatch::wait`], [`CountDownLatch::wait_for`] (`await` is a Rust keyword) | same names |
+//! | `countDown()` then `await()` (Redisson has no `countDownAndAwait`) | [`CountDownLatch::count_down_and_await`], [`CountDownLatch::count_down_and_await_for`] | same names |
 //! | **`RedissonMultiLock`**: `getMultiLock(locks...)` | [`MultiLock::new`], [`Client::multi_lock`] | [`AsyncMultiLock::new`], [`Client::async_multi_lock`] |
 //! | `lock`, `tryLock`, `unlock`, `isHeldByCurrentThread` | [`MultiLock::lock`], [`MultiLock::try_lock_for`], [`MultiLock::unlock`], [`MultiLock::is_held`], guards | same names |
 //! | **`RedissonRedLock`**: `getRedLock(locks...)` | [`RedLock::new`] (methods of [`MultiLock`]) | [`AsyncRedLock::new`] |
 //! | waiting through pub/sub (a subscription per lock, `subscriptionConnectionPoolSize`, `subscriptionsPerConnection`) | every wait through the client's session: one listener connection per server, no pool to size (see "Waiting: sessions") | same |
 //! | no notice when a hold is lost (found at the next renewal at best) | [`Guard::is_lost`], [`Lock::is_lost`]: the server pushes the loss through the session within milliseconds | [`Guard::lost`] |
 //! | `lockWatchdogTimeout` | [`ClientBuilder::watchdog_timeout`] | same |
+//! | a lock of a thread that ended without `unlock` is renewed for the life of the process (redisson#7272, #2590) | released by the watchdog within one renewal period (see "Orphaned holds") | a task's: reported and no longer renewed |
 //! | (none) | [`ClientBuilder::session_grace`]: how long a frozen process's waits outlive it | same |
 //!
 //! # Owners: threads in sync code, tasks in async code
@@ -179,9 +184,38 @@
 //! (see "Lost holds" on [`Guard`]).
 //!
 //! Semaphore permits and latches have no owner. A leased permit of a
-//! [`PermitExpirableSemaphore`] always has a lease (nothing renews it unless you call
-//! [`update_lease_time`](PermitExpirableSemaphore::update_lease_time)); its guard counts it
-//! lost when the lease has ended.
+//! [`PermitExpirableSemaphore`] always has a lease; nothing renews it unless you call
+//! [`update_lease_time`](PermitExpirableSemaphore::update_lease_time), or lease it through a
+//! handle made with [`with_watchdog`](PermitExpirableSemaphore::with_watchdog): the watchdog
+//! then renews it to its lease in the same round trip as the locks (a script of Redisson's
+//! `updateLeaseTime` per permit), until it is released. Its guard counts it lost when the lease
+//! has ended, or when a renewal finds it gone.
+//!
+//! # Orphaned holds
+//!
+//! A hold taken in watchdog mode without a guard (`lock()`, `try_lock_for(..)`) is renewed
+//! until its owner unlocks it. If that owner can no longer unlock it, the hold is an orphan,
+//! and the watchdog acts at its next round, within one renewal period:
+//!
+//! - **A thread that ended** (sync API, the owner is `UUID:thread-number`): its holds are
+//!   **released**, every re-entry of every lock and read-write lock side, in the watchdog's
+//!   round trip, and a `tracing` warning names each. This is safe: thread numbers are never
+//!   reused, so no code can act as that owner any more. A waiter gets the lock at once.
+//! - **A task whose handles are all gone** (async API, the owner is the task; also a permit
+//!   of a watched semaphore): when no clone of the handle the hold was taken through is left,
+//!   the hold is **reported** with a `tracing` warning naming the lock, marked lost
+//!   ([`AsyncLock::is_lost`]) and **no longer renewed**; it frees when its lease ends (at most
+//!   the watchdog timeout later). It is not released: tokio gives no way to see that a task
+//!   ended, and a task that is still running could unlock it later through a new handle. A
+//!   task aborted with its handle (`tokio::spawn(async move { lock.lock().await; .. })`) is
+//!   the case this catches; a task whose handle lives on elsewhere (shared by other tasks) is
+//!   not an orphan by this rule. Guards need none of this: a guard gives its hold back when it
+//!   is dropped, also when its task is aborted. In async code, hold the lock with a guard, or
+//!   keep a handle while the task holds it.
+//! - **An explicit owner** ([`Owner`] given to `with_owner`, including a thread's own owner
+//!   handed to another thread with `lock.clone().with_owner(lock.owner())`) can release from
+//!   anywhere: its holds are never orphans; they are renewed until released, as in Redisson.
+//!   Hand a lock that must outlive the thread that took it on this way.
 //!
 //! # Durations
 //!
@@ -219,7 +253,10 @@
 //!   the request itself).
 //! - **Cancellation.** Dropping an async acquire withdraws its request (`RSESSION.CANCEL`)
 //!   before the drop returns; a grant that raced the withdrawal is released before the drop
-//!   returns too.
+//!   returns too. A blocking wait that runs under a [`CancelToken`] ends the same way when
+//!   another thread cancels the token, with [`Error::Cancelled`] (a wait cancelled in its
+//!   first 50 ms, while its connection is parked, ends when that part does; a grant within it
+//!   is the call's, which then returns `Ok` and holds it).
 //! - **Nothing lost, nothing twice.** The listener acknowledges outcomes only after handing them
 //!   over; a listener whose connection broke reconnects, resumes the session and reads what it
 //!   missed, each outcome once.
