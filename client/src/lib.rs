@@ -187,8 +187,8 @@
 //! [`PermitExpirableSemaphore`] always has a lease; nothing renews it unless you call
 //! [`update_lease_time`](PermitExpirableSemaphore::update_lease_time), or lease it through a
 //! handle made with [`with_watchdog`](PermitExpirableSemaphore::with_watchdog): the watchdog
-//! then renews it to its lease in the same round trip as the locks (a script of Redisson's
-//! `updateLeaseTime` per permit), until it is released. Its guard counts it lost when the lease
+//! then renews it to its lease in the same round trip as the locks (an `RSEM.RENEW`, Redisson's
+//! `updateLeaseTime`, per permit), until it is released. Its guard counts it lost when the lease
 //! has ended, or when a renewal finds it gone.
 //!
 //! # Orphaned holds

@@ -200,6 +200,27 @@ pub static COMMANDS: &[CommandSpec] = &[
         args: &[KEY, RELEASED],
     },
     CommandSpec {
+        name: c"rsem.renew",
+        handler: semaphore::renew,
+        flags: c"write",
+        // Not @fast: like every writing RSEM command it first returns ended leases to the pool,
+        // which can serve waiters.
+        acl: c"write slow",
+        summary: c"Moves the lease end of leased permits to lease_ms from now; replies how many were still leased",
+        complexity: c"O(N log M) where N is the number of ids and M the leased permits, plus the ended leases returned and the waiters granted",
+        arity: -5,
+        key: KeyAccess::Update,
+        args: &[
+            KEY,
+            ArgSpec::new(c"lease_ms", Integer),
+            ArgSpec {
+                token: Some(c"ID"),
+                multiple: true,
+                ..ArgSpec::new(c"id", String)
+            },
+        ],
+    },
+    CommandSpec {
         name: c"rsem.trysetpermits",
         handler: semaphore::try_set_permits,
         flags: c"write deny-oom",

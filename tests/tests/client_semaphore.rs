@@ -537,7 +537,7 @@ fn the_watchdog_renews_permits_of_a_watched_semaphore() {
     let gid = g.permit_id().unwrap();
     let id = sem.acquire(lease).unwrap();
     assert_eq!(client.renewing_count(), 2);
-    let renewals = calls(&mut c, "eval");
+    let (renewals, scripts) = (calls(&mut c, "rsem.renew"), calls(&mut c, "eval"));
     // Three leases later both are still leased, each renewed to end within one lease of now.
     std::thread::sleep(lease * 3);
     assert_eq!(sem.acquired_permits().unwrap(), 2);
@@ -547,8 +547,13 @@ fn the_watchdog_renews_permits_of_a_watched_semaphore() {
         let left = lease_end(&mut c, "watched", p).unwrap() - java::now_ms();
         assert!(left > 0 && left <= 500, "{left} ms left of a 500 ms lease");
     }
-    // Renewed in the watchdog's rounds (one script per permit and round, no other command).
-    let rounds = calls(&mut c, "eval") - renewals;
+    // Renewed in the watchdog's rounds (one RSEM.RENEW per permit and round, no script).
+    let rounds = calls(&mut c, "rsem.renew") - renewals;
+    assert_eq!(
+        calls(&mut c, "eval"),
+        scripts,
+        "no script: an RSEM-only ACL user renews too"
+    );
     assert!((10..=20).contains(&rounds), "{rounds} renewals in 1.5 s");
 
     // Released: no longer renewed, back in the pool.

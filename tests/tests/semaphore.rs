@@ -737,3 +737,54 @@ fn permits_granted_to_a_waiter_killed_before_its_reply_go_back_to_the_pool() {
         || available(&mut c, "s") == 3,
     );
 }
+
+/// `RSEM.RENEW` moves the lease ends of the permits still leased, for a user allowed only the
+/// semaphore's commands and keys (no `EVAL`, which Redisson's `updateLeaseTime` needs).
+#[test]
+fn renew_moves_live_leases_for_a_user_allowed_only_rsem() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    let mut c = acl_user(
+        &s,
+        &mut admin,
+        "jobs",
+        &[
+            "~jobs",
+            "~{jobs}:*",
+            "+rsem.trysetpermits",
+            "+rsem.acquire",
+            "+rsem.release",
+            "+rsem.renew",
+        ],
+    );
+    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "jobs", 3)), 1);
+    let leased = ids(&raw(
+        &mut c,
+        &cmd!("RSEM.ACQUIRE", "jobs", "PERMITS", 2, "LEASE", 1_000),
+    ));
+    assert_eq!(
+        int(&mut c, &cmd!("RSEM.RELEASE", "jobs", "ID", &leased[1])),
+        2
+    );
+    let before = wall_ms();
+    let unknown = "00000000000000000000000000000000";
+    let renewed = int(
+        &mut c,
+        &cmd!(
+            "RSEM.RENEW",
+            "jobs",
+            60_000,
+            "ID",
+            &leased[0],
+            &leased[1],
+            unknown
+        ),
+    );
+    assert_eq!(renewed, 1, "only the permit still leased");
+    let ends = leases(&mut admin, "jobs");
+    assert_eq!(ends.len(), 1);
+    assert_eq!(hex(&ends[0].0), leased[0]);
+    assert_between("lease end", ends[0].1 - before, 59_000, 61_000);
+    let e = err(&mut c, &cmd!("EVAL", "return 1", 0));
+    assert!(e.starts_with("NOPERM"), "{e}");
+}

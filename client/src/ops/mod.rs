@@ -85,16 +85,6 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
     }
 }
 
-/// `{name}:suffix`, or `name:suffix` when the name already holds a `{` (Redisson's
-/// `RedissonObject.suffixName`).
-pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:{suffix}")
-    } else {
-        format!("{{{name}}}:{suffix}")
-    }
-}
-
 /// A lease in whole milliseconds, as the server takes it. A lease shorter than a millisecond is
 /// rounded up to 1 ms (every duration is sent rounded up); a zero lease is refused, as the
 /// server would.

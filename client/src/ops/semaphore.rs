@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use redis::{Cmd, FromRedisValue, Value};
 
-use super::{lease_millis, suffix_name, Obj};
+use super::{lease_millis, Obj};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::{HoldId, HoldState, Kind, Witness};
@@ -34,21 +34,11 @@ fn renew_cmd(name: &str, hex: &str, lease_ms: u64) -> Cmd {
 }
 
 /// Move a leased permit's end to `lease_ms` from now (Redisson's `updateLeaseTime`): 1 if the
-/// permit was leased and its lease had not ended, else 0. A script, so the check and the
-/// update see one state; the module sees the `ZADD` and moves its timer.
+/// permit was leased and its lease had not ended, else 0 (`RSEM.RENEW`: a user allowed only
+/// `RSEM.*` can renew, which an `EVAL` would not let them).
 fn update_lease_cmd(name: &str, id: &PermitId, lease_ms: u64) -> Cmd {
-    const SCRIPT: &str = "local t = redis.call('time') \
-        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
-        local at = redis.call('zscore', KEYS[1], ARGV[1]) \
-        if at == false or tonumber(at) <= now then return 0 end \
-        redis.call('zadd', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1]) \
-        return 1";
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(SCRIPT)
-        .arg(1)
-        .arg(suffix_name(name, "timeout"))
-        .arg(&id.as_bytes()[..])
-        .arg(lease_ms);
+    let mut cmd = redis::cmd("RSEM.RENEW");
+    cmd.arg(name).arg(lease_ms).arg("ID").arg(id.to_string());
     cmd
 }
 

@@ -83,6 +83,19 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     Ok(Answer::Reply(settle(&mut keys, true)?))
 }
 
+/// `RSEM.RENEW key lease_ms ID id [id ...]`
+pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let (lease_ms, ids) = semaphore::parse_renew(&args.bytes())?;
+    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    // Leases that already ended are returned first (and can no longer be renewed).
+    prepare(&mut keys)?;
+    let d = semaphore::renew(&keys, lease_ms, &ids)?;
+    if !d.writes.is_empty() {
+        keys.apply(&d)?;
+    }
+    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+}
+
 /// `RSEM.TRYSETPERMITS key n`
 pub fn try_set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let n = semaphore::parse_try_set(&args.bytes())?;

@@ -146,6 +146,23 @@ pub fn parse_release(argv: &[&[u8]]) -> Result<Release, CmdError> {
     Ok(Release::Permits(n))
 }
 
+/// `RSEM.RENEW key lease_ms ID id [id ...]`: the new lease and the permits.
+pub fn parse_renew(argv: &[&[u8]]) -> Result<(i64, Vec<PermitId>), CmdError> {
+    args::arity(argv, |n| n >= 5, "rsem.renew")?;
+    let lease_ms = args::lease(argv[2])?;
+    if !argv[3].eq_ignore_ascii_case(b"ID") {
+        return Err(CmdError::Syntax(format!(
+            "expected ID, got '{}'",
+            super::error::echo(argv[3])
+        )));
+    }
+    let ids = argv[4..]
+        .iter()
+        .map(|t| parse_id(t))
+        .collect::<Result<_, _>>()?;
+    Ok((lease_ms, ids))
+}
+
 /// `RSEM.TRYSETPERMITS key n`
 pub fn parse_try_set(argv: &[&[u8]]) -> Result<i64, CmdError> {
     args::arity(argv, |n| n == 3, "rsem.trysetpermits")?;
@@ -348,6 +365,34 @@ pub fn release_ids(
         by: n,
     });
     Ok(Decision::new(writes, Reply::Int(after)))
+}
+
+/// Move the lease end of each permit in `ids` that is still leased to `lease_ms` from now
+/// (Redisson's `updateLeaseTime`, for many permits in one call: a watchdog renews all of a
+/// client's permits of one semaphore at once). Reply: how many were renewed; a permit that is
+/// not leased (released, its lease ended, never issued) is skipped, as is an id given twice.
+pub fn renew(
+    store: &(impl Store + ?Sized),
+    lease_ms: i64,
+    ids: &[PermitId],
+) -> Result<Decision<'static>, CmdError> {
+    count(store)?; // both keys are a semaphore's
+    let at = args::deadline(store.now(), lease_ms, "lease_ms")?;
+    let key = timeouts(store);
+    let now = store.now() as f64;
+    let mut seen = std::collections::HashSet::with_capacity(ids.len());
+    let mut writes = Vec::new();
+    for id in ids {
+        if seen.insert(id) && store.zscore(&key, id).is_some_and(|end| end > now) {
+            writes.push(Write::ZAdd {
+                key: key.clone(),
+                member: id.to_vec(),
+                score: at,
+            });
+        }
+    }
+    let renewed = writes.len() as i64;
+    Ok(Decision::new(writes, Reply::Int(renewed)))
 }
 
 /// Take every available permit. Reply: how many (0 when none, or the count is negative).
@@ -797,6 +842,36 @@ mod tests {
             lease_ms: None,
         };
         assert_eq!(w.wake_at(&m), None);
+    }
+
+    #[test]
+    fn renew_moves_live_leases_and_skips_the_rest() {
+        let mut m = Mem::new(b"s");
+        m.apply_ok(&try_set(&m, 3).unwrap());
+        let ids = ids_of(&take(&mut m, 3, Some(100)));
+        let released = ids[2];
+        m.apply_ok(&release_ids(&m, &[released]).unwrap());
+        m.now += 50;
+        let never: PermitId = [7; 16];
+        let all = [ids[0], ids[1], ids[0], released, never];
+        // Two live leases renewed (the repeated id once); released and unknown ids skipped.
+        assert_eq!(m.apply_ok(&renew(&m, 1_000, &all).unwrap()), Reply::Int(2));
+        let z = m.zset(b"{s}:timeout");
+        for id in &ids[..2] {
+            assert_eq!(z.get(id.as_slice()), Some(&((m.now + 1_000) as f64)));
+        }
+        assert_eq!(z.get(released.as_slice()), None);
+        assert_eq!(z.get(never.as_slice()), None, "never created");
+        // A lease that ended is not brought back.
+        m.now += 1_000;
+        assert_eq!(
+            m.apply_ok(&renew(&m, 1_000, &ids[..2]).unwrap()),
+            Reply::Int(0)
+        );
+        assert_eq!(
+            parse_renew(&[b"rsem.renew", b"s", b"100", b"PERMITS", b"1"]).err(),
+            Some(CmdError::Syntax("expected ID, got 'PERMITS'".into()))
+        );
     }
 
     #[test]
