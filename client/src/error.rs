@@ -134,6 +134,20 @@ pub enum Error {
         timeout: Duration,
     },
 
+    /// Replica sync is on and the lock's lease ended before its replicas acknowledged it (or
+    /// the hold was already gone when the sync began): another owner may hold it now. The
+    /// acquire was undone.
+    #[error(
+        "the lease of '{name}' ({lease:?}) ended before its replicas acknowledged the lock; \
+         the acquire was undone (make the lease longer than the replica sync timeout)"
+    )]
+    LeaseEndedBeforeSync {
+        /// The lock name.
+        name: String,
+        /// The acquire's lease.
+        lease: Duration,
+    },
+
     /// The server does not know the `RLOCK.*` commands: the rlock module is not loaded. Holds
     /// the server's address.
     #[error(

@@ -118,3 +118,48 @@ fn replica_sync_waits_for_a_replica_and_undoes_when_none_acknowledges() {
     assert!(!exists(&mut mc, "unsynced"), "the acquire was undone");
     assert_eq!(client.renewing_count(), 0);
 }
+
+/// A replica that acknowledges only after the lease ended (it was stalled): the holder must not
+/// go on as if it held the lock (another owner may have it since), so the acquire is undone and
+/// reported. (The failover torture found holders that did, overlapping the next holder.)
+#[test]
+fn replica_sync_that_outlasts_the_lease_is_undone() {
+    let master = Server::start();
+    let replica = Server::with(ServerOptions {
+        module: false,
+        replica_of: Some(master.port),
+        ..Default::default()
+    });
+    let mut rc = replica.conn();
+    wait_until(Duration::from_secs(10), "replica linked", || {
+        rlock_tests::info_field(&mut rc, "replication", "master_link_status").as_deref()
+            == Some("up")
+    });
+    let client = client_with(master.url(), |b| {
+        b.replica_sync(Some(Duration::from_secs(5)))
+    });
+    let lock = client.lock("slow-sync");
+    let pid = replica.pid();
+    // The replica stops for longer than the lease, then acknowledges.
+    rlock_tests::signal(pid, "-STOP");
+    let resume = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1_500));
+        rlock_tests::signal(pid, "-CONT");
+    });
+    let started = std::time::Instant::now();
+    let r = lock.try_lock_with(Duration::ZERO, Duration::from_millis(500));
+    resume.join().unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_400),
+        "WAIT waited for the replica"
+    );
+    match r {
+        Err(Error::LeaseEndedBeforeSync { lease, .. }) => {
+            assert_eq!(lease, Duration::from_millis(500))
+        }
+        other => panic!("expected LeaseEndedBeforeSync, got {other:?}"),
+    }
+    let mut mc = master.conn();
+    assert!(!exists(&mut mc, "slow-sync"), "not held by the caller");
+    assert_eq!(client.renewing_count(), 0);
+}

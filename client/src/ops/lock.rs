@@ -424,8 +424,10 @@ pub(crate) fn is_lost(t: Target<'_>, owner: &Owner) -> bool {
 /// Replica sync after an acquire (Redisson's `checkLockSyncedSlaves`). On a connection of its
 /// own (WAIT blocks it): `RLOCK.RENEW` re-writes the lease so this connection's replication
 /// offset covers the acquire (a grant to a waiter is written while serving another client),
-/// then `WAIT <connected replicas> <timeout>`. No acknowledgement while replicas are connected:
-/// the caller undoes the acquire.
+/// then `WAIT <connected replicas> <timeout>`. No acknowledgement while replicas are connected,
+/// a hold already gone when the renewal ran, or a lease that ended before `WAIT` answered (the
+/// failover torture found holders that went on after their lease had run out during a slow
+/// `WAIT`, overlapping the next holder): the caller undoes the acquire.
 async fn sync_replicas(
     t: Target<'_>,
     owner: &Owner,
@@ -434,7 +436,8 @@ async fn sync_replicas(
 ) -> Result<()> {
     let ctx = t.ctx;
     let wait_ms = millis(timeout).max(1);
-    let (replicas, acked) = ctx
+    let lease = Duration::from_millis(lease_ms);
+    let synced = ctx
         .transport
         .policy
         .run(&ctx.bg, Delivery::Idempotent, |to| async move {
@@ -447,29 +450,59 @@ async fn sync_replicas(
             let mut pipe = redis::pipe();
             pipe.add_command(t.flavor.renew_cmd(t.name, owner.as_str(), lease_ms));
             pipe.cmd("INFO").arg("replication");
-            let info = String::from_redis_value(w.query(pipe).await?)?;
+            // The renewed lease runs from no earlier than this.
+            let renewed_at = Instant::now();
+            let mut replies = w.query_all(pipe).await?.into_iter();
+            let (Some(renewed), Some(info)) = (replies.next(), replies.next()) else {
+                return Ok(Synced::Lost);
+            };
+            if i64::from_redis_value(renewed)? < 1 {
+                return Ok(Synced::Lost);
+            }
+            let info = String::from_redis_value(info)?;
             let replicas = info
                 .lines()
                 .find_map(|l| l.strip_prefix("connected_slaves:"))
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .unwrap_or(0);
             if replicas == 0 {
-                return Ok((0, 0));
+                return Ok(Synced::Acked);
             }
             let mut pipe = redis::pipe();
             pipe.cmd("WAIT").arg(replicas).arg(wait_ms);
-            Ok((replicas, i64::from_redis_value(w.query(pipe).await?)?))
+            let acked = i64::from_redis_value(w.query(pipe).await?)?;
+            Ok(if renewed_at.elapsed() >= lease {
+                Synced::Lost
+            } else if acked > 0 {
+                Synced::Acked
+            } else {
+                Synced::NotAcked(replicas)
+            })
         })
         .await
         .map_err(|e| ctx.transport.error(e, t.name))?;
-    if replicas == 0 || acked > 0 {
-        return Ok(());
+    match synced {
+        Synced::Acked => Ok(()),
+        Synced::Lost => Err(Error::LeaseEndedBeforeSync {
+            name: t.name.to_string(),
+            lease,
+        }),
+        Synced::NotAcked(replicas) => Err(Error::NoSyncedReplicas {
+            name: t.name.to_string(),
+            replicas,
+            timeout,
+        }),
     }
-    Err(Error::NoSyncedReplicas {
-        name: t.name.to_string(),
-        replicas,
-        timeout,
-    })
+}
+
+/// How a replica sync ended.
+enum Synced {
+    /// Acknowledged by a replica (or no replica is connected), within the lease.
+    Acked,
+    /// The hold was gone when the sync began, or its lease ended before `WAIT` answered.
+    Lost,
+    /// None of this many connected replicas acknowledged within the timeout.
+    NotAcked(u64),
 }
 
 #[cfg(test)]

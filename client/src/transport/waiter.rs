@@ -31,7 +31,13 @@ impl Waiter {
 
     /// Send every command of `pipe` at once and return the last one's reply (or the first error
     /// reply among them). A connection that failed below the protocol is closed, not reused.
-    pub(crate) async fn query(&mut self, mut pipe: Pipeline) -> RedisResult<Value> {
+    pub(crate) async fn query(&mut self, pipe: Pipeline) -> RedisResult<Value> {
+        let mut replies = self.query_all(pipe).await?;
+        Ok(replies.pop().unwrap_or(Value::Nil))
+    }
+
+    /// Every command's reply, or the first error reply among them (see [`Waiter::query`]).
+    pub(crate) async fn query_all(&mut self, mut pipe: Pipeline) -> RedisResult<Vec<Value>> {
         // Error replies come back as values, read like the blocking connection's.
         pipe.ignore_errors();
         let r = match &mut self.conn {
@@ -45,7 +51,12 @@ impl Waiter {
             }
             Conn::Async(c) => pipe.query_async::<Vec<Value>>(&mut c.get().conn).await,
         };
-        let r = r.and_then(last_reply);
+        let r = r.and_then(|replies| {
+            replies
+                .into_iter()
+                .map(Value::extract_error)
+                .collect::<RedisResult<Vec<Value>>>()
+        });
         if r.as_ref().is_err_and(broken) {
             match &mut self.conn {
                 Conn::Blocking(c) => c.discard(),
@@ -54,13 +65,4 @@ impl Waiter {
         }
         r
     }
-}
-
-/// The reply of the last command, or the first error reply among them.
-fn last_reply(replies: Vec<Value>) -> RedisResult<Value> {
-    let mut last = Value::Nil;
-    for v in replies {
-        last = v.extract_error()?;
-    }
-    Ok(last)
 }
