@@ -209,7 +209,7 @@ fn run(cluster: &mut Cluster, secs: u64, replica_sync: bool, seed: u64) -> Repor
                 .iter()
                 .map(|p| format!("redis://127.0.0.1:{p}/")),
         )
-        .replica_sync(replica_sync.then_some(Duration::from_secs(2)))
+        .replica_sync(replica_sync.then_some(Duration::from_millis(500)))
         .build()
         .expect("cluster client");
     let resource = Arc::new(Resource::default());
