@@ -331,6 +331,7 @@ mod client;
 mod config;
 mod context;
 mod error;
+mod failover;
 mod holds;
 mod ops;
 mod owner;

@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub mod cluster;
+pub mod sentinel;
+pub mod tls;
 mod metadata;
 mod rwlock;
 
