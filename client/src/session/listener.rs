@@ -117,6 +117,12 @@ impl Kick {
     }
 }
 
+/// What a caller of an abandoned listener gets: `NOSESSION` (not run: it sends again, to the
+/// primary Sentinel names now).
+fn left() -> RedisError {
+    server_error("NOSESSION the client left its session on this node: it is not the primary any more")
+}
+
 fn session_name(base: &str, incarnation: u64) -> Arc<str> {
     Arc::from(format!("{base}:{incarnation}"))
 }
@@ -180,6 +186,10 @@ impl Listener {
         let mut rx = self.phase.subscribe();
         let mut kicked = false;
         loop {
+            if self.abandoned.load(Ordering::SeqCst) {
+                // Nothing opens this session again: the caller goes to the primary now.
+                return Err(left());
+            }
             let phase = rx.borrow_and_update().clone();
             match phase {
                 Phase::Open => {
@@ -557,6 +567,8 @@ impl Listener {
         self.closed.store(true, Ordering::Relaxed);
         self.kick.notify();
         self.lose(Loss::Interrupted);
+        // Wake callers waiting in `ready` (the thread may end without another word).
+        self.set_phase(Phase::Down(left()));
     }
 
     /// The client is gone: the thread stops after its current read.
