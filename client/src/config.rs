@@ -750,27 +750,48 @@ mod tests {
     fn sentinel_and_tls_settings_are_checked() {
         let sentinel = || ClientBuilder::new().sentinel("mymaster", ["redis://127.0.0.1:1"]);
         let both = sentinel().cluster(["redis://127.0.0.1:2"]).checked();
-        assert!(matches!(both, Err(Error::Config(_))), "cluster and sentinel");
+        assert!(
+            matches!(both, Err(Error::Config(_))),
+            "cluster and sentinel"
+        );
         let no_master = ClientBuilder::new().primary_auth(None, "pw").checked();
-        assert!(matches!(no_master, Err(Error::Config(_))), "primary_auth alone");
-        let no_sentinels = ClientBuilder::new().sentinel("m", Vec::<String>::new()).checked();
+        assert!(
+            matches!(no_master, Err(Error::Config(_))),
+            "primary_auth alone"
+        );
+        let no_sentinels = ClientBuilder::new()
+            .sentinel("m", Vec::<String>::new())
+            .checked();
         assert!(matches!(no_sentinels, Err(Error::Config(_))));
-        let c = sentinel().primary_auth(Some("u"), "pw").primary_database(3).checked().unwrap();
+        let c = sentinel()
+            .primary_auth(Some("u"), "pw")
+            .primary_database(3)
+            .checked()
+            .unwrap();
         let s = c.sentinel.as_ref().unwrap();
-        assert_eq!((s.username.as_deref(), s.password.as_deref(), s.database), (Some("u"), Some("pw"), 3));
+        assert_eq!(
+            (s.username.as_deref(), s.password.as_deref(), s.database),
+            (Some("u"), Some("pw"), 3)
+        );
         assert_eq!(c.sentinel().unwrap().0, "mymaster");
         let mixed = ClientBuilder::new()
             .cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"])
             .tls_ca(b"ca".to_vec())
             .checked();
-        assert!(matches!(mixed, Err(Error::Config(_))), "TLS settings with a plain seed");
+        assert!(
+            matches!(mixed, Err(Error::Config(_))),
+            "TLS settings with a plain seed"
+        );
         let tls = ClientBuilder::new()
             .url("rediss://127.0.0.1:1/")
             .tls_client_cert(b"cert".to_vec(), b"key".to_vec())
             .checked()
             .unwrap();
         let shown = format!("{tls:?}");
-        assert!(shown.contains("<redacted>") && !shown.contains("107, 101, 121"), "{shown}");
+        assert!(
+            shown.contains("<redacted>") && !shown.contains("107, 101, 121"),
+            "{shown}"
+        );
         let certs = tls.tls.certificates().unwrap();
         assert!(certs.root_cert.is_none() && certs.client_tls.is_some());
         assert!(Config::default().tls.certificates().is_none());

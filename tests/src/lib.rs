@@ -14,10 +14,10 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 pub mod cluster;
-pub mod sentinel;
-pub mod tls;
 mod metadata;
 mod rwlock;
+pub mod sentinel;
+pub mod tls;
 
 pub use metadata::{assert_command_info, command_docs, map_field, strings};
 pub use rwlock::{park_rw, rw_info, rwlock_channel, rwlock_hold, RwInfo};

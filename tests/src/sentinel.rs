@@ -106,8 +106,8 @@ impl SentinelProc {
     }
 
     fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
-        let c = redis::Client::open(self.url())?
-            .get_connection_with_timeout(Duration::from_secs(2))?;
+        let c =
+            redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(2))?;
         c.set_read_timeout(Some(Duration::from_secs(10)))?;
         Ok(c)
     }
@@ -242,7 +242,10 @@ impl SentinelGroup {
 
     /// The data node the Sentinels name the primary.
     pub fn primary(&self) -> &Server {
-        self.node(self.primary_port().expect("the Sentinels agree on a primary"))
+        self.node(
+            self.primary_port()
+                .expect("the Sentinels agree on a primary"),
+        )
     }
 
     /// Wait until every Sentinel that answers names a primary other than `old`, and that node

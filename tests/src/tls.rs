@@ -38,8 +38,8 @@ fn leaf(
     usage: ExtendedKeyUsagePurpose,
     by: &CertifiedIssuer<'static, KeyPair>,
 ) -> (String, String) {
-    let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-        .unwrap();
+    let mut p =
+        CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
     p.extended_key_usages = vec![usage];
     let key = KeyPair::generate().unwrap();
     let cert = p.signed_by(&key, by).unwrap();
@@ -54,8 +54,11 @@ impl Pki {
             ExtendedKeyUsagePurpose::ServerAuth,
             &root,
         );
-        let (client_cert, client_key) =
-            leaf(&["rlock-client"], ExtendedKeyUsagePurpose::ClientAuth, &root);
+        let (client_cert, client_key) = leaf(
+            &["rlock-client"],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            &root,
+        );
         let pki = Pki {
             ca: root.pem(),
             server_cert,
@@ -141,7 +144,14 @@ impl TlsServer {
         let port = crate::free_port();
         let child = Command::new(server_binary())
             .args(["--port", "0", "--tls-port", &port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--protected-mode", "no"])
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+            ])
             .arg("--dir")
             .arg(dir.path())
             .arg("--logfile")
@@ -163,7 +173,10 @@ impl TlsServer {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(Some(status)) = s.child.try_wait() {
-                return Err(format!("redis-server exited with {status}: {}", s.log_tail(20)));
+                return Err(format!(
+                    "redis-server exited with {status}: {}",
+                    s.log_tail(20)
+                ));
             }
             if let Ok(mut c) = s.try_conn() {
                 let pid = crate::info_field(&mut c, "server", "process_id");
@@ -206,7 +219,11 @@ impl TlsServer {
 impl Drop for TlsServer {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("--- TLS redis-server :{} log tail ---\n{}", self.port, self.log_tail(30));
+            eprintln!(
+                "--- TLS redis-server :{} log tail ---\n{}",
+                self.port,
+                self.log_tail(30)
+            );
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -72,7 +72,11 @@ fn finds_the_primary_and_syncs_its_replicas() {
     // Replica sync: the acquire returned after WAIT on the primary.
     assert!(calls(primary, "wait") >= 1, "replica sync sent WAIT");
     for n in &g.nodes[1..] {
-        assert!(exists(&mut n.conn(), "orders"), "replica :{} has it", n.port);
+        assert!(
+            exists(&mut n.conn(), "orders"),
+            "replica :{} has it",
+            n.port
+        );
     }
 
     // A wait through the client's session on the primary.
@@ -81,7 +85,9 @@ fn finds_the_primary_and_syncs_its_replicas() {
         waiters(&mut c, "orders") == 1
     });
     guard.unlock().unwrap();
-    let r = other.recv_timeout(Duration::from_secs(10)).expect("the waiter returns");
+    let r = other
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waiter returns");
     assert!(r.is_ok(), "the waiter got the lock: {r:?}");
     assert_eq!(client.config().sentinel().unwrap().0, MASTER);
 }
@@ -116,20 +122,26 @@ fn follows_a_failover(fail: impl FnOnce(&mut SentinelGroup, u16)) {
     // one: Sentinel's window, in which such writes are lost.)
     let after = client.lock("after");
     let mut on_new = g.node(new).conn();
-    wait_until(margin(Duration::from_secs(20)), "a lock taken on the new primary", || {
-        assert!(after.try_lock_for(Duration::from_secs(30)).unwrap());
-        let there = exists(&mut on_new, "after");
-        after.unlock().unwrap();
-        there
-    });
+    wait_until(
+        margin(Duration::from_secs(20)),
+        "a lock taken on the new primary",
+        || {
+            assert!(after.try_lock_for(Duration::from_secs(30)).unwrap());
+            let there = exists(&mut on_new, "after");
+            after.unlock().unwrap();
+            there
+        },
+    );
     let took = start.elapsed();
     eprintln!("first grant on the new primary {took:?} after the failure");
 
     // The hold the new primary never had is reported lost, well before the watchdog's next
     // periodic renewal (20 s after the acquire).
-    wait_until(margin(Duration::from_secs(10)), "the dropped hold reported lost", || {
-        dropped_guard.is_lost()
-    });
+    wait_until(
+        margin(Duration::from_secs(10)),
+        "the dropped hold reported lost",
+        || dropped_guard.is_lost(),
+    );
     assert!(!busy_guard.is_lost(), "the replicated hold is kept");
 
     // The waiter queued on the old primary is queued again on the new one, behind `busy`.
@@ -141,11 +153,16 @@ fn follows_a_failover(fail: impl FnOnce(&mut SentinelGroup, u16)) {
     let r = queued
         .recv_timeout(margin(Duration::from_secs(15)))
         .expect("the waiter queued across the failover returns");
-    assert!(r.is_ok(), "the waiter got the lock on the new primary: {r:?}");
+    assert!(
+        r.is_ok(),
+        "the waiter got the lock on the new primary: {r:?}"
+    );
     let mut c = g.node(new).conn();
-    wait_until(Duration::from_secs(5), "busy released on the new primary", || {
-        !exists(&mut c, "busy")
-    });
+    wait_until(
+        Duration::from_secs(5),
+        "busy released on the new primary",
+        || !exists(&mut c, "busy"),
+    );
 }
 
 #[test]

@@ -44,7 +44,10 @@ fn locks_and_waits_over_mutual_tls() {
     });
     guard.unlock().unwrap();
     let r = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    assert!(matches!(r, Ok(true)), "the waiter got the lock over TLS: {r:?}");
+    assert!(
+        matches!(r, Ok(true)),
+        "the waiter got the lock over TLS: {r:?}"
+    );
 
     // The async API's multiplexed connection too.
     let rt = client_support::runtime(1);

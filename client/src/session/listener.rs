@@ -120,7 +120,9 @@ impl Kick {
 /// What a caller of an abandoned listener gets: `NOSESSION` (not run: it sends again, to the
 /// primary Sentinel names now).
 fn left() -> RedisError {
-    server_error("NOSESSION the client left its session on this node: it is not the primary any more")
+    server_error(
+        "NOSESSION the client left its session on this node: it is not the primary any more",
+    )
 }
 
 fn session_name(base: &str, incarnation: u64) -> Arc<str> {

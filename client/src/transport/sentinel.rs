@@ -127,11 +127,15 @@ fn parse_sentinels(urls: &[String]) -> Result<Sentinels> {
 
 /// redis-rs' Sentinel client for `s`: the Sentinels' credentials and TLS from their URLs; the
 /// primary's from the builder, with TLS when the Sentinels use it (as Redisson does).
-fn sentinel_client(s: &SentinelConfig, cfg: &Config, sentinels: &Sentinels) -> Result<SentinelClient> {
+fn sentinel_client(
+    s: &SentinelConfig,
+    cfg: &Config,
+    sentinels: &Sentinels,
+) -> Result<SentinelClient> {
     let bad = |e: RedisError| Error::Config(format!("bad Sentinel configuration: {e}"));
     let addrs = sentinels.infos.iter().map(|i| i.addr().clone());
-    let mut b = SentinelClientBuilder::new(addrs, &s.master, SentinelServerType::Master)
-        .map_err(bad)?;
+    let mut b =
+        SentinelClientBuilder::new(addrs, &s.master, SentinelServerType::Master).map_err(bad)?;
     let first = sentinels.infos[0].redis_settings();
     if let Some(u) = first.username() {
         b = b.set_client_to_sentinel_username(u);
@@ -309,7 +313,9 @@ impl SentinelTransport {
                 to = %addr,
                 "rlock: Sentinel names a new primary; following it"
             ),
-            None => tracing::debug!(master = %self.master, primary = %addr, "rlock: Sentinel names the primary"),
+            None => {
+                tracing::debug!(master = %self.master, primary = %addr, "rlock: Sentinel names the primary")
+            }
         }
         self.changes.send_replace(Some(addr));
         single
@@ -333,7 +339,9 @@ impl SentinelTransport {
             Ok(client) => {
                 self.adopt(client);
             }
-            Err(e) => tracing::debug!(error = %e, "rlock: Sentinel look-up failed; keeping the primary"),
+            Err(e) => {
+                tracing::debug!(error = %e, "rlock: Sentinel look-up failed; keeping the primary")
+            }
         }
     }
 
