@@ -25,6 +25,7 @@ const NON_REENTRANT: Flavor = Flavor::Exclusive {
 use crate::config::{ClientBuilder, Config};
 use crate::context::Context;
 use crate::error::Result;
+use crate::failover;
 use crate::owner::{self, Owner, OwnerPolicy};
 use crate::wait::millis;
 use crate::watchdog;
@@ -88,6 +89,26 @@ impl Client {
         ClientBuilder::new().cluster(seeds).build()
     }
 
+    /// A client for the primary that Redis Sentinel names for `master`, given the URLs of
+    /// some of the Sentinels (Redisson's `useSentinelServers()`; see
+    /// [`ClientBuilder::sentinel`] for failover and the other settings).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open_sentinel(
+    ///     "mymaster",
+    ///     ["redis://127.0.0.1:26379", "redis://127.0.0.1:26380", "redis://127.0.0.1:26381"],
+    /// )?;
+    /// let lock = client.lock("orders:42");
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn open_sentinel<I, S>(master: impl Into<String>, sentinels: I) -> Result<Client>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder::new().sentinel(master, sentinels).build()
+    }
+
     /// A builder to change the defaults (see [`ClientBuilder`]).
     ///
     /// ```no_run
@@ -104,6 +125,10 @@ impl Client {
         let lease_ms = millis(ctx.config.watchdog_timeout);
         ctx.bg
             .spawn(watchdog::run(Arc::downgrade(&ctx), interval, lease_ms));
+        if let Some(primary) = ctx.transport.primary_changes() {
+            ctx.bg
+                .spawn(failover::follow(Arc::downgrade(&ctx), primary, lease_ms));
+        }
         Ok(Client { ctx })
     }
 

@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 pub struct Config {
     pub(crate) url: String,
     pub(crate) cluster: Option<Vec<String>>,
+    pub(crate) sentinel: Option<SentinelConfig>,
+    pub(crate) tls: TlsConfig,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) renewal_interval: Option<Duration>,
     pub(crate) response_timeout: Duration,
@@ -29,6 +31,8 @@ impl Default for Config {
         Config {
             url: "redis://127.0.0.1:6379/".to_string(),
             cluster: None,
+            sentinel: None,
+            tls: TlsConfig::default(),
             watchdog_timeout: Duration::from_secs(30),
             renewal_interval: None,
             response_timeout: Duration::from_secs(3),
@@ -41,6 +45,60 @@ impl Default for Config {
             runtime: None,
         }
     }
+}
+
+/// Where the Sentinels are and how to reach the primary they name (see
+/// [`ClientBuilder::sentinel`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SentinelConfig {
+    pub(crate) master: String,
+    pub(crate) sentinels: Vec<String>,
+    /// The primary's credentials and database (the Sentinels' come with their URLs).
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    pub(crate) database: i64,
+}
+
+/// A CA and a client certificate for `rediss://` connections, PEM (see
+/// [`ClientBuilder::tls_ca`]).
+#[derive(Clone, Default)]
+pub(crate) struct TlsConfig {
+    pub(crate) ca: Option<Vec<u8>>,
+    /// Certificate chain and private key.
+    pub(crate) client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // A private key is never printed.
+        f.debug_struct("TlsConfig")
+            .field("ca", &self.ca.as_ref().map(|_| "<PEM>"))
+            .field("client", &self.client.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl TlsConfig {
+    /// redis-rs' form, `None` when neither is set (the system's roots, no client certificate).
+    pub(crate) fn certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.ca.is_none() && self.client.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
+            client_tls: self
+                .client
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.ca.clone(),
+        })
+    }
+}
+
+fn is_tls(url: &str) -> bool {
+    url.starts_with("rediss://")
 }
 
 impl Config {
@@ -65,6 +123,21 @@ impl Config {
     /// ```
     pub fn cluster_nodes(&self) -> Option<&[String]> {
         self.cluster.as_deref()
+    }
+
+    /// The master name and the Sentinel URLs, `None` unless the client finds its server
+    /// through Sentinel (see [`ClientBuilder::sentinel`]).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open_sentinel("mymaster", ["redis://127.0.0.1:26379"])?;
+    /// let (master, sentinels) = client.config().sentinel().unwrap();
+    /// assert_eq!((master, sentinels.len()), ("mymaster", 1));
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn sentinel(&self) -> Option<(&str, &[String])> {
+        self.sentinel
+            .as_ref()
+            .map(|s| (s.master.as_str(), s.sentinels.as_slice()))
     }
 
     /// Lease of a lock taken without an explicit lease; the watchdog keeps renewing it to this
@@ -224,6 +297,147 @@ impl ClientBuilder {
         S: Into<String>,
     {
         self.config.cluster = Some(seeds.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Find the server through Redis Sentinel (Redisson's `useSentinelServers()`, with
+    /// `setMasterName` and `addSentinelAddress`): `master` is the name the Sentinels monitor
+    /// (`sentinel monitor <master> ...`), `sentinels` the `redis://host:port` URLs of some of
+    /// them (one that answers is enough). Replaces [`ClientBuilder::url`] and
+    /// [`ClientBuilder::cluster`].
+    ///
+    /// The client asks the Sentinels for the primary (redis-rs' `sentinel` module: `SENTINEL
+    /// MASTERS`, then `ROLE` on the node named) on its first call, and works with it as with a
+    /// single server. It follows a failover: when a Sentinel announces `+switch-master`, or a
+    /// command finds the primary unreachable or a replica (`READONLY`, `UNBLOCKED`), it asks
+    /// the Sentinels again and sends to the new primary. Then:
+    ///
+    /// - waits queued on the former primary are queued again on the new one, with what is
+    ///   left of their wait time (behind the waiters already there);
+    /// - the watchdog renews its holds on the new primary at once: a hold whose acquire had
+    ///   not reached the promoted replica is reported lost (`is_lost`, a warning);
+    /// - a call under way rides the failover out if it lasts less than
+    ///   [`connect_timeout`](ClientBuilder::connect_timeout) (set it above the Sentinels'
+    ///   `down-after-milliseconds` plus the failover itself; the default 1 s is shorter).
+    ///
+    /// The Sentinels' own password (`requirepass` in sentinel.conf) goes in their URLs
+    /// (`redis://:secret@host:26379`), the same in each; the primary's in
+    /// [`primary_auth`](ClientBuilder::primary_auth). With `rediss://` Sentinel URLs, the
+    /// primary is reached over TLS too (as Redisson), with [`tls_ca`](ClientBuilder::tls_ca)
+    /// and [`tls_client_cert`](ClientBuilder::tls_client_cert) for both. Load the rlock module
+    /// on every node, replicas included: any of them may become the primary.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .sentinel("mymaster", ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"])
+    ///     .primary_auth(None, "secret")
+    ///     .connect_timeout(Duration::from_secs(10)) // ride out a failover
+    ///     .build()?;
+    /// let lock = client.lock("orders:42");
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn sentinel<I, S>(mut self, master: impl Into<String>, sentinels: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let (username, password, database) = match self.config.sentinel.take() {
+            Some(s) => (s.username, s.password, s.database),
+            None => (None, None, 0),
+        };
+        self.config.sentinel = Some(SentinelConfig {
+            master: master.into(),
+            sentinels: sentinels.into_iter().map(Into::into).collect(),
+            username,
+            password,
+            database,
+        });
+        self
+    }
+
+    /// The user (ACL) and password for the primary the Sentinels name (Redisson's
+    /// `setUsername`/`setPassword` on `useSentinelServers()`). Sentinel mode only: for a single
+    /// server or a cluster they go in the URL.
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::builder()
+    ///     .sentinel("mymaster", ["redis://127.0.0.1:26379"])
+    ///     .primary_auth(Some("app"), "secret")
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn primary_auth(mut self, username: Option<&str>, password: &str) -> Self {
+        let s = self.config.sentinel.get_or_insert_with(|| SentinelConfig {
+            master: String::new(),
+            sentinels: Vec::new(),
+            username: None,
+            password: None,
+            database: 0,
+        });
+        s.username = username.map(str::to_string);
+        s.password = Some(password.to_string());
+        self
+    }
+
+    /// The database to use on the primary the Sentinels name (Redisson's `setDatabase`;
+    /// default 0). Sentinel mode only: for a single server it goes in the URL.
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::builder()
+    ///     .sentinel("mymaster", ["redis://127.0.0.1:26379"])
+    ///     .primary_database(2)
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn primary_database(mut self, db: i64) -> Self {
+        let s = self.config.sentinel.get_or_insert_with(|| SentinelConfig {
+            master: String::new(),
+            sentinels: Vec::new(),
+            username: None,
+            password: None,
+            database: 0,
+        });
+        s.database = db;
+        self
+    }
+
+    /// Trust this CA (PEM, one or more certificates) for `rediss://` connections, instead of
+    /// the system's roots (Redisson's `setSslTruststore`). Applies to the server, every
+    /// cluster node, and the Sentinels and the primary in Sentinel mode. The server's
+    /// certificate must name the host the client connects to (its IP address for
+    /// `rediss://127.0.0.1`): hostnames are always verified.
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::builder()
+    ///     .url("rediss://redis.internal:6380/")
+    ///     .tls_ca(std::fs::read("ca.crt")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn tls_ca(mut self, ca_pem: impl Into<Vec<u8>>) -> Self {
+        self.config.tls.ca = Some(ca_pem.into());
+        self
+    }
+
+    /// Present this client certificate (PEM chain) and private key (PEM) on `rediss://`
+    /// connections: mutual TLS, for a server with `tls-auth-clients yes` (Redisson's
+    /// `setSslKeystore`).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::builder()
+    ///     .url("rediss://redis.internal:6380/")
+    ///     .tls_ca(std::fs::read("ca.crt")?)
+    ///     .tls_client_cert(std::fs::read("client.crt")?, std::fs::read("client.key")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn tls_client_cert(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.config.tls.client = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -461,6 +675,32 @@ impl ClientBuilder {
         if c.response_timeout.is_zero() || c.connect_timeout.is_zero() {
             return Err(Error::Config("timeouts must be above zero".into()));
         }
+        if let Some(s) = &c.sentinel {
+            if c.cluster.is_some() {
+                return Err(Error::Config(
+                    "choose one of cluster and sentinel, not both".into(),
+                ));
+            }
+            if s.master.is_empty() || s.sentinels.is_empty() {
+                return Err(Error::Config(
+                    "Sentinel mode needs the master name and at least one Sentinel URL \
+                     (ClientBuilder::sentinel); primary_auth and primary_database apply to it only"
+                        .into(),
+                ));
+            }
+        }
+        if c.tls.ca.is_some() || c.tls.client.is_some() {
+            let urls: Vec<&str> = match (&c.cluster, &c.sentinel) {
+                (Some(seeds), _) => seeds.iter().map(String::as_str).collect(),
+                (_, Some(s)) => s.sentinels.iter().map(String::as_str).collect(),
+                _ => vec![c.url.as_str()],
+            };
+            if !urls.iter().all(|u| is_tls(u)) {
+                return Err(Error::Config(
+                    "tls_ca and tls_client_cert need rediss:// URLs".into(),
+                ));
+            }
+        }
         if c.cluster.as_ref().is_some_and(Vec::is_empty) {
             return Err(Error::Config(
                 "a cluster needs at least one seed URL".into(),
@@ -504,6 +744,57 @@ mod tests {
             ClientBuilder::new().url("nonsense://x").build(),
             Err(Error::Config(_))
         ));
+    }
+
+    #[test]
+    fn sentinel_and_tls_settings_are_checked() {
+        let sentinel = || ClientBuilder::new().sentinel("mymaster", ["redis://127.0.0.1:1"]);
+        let both = sentinel().cluster(["redis://127.0.0.1:2"]).checked();
+        assert!(
+            matches!(both, Err(Error::Config(_))),
+            "cluster and sentinel"
+        );
+        let no_master = ClientBuilder::new().primary_auth(None, "pw").checked();
+        assert!(
+            matches!(no_master, Err(Error::Config(_))),
+            "primary_auth alone"
+        );
+        let no_sentinels = ClientBuilder::new()
+            .sentinel("m", Vec::<String>::new())
+            .checked();
+        assert!(matches!(no_sentinels, Err(Error::Config(_))));
+        let c = sentinel()
+            .primary_auth(Some("u"), "pw")
+            .primary_database(3)
+            .checked()
+            .unwrap();
+        let s = c.sentinel.as_ref().unwrap();
+        assert_eq!(
+            (s.username.as_deref(), s.password.as_deref(), s.database),
+            (Some("u"), Some("pw"), 3)
+        );
+        assert_eq!(c.sentinel().unwrap().0, "mymaster");
+        let mixed = ClientBuilder::new()
+            .cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"])
+            .tls_ca(b"ca".to_vec())
+            .checked();
+        assert!(
+            matches!(mixed, Err(Error::Config(_))),
+            "TLS settings with a plain seed"
+        );
+        let tls = ClientBuilder::new()
+            .url("rediss://127.0.0.1:1/")
+            .tls_client_cert(b"cert".to_vec(), b"key".to_vec())
+            .checked()
+            .unwrap();
+        let shown = format!("{tls:?}");
+        assert!(
+            shown.contains("<redacted>") && !shown.contains("107, 101, 121"),
+            "{shown}"
+        );
+        let certs = tls.tls.certificates().unwrap();
+        assert!(certs.root_cert.is_none() && certs.client_tls.is_some());
+        assert!(Config::default().tls.certificates().is_none());
     }
 
     #[test]

@@ -116,6 +116,9 @@
 //! | Redisson | rlock (sync) | rlock (async) |
 //! |---|---|---|
 //! | `Redisson.create(config)` | [`Client::open`], [`Client::builder`] | same |
+//! | `useClusterServers()` | [`Client::open_cluster`], [`ClientBuilder::cluster`] | same |
+//! | `useSentinelServers()`: `setMasterName`, `addSentinelAddress`, `setPassword`, `setDatabase` | [`Client::open_sentinel`], [`ClientBuilder::sentinel`], [`ClientBuilder::primary_auth`], [`ClientBuilder::primary_database`] | same |
+//! | `rediss://`, `setSslTruststore`, `setSslKeystore` | `rediss://` URLs, [`ClientBuilder::tls_ca`], [`ClientBuilder::tls_client_cert`] | same |
 //! | **`RLock`**: `getLock` / `getFairLock` | [`Client::lock`] / [`Client::fair_lock`] | [`Client::async_lock`] |
 //! | `getFencedLock` | [`Client::fenced_lock`] | [`Client::async_fenced_lock`] |
 //! | try/finally around `lock`/`unlock` | [`Lock::guard`] ([`LockGuard`]) | [`AsyncLock::guard`] ([`AsyncLockGuard`]) |
@@ -335,6 +338,10 @@
 //! fencing-token key and channel always share its slot. A single-server client also queues a
 //! wait again after `UNBLOCKED`/`READONLY`/`LOADING` (a failover behind a fixed address).
 //!
+//! [`Client::open_sentinel`] (or [`ClientBuilder::sentinel`]) finds the primary through Redis
+//! Sentinel and follows a failover: its waits queue again on the new primary with the rest of
+//! their time, and a hold the new primary does not have is reported lost at once.
+//!
 //! Failover cannot make a lock stronger than Redis replication: see replica sync
 //! ([`ClientBuilder::replica_sync`]) and fencing tokens ([`FencedLock`]), and `docs/operations.md`.
 
@@ -370,6 +377,7 @@ mod client;
 mod config;
 mod context;
 mod error;
+mod failover;
 mod holds;
 mod ops;
 mod owner;

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 pub mod cluster;
 mod metadata;
 mod rwlock;
+pub mod sentinel;
+pub mod tls;
 pub mod torture;
 
 pub use metadata::{assert_command_info, command_docs, map_field, strings};

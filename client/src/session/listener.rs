@@ -83,6 +83,9 @@ pub(crate) struct Listener {
     /// The server turned into a replica: the thread ended its session and stopped (a later
     /// wait there starts a new listener).
     retired: AtomicBool,
+    /// Retired because Sentinel names another primary ([`Listener::abandon`]): its waits were
+    /// interrupted then.
+    abandoned: AtomicBool,
     inner: Mutex<Inner>,
     /// The session's name while requests may be queued in it. Kept apart from `inner` and
     /// `slots` so that callers checking it do not wait for a dispatch (locks are taken in the
@@ -114,6 +117,14 @@ impl Kick {
     }
 }
 
+/// What a caller of an abandoned listener gets: `NOSESSION` (not run: it sends again, to the
+/// primary Sentinel names now).
+fn left() -> RedisError {
+    server_error(
+        "NOSESSION the client left its session on this node: it is not the primary any more",
+    )
+}
+
 fn session_name(base: &str, incarnation: u64) -> Arc<str> {
     Arc::from(format!("{base}:{incarnation}"))
 }
@@ -143,6 +154,7 @@ impl Listener {
             kick: Kick::default(),
             closed: AtomicBool::new(false),
             retired: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 name: session_name(base, 1),
                 incarnation: 1,
@@ -176,6 +188,10 @@ impl Listener {
         let mut rx = self.phase.subscribe();
         let mut kicked = false;
         loop {
+            if self.abandoned.load(Ordering::SeqCst) {
+                // Nothing opens this session again: the caller goes to the primary now.
+                return Err(left());
+            }
             let phase = rx.borrow_and_update().clone();
             match phase {
                 Phase::Open => {
@@ -539,6 +555,24 @@ impl Listener {
         self.retired.load(Ordering::Relaxed)
     }
 
+    /// Sentinel names another node the primary: this one may be down for good, or a primary
+    /// nobody uses any more until Sentinel demotes it. Its waits can't be granted to anyone
+    /// listening: interrupt them now (the wait path checks whether each took effect and
+    /// queues it again on the new primary, with the rest of its time), and stop the thread,
+    /// which ends the session there if the node still answers (withdrawing what is queued in
+    /// it). A later wait on this address starts a new listener.
+    pub(crate) fn abandon(&self) {
+        if self.abandoned.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.retired.store(true, Ordering::Relaxed);
+        self.closed.store(true, Ordering::Relaxed);
+        self.kick.notify();
+        self.lose(Loss::Interrupted);
+        // Wake callers waiting in `ready` (the thread may end without another word).
+        self.set_phase(Phase::Down(left()));
+    }
+
     /// The client is gone: the thread stops after its current read.
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::Relaxed);
@@ -609,7 +643,9 @@ fn run(l: &Listener) {
         let (e, was_open) = l.serve();
         *l.open.lock().unwrap() = None;
         if l.is_retired() {
-            l.lose(Loss::Interrupted);
+            if !l.abandoned.load(Ordering::SeqCst) {
+                l.lose(Loss::Interrupted);
+            }
             l.set_phase(Phase::Down(e));
             return;
         }

@@ -106,6 +106,26 @@ impl Sessions {
     }
 }
 
+impl Sessions {
+    /// Sentinel names `primary` now: leave the sessions on every other node (their waits are
+    /// interrupted, and queue again on the primary).
+    pub(crate) fn follow_primary(&self, primary: &Arc<str>) {
+        let former: Vec<Arc<Listener>> = {
+            let mut all = self.listeners.lock().unwrap();
+            let former = all
+                .iter()
+                .filter(|(addr, _)| *addr != primary)
+                .map(|(_, l)| l.clone())
+                .collect();
+            all.retain(|addr, _| addr == primary);
+            former
+        };
+        for l in former {
+            l.abandon();
+        }
+    }
+}
+
 impl Drop for Sessions {
     /// The client is gone (nothing of it waits or holds): each listener ends its session and
     /// its thread, from a thread of its own (a drop does not wait for the network).

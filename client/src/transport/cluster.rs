@@ -85,7 +85,25 @@ impl Cluster {
         {
             return Err(Error::Config("cluster seeds must be TCP addresses".into()));
         }
-        let client = ClusterClientBuilder::new(infos.clone())
+        let certs = cfg.tls.certificates();
+        // The CA and client certificate in every seed's settings too: the connections of our
+        // own to each node (`pool`) copy the first seed's.
+        let infos = match &certs {
+            None => infos,
+            Some(c) => infos
+                .into_iter()
+                .map(|i| {
+                    redis::Client::build_with_tls(i, c.clone())
+                        .map(|cl| cl.get_connection_info().clone())
+                        .map_err(|e| Error::Config(format!("bad TLS settings: {e}")))
+                })
+                .collect::<Result<Vec<_>>>()?,
+        };
+        let mut builder = ClusterClientBuilder::new(infos.clone());
+        if let Some(c) = certs {
+            builder = builder.certs(c);
+        }
+        let client = builder
             .retries(0)
             .connection_timeout(cfg.connect_timeout)
             .response_timeout(cfg.response_timeout)

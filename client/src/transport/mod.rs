@@ -7,6 +7,7 @@
 mod cluster;
 mod pool;
 mod retry;
+mod sentinel;
 mod single;
 mod waiter;
 
@@ -40,16 +41,28 @@ pub(crate) struct Transport {
 enum Via {
     Single(single::Single),
     Cluster(Box<cluster::Cluster>),
+    Sentinel(Arc<sentinel::SentinelTransport>),
+}
+
+/// The client's connections use rustls (redis-rs' `tls-rustls`), which takes the process's
+/// default crypto provider: install ring's, unless the application installed one already.
+fn tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 impl Transport {
     /// Must run inside the client runtime's context.
     pub(crate) fn new(cfg: &Config) -> Result<Transport> {
-        let via = match &cfg.cluster {
-            Some(seeds) => Via::Cluster(Box::new(cluster::Cluster::new(seeds, cfg)?)),
-            None => {
-                let client = redis::Client::open(cfg.url.as_str())
-                    .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", cfg.url)))?;
+        tls_provider();
+        let via = match (&cfg.cluster, &cfg.sentinel) {
+            (Some(seeds), _) => Via::Cluster(Box::new(cluster::Cluster::new(seeds, cfg)?)),
+            (None, Some(s)) => Via::Sentinel(sentinel::SentinelTransport::new(s, cfg)?),
+            (None, None) => {
+                let client = match cfg.tls.certificates() {
+                    Some(certs) => redis::Client::build_with_tls(cfg.url.as_str(), certs),
+                    None => redis::Client::open(cfg.url.as_str()),
+                }
+                .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", cfg.url)))?;
                 Via::Single(single::Single::new(client, cfg)?)
             }
         };
@@ -69,6 +82,7 @@ impl Transport {
         match &self.via {
             Via::Single(s) => s.node.addr.clone(),
             Via::Cluster(c) => c.node_for(key),
+            Via::Sentinel(s) => s.addr(),
         }
     }
 
@@ -98,6 +112,7 @@ impl Transport {
         match &self.via {
             Via::Single(s) => s.send(io, cmd).await,
             Via::Cluster(c) => c.send(key, cmd, to).await,
+            Via::Sentinel(s) => s.send(io, cmd).await,
         }
     }
 
@@ -113,6 +128,10 @@ impl Transport {
                 s.send_each(&cmds).await
             }
             Via::Cluster(c) => c.send_each(cmds).await,
+            Via::Sentinel(s) => {
+                let cmds: Vec<Cmd> = cmds.iter().map(|(_, c)| c.clone()).collect();
+                s.send_each(&cmds).await
+            }
         }
     }
 
@@ -122,6 +141,7 @@ impl Transport {
         match &self.via {
             Via::Single(s) => s.node.addr.clone(),
             Via::Cluster(c) => c.node_of(key).await,
+            Via::Sentinel(s) => s.node_of().await,
         }
     }
 
@@ -130,6 +150,7 @@ impl Transport {
         match &self.via {
             Via::Single(s) => Ok(s.node.clone()),
             Via::Cluster(c) => c.node(addr),
+            Via::Sentinel(s) => s.node(addr),
         }
     }
 
@@ -145,12 +166,13 @@ impl Transport {
         match &self.via {
             Via::Single(s) => s.send(io, cmd).await,
             Via::Cluster(c) => c.send_at(addr, cmd, asking).await,
+            Via::Sentinel(s) => s.send_at(io, addr, cmd).await,
         }
     }
 
     /// How long a queued wait sent with `io` may keep its connection parked for a grant
     /// (`QUEUE ... BLOCK park_ms`), if the connection is the caller's alone: a sync caller's
-    /// pooled blocking connection (single server). A multiplexed connection (async callers, and
+    /// pooled blocking connection (single server, or the primary Sentinel names). A multiplexed connection (async callers, and
     /// every caller in a cluster) must never be parked: it carries everyone's commands.
     ///
     /// Why park at all, measured with `rlock-bench --only contended,family` (one run, client /
@@ -163,7 +185,7 @@ impl Transport {
     pub(crate) fn park_ms(&self, io: Io) -> Option<u64> {
         const PARK: Duration = Duration::from_millis(50);
         match (&self.via, io) {
-            (Via::Single(_), Io::Blocking) => {
+            (Via::Single(_) | Via::Sentinel(_), Io::Blocking) => {
                 let ms = PARK.min(self.response_timeout / 2).as_millis() as u64;
                 (ms > 0).then_some(ms)
             }
@@ -177,6 +199,17 @@ impl Transport {
         match &self.via {
             Via::Single(s) => s.waiter(io).await,
             Via::Cluster(c) => c.waiter(key, at).await,
+            Via::Sentinel(s) => s.waiter(io).await,
+        }
+    }
+
+    /// The primary's address each time Sentinel names another one; `None` when the client does
+    /// not use Sentinel (a single server's address never changes; a cluster's waits follow
+    /// their slot's redirects).
+    pub(crate) fn primary_changes(&self) -> Option<tokio::sync::watch::Receiver<Option<Arc<str>>>> {
+        match &self.via {
+            Via::Sentinel(s) => Some(s.primary_changes()),
+            _ => None,
         }
     }
 
