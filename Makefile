@@ -65,12 +65,13 @@ soak: deps
 	RLOCK_MEMORY_CYCLES=$${RLOCK_MEMORY_CYCLES:-1000000} \
 	cargo test --release -p rlock-tests --test soak --test soak_family --test memory -- --nocapture
 
-# Torture: RLOCK_TORTURE_SECS (default 600) of failovers on a cluster with fenced-lock clients,
-# half without and half with replica sync; each half prints its report.
+# Torture: RLOCK_TORTURE_SECS (default 600) of failovers with fenced-lock clients on a cluster,
+# then as long behind Sentinel, each half without and half with replica sync; each half prints
+# its report.
 torture: deps
 	cargo build --release -p rlock-module
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) RLOCK_TORTURE_SECS=$${RLOCK_TORTURE_SECS:-600} \
-	cargo test --release -p rlock-tests --test torture_cluster -- --nocapture
+	cargo test --release -p rlock-tests --test torture_cluster --test torture_sentinel -- --nocapture
 
 # Fuzz: the core's property tests with PROPTEST_CASES (default 100,000) cases each, then the
 # network fuzz against a live server for RLOCK_FUZZ_SECS (default 300 s).

@@ -134,7 +134,13 @@ fn run(group: &mut SentinelGroup, secs: u64, replica_sync: bool, seed: u64) -> R
         .expect("Sentinel client");
     let resource = Arc::new(Resource::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let workers = run_workers(&client, names.clone(), &settings, resource.clone(), stop.clone());
+    let workers = run_workers(
+        &client,
+        names.clone(),
+        &settings,
+        resource.clone(),
+        stop.clone(),
+    );
     let mut rng = Rng::new(seed);
     let mut faults = Vec::new();
     let end = Instant::now() + Duration::from_secs(secs);
@@ -154,13 +160,17 @@ fn run(group: &mut SentinelGroup, secs: u64, replica_sync: bool, seed: u64) -> R
         .flat_map(|w| w.join().expect("worker"))
         .collect();
     drop(client);
-    wait_until(Duration::from_secs(30), "no waiter left on any node", || {
-        group.nodes.iter().all(|s| {
-            s.try_conn().is_ok_and(|mut c| {
-                info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
+    wait_until(
+        Duration::from_secs(30),
+        "no waiter left on any node",
+        || {
+            group.nodes.iter().all(|s| {
+                s.try_conn().is_ok_and(|mut c| {
+                    info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
+                })
             })
-        })
-    });
+        },
+    );
     let allowance = settings.wait + Duration::from_secs(20);
     Report::of(&records, &faults, &resource, allowance)
 }
@@ -168,10 +178,18 @@ fn run(group: &mut SentinelGroup, secs: u64, replica_sync: bool, seed: u64) -> R
 #[test]
 fn failovers_behind_sentinel_never_repeat_a_token_nor_leave_a_waiter_hanging() {
     let secs = env_u64("RLOCK_TORTURE_SECS", 40);
-    let seed = env_u64("RLOCK_TORTURE_SEED", 0x5e_27_u64 ^ std::process::id() as u64);
+    let seed = env_u64(
+        "RLOCK_TORTURE_SEED",
+        0x5e_27_u64 ^ std::process::id() as u64,
+    );
     let mut group = SentinelGroup::start(2);
     for replica_sync in [false, true] {
-        let r = run(&mut group, secs / 2, replica_sync, seed + replica_sync as u64);
+        let r = run(
+            &mut group,
+            secs / 2,
+            replica_sync,
+            seed + replica_sync as u64,
+        );
         eprintln!(
             "torture sentinel (replica_sync {replica_sync}, {} s, seed {seed}): {r}",
             secs / 2
@@ -179,6 +197,9 @@ fn failovers_behind_sentinel_never_repeat_a_token_nor_leave_a_waiter_hanging() {
         r.assert_zeros();
         assert!(r.faults >= 1, "at least one fault: {r}");
         assert!(r.acquisitions > 0, "{r}");
-        assert_eq!(r.unrecovered, 0, "every dead primary's locks granted again: {r}");
+        assert_eq!(
+            r.unrecovered, 0,
+            "every dead primary's locks granted again: {r}"
+        );
     }
 }
