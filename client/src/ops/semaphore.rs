@@ -353,8 +353,16 @@ mod tests {
                 "7034183b6982aae9385b7798796c1ef5"
             ]
         );
-        let update = update_lease_cmd("{app}:s", &id, 10);
-        assert_eq!(words(&update)[3], "{app}:s:timeout");
+        assert_eq!(
+            words(&update_lease_cmd("{app}:s", &id, 10)),
+            [
+                "RSEM.RENEW",
+                "{app}:s",
+                "10",
+                "ID",
+                "7034183b6982aae9385b7798796c1ef5"
+            ]
+        );
     }
 
     #[test]
