@@ -97,6 +97,70 @@ pub struct Fault {
     pub names: Vec<usize>,
 }
 
+/// The settings every torture run uses: 6 workers, 2 s waits, 1.5 s leases, 0.5 % of holders
+/// pausing past their lease.
+pub fn settings(seed: u64) -> Settings {
+    Settings {
+        workers: 6,
+        wait: Duration::from_secs(2),
+        lease: Duration::from_millis(1_500),
+        pause_per_mille: 5,
+        seed,
+    }
+}
+
+/// How long past its wait time an acquire may take before it counts as hanging (retries of the
+/// client's budget across a failover included).
+pub const HANG_ALLOWANCE: Duration = Duration::from_secs(20);
+
+/// Run the workers through `client` for `secs`: a first quiet stretch, then `inject` (which
+/// injects one fault and returns once the servers are whole again) every few seconds. Returns
+/// the report once the workers stopped and `client` is gone; `settled` must then hold within
+/// 30 s (no waiter left on any node).
+pub fn run(
+    client: rlock::Client,
+    names: Vec<String>,
+    settings: &Settings,
+    secs: u64,
+    mut inject: impl FnMut(&mut Rng) -> Fault,
+    mut settled: impl FnMut() -> bool,
+) -> Report {
+    let resource = Arc::new(Resource::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers = run_workers(
+        &client,
+        Arc::new(names),
+        settings,
+        resource.clone(),
+        stop.clone(),
+    );
+    let mut rng = Rng::new(settings.seed);
+    let mut faults = Vec::new();
+    let end = Instant::now() + Duration::from_secs(secs);
+    std::thread::sleep(Duration::from_secs(2));
+    while Instant::now() + Duration::from_secs(8) < end {
+        let f = inject(&mut rng);
+        eprintln!("torture: {} (+{:?})", f.what, f.at.elapsed());
+        faults.push(f);
+        std::thread::sleep(Duration::from_millis(rng.range(1_000, 4_000)));
+    }
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let records: Vec<Record> = workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("worker"))
+        .collect();
+    drop(client);
+    crate::wait_until(
+        Duration::from_secs(30),
+        "no waiter left on any node",
+        &mut settled,
+    );
+    Report::of(&records, &faults, &resource, settings.wait + HANG_ALLOWANCE)
+}
+
 /// Run `settings.workers` threads taking fenced locks on `names` through `client` until `stop`.
 pub fn run_workers(
     client: &rlock::Client,

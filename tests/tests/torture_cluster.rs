@@ -11,13 +11,12 @@
 //! two holders (expected above zero without replica sync), and the time from a primary's death
 //! to the next grant of a lock it served.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rlock_tests::cluster::{slot_map, Cluster};
-use rlock_tests::torture::{run_workers, Fault, Record, Report, Resource, Settings};
+use rlock_tests::torture::{self, Fault, Report};
 use rlock_tests::{cmd, env_u64, info_field, int, raw, signal, wait_until, Rng, Server};
 
 /// The cluster's node timeout: a primary silent this long is failed over.
@@ -188,20 +187,13 @@ fn replica_of(cluster: &Cluster, master: u16) -> u16 {
 
 /// One run of `secs` seconds; returns the report.
 fn run(cluster: &mut Cluster, secs: u64, replica_sync: bool, seed: u64) -> Report {
-    let names = Arc::new(names());
+    let names = names();
     let slots: Vec<u16> = {
         let mut c = cluster.masters[0].conn();
         names
             .iter()
             .map(|n| int(&mut c, &cmd!("CLUSTER", "KEYSLOT", n)) as u16)
             .collect()
-    };
-    let settings = Settings {
-        workers: 6,
-        wait: Duration::from_secs(2),
-        lease: Duration::from_millis(1_500),
-        pause_per_mille: 5,
-        seed,
     };
     let client = rlock::Client::builder()
         .cluster(
@@ -212,49 +204,22 @@ fn run(cluster: &mut Cluster, secs: u64, replica_sync: bool, seed: u64) -> Repor
         .replica_sync(replica_sync.then_some(Duration::from_millis(500)))
         .build()
         .expect("cluster client");
-    let resource = Arc::new(Resource::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers = run_workers(
-        &client,
-        names.clone(),
-        &settings,
-        resource.clone(),
-        stop.clone(),
-    );
-    let mut rng = Rng::new(seed);
-    let mut faults = Vec::new();
-    let end = Instant::now() + Duration::from_secs(secs);
-    // A first stretch without faults, then a fault every few seconds until the end.
-    std::thread::sleep(Duration::from_secs(2));
-    while Instant::now() + Duration::from_secs(8) < end {
-        let f = inject(cluster, &slots, &mut rng);
-        eprintln!("torture: {} (+{:?})", f.what, f.at.elapsed());
-        faults.push(f);
-        std::thread::sleep(Duration::from_millis(rng.range(1_000, 4_000)));
-    }
-    while Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let records: Vec<Record> = workers
-        .into_iter()
-        .flat_map(|w| w.join().expect("worker"))
-        .collect();
-    drop(client);
-    // Nothing left queued anywhere once the clients are gone.
-    wait_until(
-        Duration::from_secs(30),
-        "no waiter left on any node",
-        || {
-            cluster.nodes().all(|s| {
-                s.try_conn().is_ok_and(|mut c| {
-                    info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
-                })
+    let settled = |cluster: &Cluster| {
+        cluster.nodes().all(|s| {
+            s.try_conn().is_ok_and(|mut c| {
+                info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
             })
-        },
-    );
-    let allowance = settings.wait + Duration::from_secs(20);
-    Report::of(&records, &faults, &resource, allowance)
+        })
+    };
+    let cell = RefCell::new(cluster);
+    torture::run(
+        client,
+        names,
+        &torture::settings(seed),
+        secs,
+        |rng| inject(&mut cell.borrow_mut(), &slots, rng),
+        || settled(&cell.borrow()),
+    )
 }
 
 #[test]

@@ -9,12 +9,11 @@
 //! `make test` runs a short form (`RLOCK_TORTURE_SECS`, default 40 s in all); `make torture`
 //! the long one.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use rlock_tests::sentinel::{role, SentinelGroup, MASTER};
-use rlock_tests::torture::{run_workers, Fault, Record, Report, Resource, Settings};
+use rlock_tests::torture::{self, Fault, Report};
 use rlock_tests::{cmd, env_u64, info_field, int, signal, wait_until, Rng, Server};
 
 /// How long a failover, a restart or a rejoin may take on a loaded 2-core machine.
@@ -118,61 +117,29 @@ fn inject(group: &mut SentinelGroup, all: &[usize], rng: &mut Rng) -> Fault {
 }
 
 fn run(group: &mut SentinelGroup, secs: u64, replica_sync: bool, seed: u64) -> Report {
-    let names = Arc::new(names());
+    let names = names();
     let all: Vec<usize> = (0..names.len()).collect();
-    let settings = Settings {
-        workers: 6,
-        wait: Duration::from_secs(2),
-        lease: Duration::from_millis(1_500),
-        pause_per_mille: 5,
-        seed,
-    };
     let client = rlock::Client::builder()
         .sentinel(MASTER, group.urls())
         .replica_sync(replica_sync.then_some(Duration::from_millis(500)))
         .build()
         .expect("Sentinel client");
-    let resource = Arc::new(Resource::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers = run_workers(
-        &client,
-        names.clone(),
-        &settings,
-        resource.clone(),
-        stop.clone(),
-    );
-    let mut rng = Rng::new(seed);
-    let mut faults = Vec::new();
-    let end = Instant::now() + Duration::from_secs(secs);
-    std::thread::sleep(Duration::from_secs(2));
-    while Instant::now() + Duration::from_secs(8) < end {
-        let f = inject(group, &all, &mut rng);
-        eprintln!("torture: {} (+{:?})", f.what, f.at.elapsed());
-        faults.push(f);
-        std::thread::sleep(Duration::from_millis(rng.range(1_000, 4_000)));
-    }
-    while Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    stop.store(true, Ordering::Relaxed);
-    let records: Vec<Record> = workers
-        .into_iter()
-        .flat_map(|w| w.join().expect("worker"))
-        .collect();
-    drop(client);
-    wait_until(
-        Duration::from_secs(30),
-        "no waiter left on any node",
-        || {
-            group.nodes.iter().all(|s| {
-                s.try_conn().is_ok_and(|mut c| {
-                    info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
-                })
+    let settled = |group: &SentinelGroup| {
+        group.nodes.iter().all(|s| {
+            s.try_conn().is_ok_and(|mut c| {
+                info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
             })
-        },
-    );
-    let allowance = settings.wait + Duration::from_secs(20);
-    Report::of(&records, &faults, &resource, allowance)
+        })
+    };
+    let cell = RefCell::new(group);
+    torture::run(
+        client,
+        names,
+        &torture::settings(seed),
+        secs,
+        |rng| inject(&mut cell.borrow_mut(), &all, rng),
+        || settled(&cell.borrow()),
+    )
 }
 
 #[test]
