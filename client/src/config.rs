@@ -49,7 +49,7 @@ impl Default for Config {
 
 /// Where the Sentinels are and how to reach the primary they name (see
 /// [`ClientBuilder::sentinel`]).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct SentinelConfig {
     pub(crate) master: String,
     pub(crate) sentinels: Vec<String>,
@@ -368,13 +368,10 @@ impl ClientBuilder {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn primary_auth(mut self, username: Option<&str>, password: &str) -> Self {
-        let s = self.config.sentinel.get_or_insert_with(|| SentinelConfig {
-            master: String::new(),
-            sentinels: Vec::new(),
-            username: None,
-            password: None,
-            database: 0,
-        });
+        let s = self
+            .config
+            .sentinel
+            .get_or_insert_with(SentinelConfig::default);
         s.username = username.map(str::to_string);
         s.password = Some(password.to_string());
         self
@@ -391,13 +388,10 @@ impl ClientBuilder {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn primary_database(mut self, db: i64) -> Self {
-        let s = self.config.sentinel.get_or_insert_with(|| SentinelConfig {
-            master: String::new(),
-            sentinels: Vec::new(),
-            username: None,
-            password: None,
-            database: 0,
-        });
+        let s = self
+            .config
+            .sentinel
+            .get_or_insert_with(SentinelConfig::default);
         s.database = db;
         self
     }

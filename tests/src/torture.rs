@@ -161,6 +161,15 @@ pub fn run(
     Report::of(&records, &faults, &resource, settings.wait + HANG_ALLOWANCE)
 }
 
+/// Whether no waiter is queued on any of `nodes` (the end of a run: nothing left behind).
+pub fn no_waiters<'a>(nodes: impl IntoIterator<Item = &'a crate::Server>) -> bool {
+    nodes.into_iter().all(|s| {
+        s.try_conn().is_ok_and(|mut c| {
+            crate::info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
+        })
+    })
+}
+
 /// Run `settings.workers` threads taking fenced locks on `names` through `client` until `stop`.
 pub fn run_workers(
     client: &rlock::Client,

@@ -204,13 +204,6 @@ fn run(cluster: &mut Cluster, secs: u64, replica_sync: bool, seed: u64) -> Repor
         .replica_sync(replica_sync.then_some(Duration::from_millis(500)))
         .build()
         .expect("cluster client");
-    let settled = |cluster: &Cluster| {
-        cluster.nodes().all(|s| {
-            s.try_conn().is_ok_and(|mut c| {
-                info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
-            })
-        })
-    };
     let cell = RefCell::new(cluster);
     torture::run(
         client,
@@ -218,7 +211,7 @@ fn run(cluster: &mut Cluster, secs: u64, replica_sync: bool, seed: u64) -> Repor
         &torture::settings(seed),
         secs,
         |rng| inject(&mut cell.borrow_mut(), &slots, rng),
-        || settled(&cell.borrow()),
+        || torture::no_waiters(cell.borrow().nodes()),
     )
 }
 

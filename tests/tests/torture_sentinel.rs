@@ -124,13 +124,6 @@ fn run(group: &mut SentinelGroup, secs: u64, replica_sync: bool, seed: u64) -> R
         .replica_sync(replica_sync.then_some(Duration::from_millis(500)))
         .build()
         .expect("Sentinel client");
-    let settled = |group: &SentinelGroup| {
-        group.nodes.iter().all(|s| {
-            s.try_conn().is_ok_and(|mut c| {
-                info_field(&mut c, "rlock", "rlock_waiters").as_deref() == Some("0")
-            })
-        })
-    };
     let cell = RefCell::new(group);
     torture::run(
         client,
@@ -138,7 +131,7 @@ fn run(group: &mut SentinelGroup, secs: u64, replica_sync: bool, seed: u64) -> R
         &torture::settings(seed),
         secs,
         |rng| inject(&mut cell.borrow_mut(), &all, rng),
-        || settled(&cell.borrow()),
+        || torture::no_waiters(&cell.borrow().nodes),
     )
 }
 
