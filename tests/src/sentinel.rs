@@ -138,6 +138,30 @@ impl SentinelProc {
         (count("REPLICAS", &mut c), count("SENTINELS", &mut c))
     }
 
+    /// Whether this Sentinel sees `primary` as the primary and every replica it knows of as a
+    /// replica of it with its link up. A Sentinel looks at replicas only every 10 s, so one
+    /// that still remembers a replica as a master (a failover's old primary, before it was
+    /// turned) takes the next promotion of that node for a stray master and turns it back:
+    /// the next fault must wait until every Sentinel's view has caught up.
+    pub fn settled_on(&self, primary: u16) -> bool {
+        let Ok(mut c) = self.try_conn() else {
+            return false;
+        };
+        let Ok(replicas) = cmd!("SENTINEL", "REPLICAS", MASTER)
+            .query::<Vec<std::collections::HashMap<String, String>>>(&mut c)
+        else {
+            return false;
+        };
+        let field = |r: &std::collections::HashMap<String, String>, k: &str| r.get(k).cloned();
+        self.primary_port() == Some(primary)
+            && replicas.iter().all(|r| {
+                field(r, "role-reported").as_deref() == Some("slave")
+                    && field(r, "master-link-status").as_deref() == Some("ok")
+                    && field(r, "master-port") == Some(primary.to_string())
+                    && !field(r, "flags").unwrap_or_default().contains("down")
+            })
+    }
+
     pub fn log_tail(&self, n: usize) -> String {
         let log = std::fs::read_to_string(self.dir.join("sentinel.log")).unwrap_or_default();
         let lines: Vec<&str> = log.lines().collect();
@@ -253,21 +277,47 @@ impl SentinelGroup {
     pub fn wait_new_primary(&self, old: u16) -> u16 {
         let mut new = None;
         wait_until(CONVERGE, "the Sentinels name a new primary", || {
-            new = self.primary_port().filter(|p| *p != old).filter(|p| {
-                TcpStream::connect(("127.0.0.1", *p)).is_ok()
-                    && role(self.node(*p)).as_deref() == Some("master")
-            });
+            new = self.new_primary(old);
             new.is_some()
         });
         new.unwrap()
     }
 
-    /// `SENTINEL FAILOVER` (a failover without agreement, as an operator starts it).
-    pub fn failover(&self) {
-        let mut c = self.sentinels[0].conn();
-        let _: () = cmd!("SENTINEL", "FAILOVER", MASTER)
-            .query(&mut c)
-            .expect("SENTINEL FAILOVER");
+    fn new_primary(&self, old: u16) -> Option<u16> {
+        self.primary_port().filter(|p| *p != old).filter(|p| {
+            TcpStream::connect(("127.0.0.1", *p)).is_ok()
+                && role(self.node(*p)).as_deref() == Some("master")
+        })
+    }
+
+    /// Whether every Sentinel agrees on the primary and sees every replica replicating it
+    /// (see [`SentinelProc::settled_on`]).
+    pub fn sentinels_settled(&self) -> bool {
+        self.primary_port()
+            .is_some_and(|p| self.sentinels.iter().all(|s| s.settled_on(p)))
+    }
+
+    /// `SENTINEL FAILOVER` away from `old` until a new primary is named; returns its port. A
+    /// manual failover can be aborted (another Sentinel turns the promoted replica back
+    /// before it hears of the new epoch); an operator asks again, and so does this.
+    pub fn failover_from(&self, old: u16) -> u16 {
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            // INPROG (a failover still under way, or the last one's timeout) is retried.
+            let _ = cmd!("SENTINEL", "FAILOVER", MASTER)
+                .query::<()>(&mut self.sentinels[0].conn());
+            let asked = Instant::now();
+            while asked.elapsed() < Duration::from_secs(10) {
+                if let Some(p) = self.new_primary(old) {
+                    return p;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for: the Sentinels name a new primary after SENTINEL FAILOVER"
+            );
+        }
     }
 }
 

@@ -167,7 +167,9 @@ fn follows_a_failover(fail: impl FnOnce(&mut SentinelGroup, u16)) {
 
 #[test]
 fn follows_a_sentinel_failover() {
-    follows_a_failover(|g, _| g.failover());
+    follows_a_failover(|g, old| {
+        g.failover_from(old);
+    });
 }
 
 #[test]

@@ -31,13 +31,14 @@ fn node(group: &mut SentinelGroup, port: u16) -> &mut Server {
         .expect("a node of the group")
 }
 
-/// The Sentinels agree on a primary that says it is one, and every other node replicates it
-/// with its link up.
+/// The Sentinels agree on a primary that says it is one, every other node replicates it with
+/// its link up, and every Sentinel's view of the replicas has caught up.
 fn healthy(group: &SentinelGroup) -> bool {
     let Some(primary) = group.primary_port() else {
         return false;
     };
-    group.nodes.iter().all(|s| {
+    group.sentinels_settled()
+        && group.nodes.iter().all(|s| {
         let Ok(mut c) = s.try_conn() else {
             return false;
         };
@@ -86,8 +87,7 @@ fn inject(group: &mut SentinelGroup, all: &[usize], rng: &mut Rng) -> Fault {
         }
         2 => {
             let at = Instant::now();
-            group.failover();
-            let new = group.wait_new_primary(primary);
+            let new = group.failover_from(primary);
             wait_healthy(group);
             Fault {
                 at,
