@@ -3,6 +3,7 @@
 //! eviction policies that can free locks, module reloads, and the smaller probe findings
 //! (long arguments echoed in errors, RLOCK.INFO on a huge hash, RENEW on a corrupt count).
 
+use redis::Value;
 use rlock_tests::*;
 use std::time::{Duration, Instant};
 
@@ -110,6 +111,50 @@ fn auxiliary_keys_are_written_only_when_the_user_may_write_them() {
         ),
         1
     );
+}
+
+/// `RSEM.RENEW` writes the leased-permit set `{name}:timeout`: a user who may not write it
+/// renews nothing (and changes no lease), a user who may not name the semaphore is refused
+/// before anything is read, and the owner of both renews. A second user who may write the
+/// semaphore renews a permit by its id, as Redisson's `updateLeaseTime` does: the id is the
+/// capability.
+#[test]
+fn a_permit_renewal_needs_the_semaphore_and_its_lease_set() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut narrow = acl_user(&s, &mut c, "narrow", &["~app1:*", "+@all"]);
+    let mut other = acl_user(&s, &mut c, "other", &["~app2:*", "~{app2:*", "+@all"]);
+    let mut full = acl_user(&s, &mut c, "full", &["~app1:*", "~{app1:*", "+@all"]);
+    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "app1:sem", 2)), 1);
+    let Value::Array(got) = raw(&mut c, &cmd!("RSEM.ACQUIRE", "app1:sem", "LEASE", 10_000)) else {
+        panic!("permit ids")
+    };
+    let id = text(&got[0]).expect("a permit id");
+    // The one lease's end, as stored (the member is the id's 16 raw bytes).
+    let lease = |c: &mut redis::Connection| {
+        let z: Vec<(Vec<u8>, f64)> = cmd!("ZRANGE", "{app1:sem}:timeout", 0, -1, "WITHSCORES")
+            .query(c)
+            .unwrap();
+        assert_eq!(z.len(), 1);
+        z[0].1 as i64
+    };
+    let before = lease(&mut c);
+
+    let e = err(
+        &mut narrow,
+        &cmd!("RSEM.RENEW", "app1:sem", 600_000, "ID", &id),
+    );
+    assert!(e.starts_with("NOPERM") && e.contains("{app1:sem}:timeout"), "{e}");
+    let e = err(&mut other, &cmd!("RSEM.RENEW", "app1:sem", 600_000, "ID", &id));
+    assert!(e.starts_with("NOPERM"), "{e}");
+    assert_eq!(lease(&mut c), before, "no lease changed");
+
+    assert_eq!(
+        int(&mut full, &cmd!("RSEM.RENEW", "app1:sem", 600_000, "ID", &id)),
+        1
+    );
+    assert!(lease(&mut c) > before + 500_000, "renewed to ten minutes");
+    assert_eq!(int(&mut c, &cmd!("RSEM.AVAILABLE", "app1:sem")), 1);
 }
 
 /// The user docs/operations.md's ACL example sets up (the `ACL SETUSER app1 ...` line, run as
