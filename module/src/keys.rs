@@ -2,6 +2,7 @@
 //! low-level key API. The main key stays open (for writing) while a command or a serving step
 //! runs; auxiliary keys are opened per read.
 
+use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, Kind, Store, Target};
 use crate::ffi::{Ctx, Key, OwnedStr, RStr};
 
@@ -9,6 +10,9 @@ const HINTS: usize = 2;
 
 pub struct RedisKeys {
     pub(crate) ctx: Ctx,
+    /// A command's key: the kind of object it names. Its writes are recorded for the step
+    /// after the command (`after`); a timer's or an event's are not (they serve themselves).
+    pub(crate) object: Option<ObjectKind>,
     pub(crate) name: RStr,
     pub(crate) main: Key,
     /// Argument strings (the owner) the rules pass back as hash fields: reused as they are
@@ -27,10 +31,12 @@ pub struct RedisKeys {
 }
 
 impl RedisKeys {
-    /// The key of a command (argv[1]); `hints`: other argv strings the rules may use as fields.
-    pub fn command(ctx: Ctx, name: RStr, hints: &[RStr]) -> RedisKeys {
+    /// The key of a command (argv[1]), a `kind` object; `hints`: other argv strings the rules
+    /// may use as fields.
+    pub fn command(ctx: Ctx, kind: ObjectKind, name: RStr, hints: &[RStr]) -> RedisKeys {
         RedisKeys {
             ctx,
+            object: Some(kind),
             name,
             main: Key::open(ctx, name, true),
             hints: std::array::from_fn(|i| hints.get(i).copied()),
@@ -45,6 +51,7 @@ impl RedisKeys {
     pub fn read(ctx: Ctx, name: RStr) -> RedisKeys {
         RedisKeys {
             ctx,
+            object: None,
             name,
             main: Key::open(ctx, name, false),
             hints: [None; HINTS],
@@ -73,6 +80,7 @@ impl RedisKeys {
         let name = owned.get();
         RedisKeys {
             ctx,
+            object: None,
             name,
             main: Key::open(ctx, name, write),
             hints: [None; HINTS],

@@ -601,6 +601,11 @@ pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
     });
 }
 
+/// Whether any hold is watched (else a write has nothing to tell sessions).
+pub fn watching() -> bool {
+    state(|s| !s.tracked.is_empty())
+}
+
 /// A command may have ended holds on its key (a force release): look now.
 pub fn after_write(ctx: Ctx, keys: &RedisKeys) {
     if state(|s| s.tracked.is_empty()) {

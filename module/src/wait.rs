@@ -28,7 +28,9 @@ use crate::core::stats::{self, ObjectKind};
 use crate::core::store::{Kind, Store, Target};
 use crate::core::wait::deadlock::{self, Place};
 use crate::core::wait::HashMap;
-use crate::core::wait::{self, queue, Grouped, Io, KeyId, Outcome, Queues, Req, TimerKey, Waiter};
+use crate::core::wait::{
+    self, queue, Grouped, KeyId, Outcome, Queues, Req, TimerKey, Upkeep, Waiter,
+};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
@@ -832,19 +834,19 @@ fn serve(keys: &mut RedisKeys, id: &KeyId) {
 }
 
 /// Look at the command's key at `at` (the end of a hold's own lease, such as a read hold's)
-/// even if nobody waits then: `req`'s object tidies what expired (a crashed reader's field),
+/// even if nobody waits then: the object tidies what expired (a crashed reader's field),
 /// serves its queue if it has one, and is looked at again at its next lease end. A key with
 /// waiters needs none of this: its queue's check does the same.
-pub fn upkeep(ctx: Ctx, keys: &RedisKeys, at: i64, req: Req) {
+pub fn upkeep(ctx: Ctx, keys: &RedisKeys, at: i64, object: Upkeep) {
     let id = KeyId::new(ctx.db(), keys.key_name());
     let due =
         state(|s| !s.queues.is_queued(&id) && timers::supersede(s.upkeep.get(&id).copied(), at));
     if due {
-        schedule_upkeep(ctx, id, at, req);
+        schedule_upkeep(ctx, id, at, object);
     }
 }
 
-fn schedule_upkeep(ctx: Ctx, id: KeyId, at: i64, req: Req) {
+fn schedule_upkeep(ctx: Ctx, id: KeyId, at: i64, object: Upkeep) {
     let key = id.clone();
     let t = timers::schedule(ctx, at, move |ctx| {
         state(|s| s.upkeep.remove(&key));
@@ -858,13 +860,13 @@ fn schedule_upkeep(ctx: Ctx, id: KeyId, at: i64, req: Req) {
             session_after_write(ctx, &keys);
             return;
         }
-        if let Ok(tidy) = req.tidy(&keys) {
-            if !tidy.writes.is_empty() && keys.apply(&tidy).is_ok() {
+        if let Ok(tidy) = (object.tidy)(&keys) {
+            if !tidy.writes.is_empty() && keys.write(&tidy).is_ok() {
                 session_after_write(ctx, &keys);
             }
         }
-        if let Some(next) = req.wake_at(&keys) {
-            schedule_upkeep(ctx, key, next.saturating_add(1), req);
+        if let Some(next) = (object.wake_at)(&keys) {
+            schedule_upkeep(ctx, key, next.saturating_add(1), object);
         }
     });
     state(|s| s.upkeep.insert(id, t));
@@ -923,7 +925,7 @@ pub fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
     }
     let mut keys = RedisKeys::background(ctx, &id.key);
     if let Some(undo) = req.undo(reply, &keys) {
-        if keys.apply(&undo).is_ok() {
+        if keys.write(&undo).is_ok() {
             req.kind().counters().grants_revoked.incr();
         }
     }

@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, Kind, Store, Target};
-use super::wait::{Pending, Serve};
+use super::wait::{Pending, Serve, Upkeep};
 use std::borrow::Cow;
 
 const MODE: &[u8] = names::RWLOCK_MODE;
@@ -840,6 +840,39 @@ pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, C
 
 // ---- waiting -------------------------------------------------------------------------------------
 
+/// Writes that bring the lock up to date before its queue is served, or when a hold's own
+/// lease ends although nobody waits: expired read holds go (a bounded few at a time when
+/// there are many readers).
+pub fn tidy_before_serving(store: &dyn Store) -> Result<Decision<'static>, CmdError> {
+    if many_readers(store) {
+        return Ok(tidy_some(store, TIDY_BUDGET));
+    }
+    tidy(store)
+}
+
+/// When the lock changes by itself: the earliest lease end of any hold.
+pub fn next_change(store: &dyn Store) -> Option<i64> {
+    if many_readers(store) {
+        // The hash's TTL: the longest hold's end (every release keeps it so), when the
+        // last reader a writer waits for is gone, or the write lease a reader waits for.
+        return store.expire_at(&Target::Main);
+    }
+    // The earliest lease end of any hold: a reader's hold key, or the hash itself.
+    let mut earliest = store.expire_at(&Target::Main);
+    for (owner, count) in holders(store).readers {
+        for e in hold_expiries(store, &owner, count).into_iter().flatten() {
+            earliest = Some(earliest.map_or(e, |x| x.min(e)));
+        }
+    }
+    earliest
+}
+
+/// The read-write lock's holds have leases of their own (a reader's hold key).
+pub const UPKEEP: Upkeep = Upkeep {
+    tidy: tidy_before_serving,
+    wake_at: next_change,
+};
+
 /// A queued `RRWLOCK.ACQUIRE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RwWait {
@@ -854,10 +887,7 @@ impl Pending for RwWait {
     }
 
     fn tidy(&self, store: &dyn Store) -> Result<Decision<'static>, CmdError> {
-        if many_readers(store) {
-            return Ok(tidy_some(store, TIDY_BUDGET));
-        }
-        tidy(store)
+        tidy_before_serving(store)
     }
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
@@ -873,19 +903,7 @@ impl Pending for RwWait {
     }
 
     fn wake_at(&self, store: &dyn Store) -> Option<i64> {
-        if many_readers(store) {
-            // The hash's TTL: the longest hold's end (every release keeps it so), when the
-            // last reader a writer waits for is gone, or the write lease a reader waits for.
-            return store.expire_at(&Target::Main);
-        }
-        // The earliest lease end of any hold: a reader's hold key, or the hash itself.
-        let mut earliest = store.expire_at(&Target::Main);
-        for (owner, count) in holders(store).readers {
-            for e in hold_expiries(store, &owner, count).into_iter().flatten() {
-                earliest = Some(earliest.map_or(e, |x| x.min(e)));
-            }
-        }
-        earliest
+        next_change(store)
     }
 
     fn undo(&self, _granted: &Reply, store: &dyn Store) -> Option<Decision<'_>> {

@@ -100,3 +100,12 @@ pub trait Pending: Debug {
     /// How introspection (`*.INFO`'s queue) shows this waiter.
     fn show(&self) -> Reply;
 }
+
+/// What the waiting mechanism asks of an object itself rather than of a queued request: how to
+/// bring it up to date, and when it next changes by itself. A key whose holds have leases of
+/// their own (a read lock's readers) is looked at then although nobody waits for it.
+#[derive(Clone, Copy)]
+pub struct Upkeep {
+    pub tidy: fn(&dyn Store) -> Result<Decision<'static>, CmdError>,
+    pub wake_at: fn(&dyn Store) -> Option<i64>,
+}
