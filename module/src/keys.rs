@@ -4,6 +4,7 @@
 
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, Kind, Store, Target};
+use crate::core::wait::KeyId;
 use crate::ffi::{Ctx, Key, OwnedStr, RStr};
 
 const HINTS: usize = 2;
@@ -71,6 +72,13 @@ impl RedisKeys {
     /// A key named by bytes, looked at from a timer or an event (the ctx's db is selected).
     pub fn background(ctx: Ctx, name: &[u8]) -> RedisKeys {
         Self::named(ctx, name, true)
+    }
+
+    /// The key `id` looked at from a timer or an event: its database selected and the key
+    /// opened. `None` on a replica (its data changes by replication only: it never serves,
+    /// tidies or undoes) or when the database cannot be selected.
+    pub fn looked_at(ctx: Ctx, id: &KeyId) -> Option<RedisKeys> {
+        (!ctx.is_replica() && ctx.select_db(id.db)).then(|| Self::background(ctx, &id.key))
     }
 
     /// A key named by bytes rather than by the command's argv; one that may be written checks

@@ -7,6 +7,7 @@ pub mod latch;
 pub mod lock;
 pub mod rwlock;
 pub mod semaphore;
+pub mod session;
 
 use crate::core::args::{Wait, WaitArgs};
 use crate::core::error::CmdError;
