@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, Kind, Store, Target};
-use super::wait::{Pending, Serve, Upkeep};
+use super::wait::{Hold, Pending, Serve, Tidy, Upkeep};
 use std::borrow::Cow;
 
 const MODE: &[u8] = names::RWLOCK_MODE;
@@ -886,8 +886,11 @@ impl Pending for RwWait {
         ObjectKind::RwLock
     }
 
-    fn tidy(&self, store: &dyn Store) -> Result<Decision<'static>, CmdError> {
-        tidy_before_serving(store)
+    fn tidy(&self, store: &dyn Store) -> Result<Tidy, CmdError> {
+        Ok(Tidy {
+            before: tidy_before_serving(store)?,
+            after_serving: Decision::default(),
+        })
     }
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
@@ -918,10 +921,6 @@ impl Pending for RwWait {
         release(store, &self.owner, self.mode).ok().map(|(d, _)| d)
     }
 
-    fn owner(&self) -> Option<&[u8]> {
-        Some(&self.owner)
-    }
-
     fn aux_keys(&self, store: &dyn Store) -> Vec<Vec<u8>> {
         match (self.mode, store.hget_int(&Target::Main, &self.owner)) {
             (Mode::Read, Int::Is(n)) => vec![names::rwlock_hold(
@@ -932,6 +931,23 @@ impl Pending for RwWait {
             (Mode::Read, _) => vec![names::rwlock_hold(store.key_name(), &self.owner, 1)],
             (Mode::Write, _) => Vec::new(),
         }
+    }
+
+    fn show(&self) -> Reply {
+        Reply::Array(vec![
+            Reply::Bulk(self.owner.to_vec()),
+            Reply::Bulk(self.mode.word().to_vec()),
+        ])
+    }
+
+    fn holds(&self) -> Option<&dyn Hold> {
+        Some(self)
+    }
+}
+
+impl Hold for RwWait {
+    fn owner(&self) -> &[u8] {
+        &self.owner
     }
 
     fn holders(&self, store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
@@ -993,13 +1009,6 @@ impl Pending for RwWait {
     /// held and looks again at its real end).
     fn granted_until(&self, now: i64) -> Option<Option<i64>> {
         Some(Some(now.saturating_add(self.lease_ms)))
-    }
-
-    fn show(&self) -> Reply {
-        Reply::Array(vec![
-            Reply::Bulk(self.owner.to_vec()),
-            Reply::Bulk(self.mode.word().to_vec()),
-        ])
     }
 }
 

@@ -33,7 +33,10 @@ pub(super) fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
 /// read here only in their own database: `None` otherwise).
 pub(super) fn read_until(ctx: Ctx, req: &Req, id: &KeyId) -> Option<Option<i64>> {
     (ctx.db() == id.db)
-        .then(|| req.held_until(&RedisKeys::background(ctx, &id.key)))
+        .then(|| {
+            let held = req.holds()?;
+            held.held_until(&RedisKeys::background(ctx, &id.key))
+        })
         .flatten()
 }
 
@@ -49,9 +52,12 @@ pub(super) fn add(ctx: Ctx, session: u32, id: KeyId, req: Req, until: Option<Opt
 
 /// Watch what an acquire naming session `session` just took.
 pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req) {
-    let until = req
+    let Some(held) = req.holds() else {
+        return; // objects without owners hold nothing a session could lose
+    };
+    let until = held
         .granted_until(ctx.now_ms())
-        .or_else(|| req.held_until(keys));
+        .or_else(|| held.held_until(keys));
     if until.is_some() {
         add(
             ctx,
@@ -145,7 +151,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
     let mut kept = Vec::new();
     let mut next: Option<i64> = None;
     for t in holds {
-        match t.req.held_until(keys) {
+        match t.req.holds().and_then(|h| h.held_until(keys)) {
             Some(until) => {
                 if let Some(at) = until {
                     next = Some(next.map_or(at, |n| n.min(at)));
@@ -212,8 +218,8 @@ pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
             let gone = keys.kind(&Target::Main) == KeyKind::Empty;
             let mut ended = Vec::new();
             holds.retain(|t| {
-                let kept =
-                    t.req.owner() != Some(owner) || (!gone && t.req.held_until(keys).is_some());
+                let kept = t.req.owner() != Some(owner)
+                    || (!gone && t.req.holds().and_then(|h| h.held_until(keys)).is_some());
                 if !kept {
                     ended.push(t.session);
                 }

@@ -240,7 +240,8 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
             if req.owner().is_some() {
                 // Granted in this very step: the request tells its lease end, or the keys do.
                 let until = req
-                    .granted_until(ctx.now_ms())
+                    .holds()
+                    .and_then(|h| h.granted_until(ctx.now_ms()))
                     .or_else(|| read_until(ctx, &req, &id));
                 add(ctx, session, id.clone(), req.clone(), until);
             }

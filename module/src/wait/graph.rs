@@ -167,7 +167,10 @@ impl deadlock::Graph for WaitGraph<'_> {
 
     fn holders(&self, key: &KeyId) -> Vec<(Box<[u8]>, bool)> {
         let held = |req: &Req, keys: &RedisKeys| {
-            let hs = req.holders_upto(keys, self.holders_max).into_iter();
+            let hs = req
+                .holds()
+                .map_or_else(Vec::new, |h| h.holders_upto(keys, self.holders_max));
+            let hs = hs.into_iter();
             hs.map(|(o, x)| (o.into_boxed_slice(), x)).collect()
         };
         let (new_key, new_req, new_keys) = self.new;
@@ -186,7 +189,7 @@ impl deadlock::Graph for WaitGraph<'_> {
 
     fn exclusive_at(&self, key: &KeyId, pos: usize) -> Option<bool> {
         let req = self.at(key, pos)?;
-        req.owner().map(|_| req.exclusive())
+        req.holds().map(|h| h.exclusive())
     }
 
     fn owner_at(&self, key: &KeyId, pos: usize) -> Option<Box<[u8]>> {
@@ -208,7 +211,7 @@ impl deadlock::Graph for WaitGraph<'_> {
             out.push(Place {
                 key: id.clone(),
                 pos,
-                exclusive: w.req.exclusive(),
+                exclusive: w.req.holds().is_none_or(|h| h.exclusive()),
             });
         }
         out
@@ -265,7 +268,8 @@ pub fn check_deadlock(ctx: Ctx, keys: &RedisKeys, req: &Req) -> Result<(), CmdEr
             holders_max: budget.saturating_add(1),
         };
         let owner = Box::from(owner);
-        deadlock::search(&graph, &owner, &id, req.exclusive(), budget)
+        let exclusive = req.holds().is_none_or(|h| h.exclusive());
+        deadlock::search(&graph, &owner, &id, exclusive, budget)
     });
     let steps = match found {
         Ok(Some(steps)) => steps,
