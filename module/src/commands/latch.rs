@@ -53,7 +53,7 @@ pub fn count_down(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let w = latch::parse_await(&argv)?;
-    w.wait.check(ctx.now_ms())?;
+    w.check_deadline(ctx.now_ms())?;
     let session = session_of(ctx, &w)?;
     let keys = RedisKeys::read(ctx, args.get(1));
     if latch::is_open(&keys)? {

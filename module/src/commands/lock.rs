@@ -17,7 +17,7 @@ use std::rc::Rc;
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = lock::parse_acquire(&argv)?;
-    a.wait.wait.check(ctx.now_ms())?;
+    a.wait.check_deadline(ctx.now_ms())?;
     let session = session_of(ctx, &a.wait)?;
     let owner = argv[2];
     let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[args.get(2)]);

@@ -71,7 +71,14 @@ pub fn wait_or_nil(
                 park_ms,
             },
             Some(s),
-        ) => sessions::queue(ctx, keys, s, (request, timeout_ms, park_ms), req),
+        ) => {
+            let queued = sessions::Queued {
+                request,
+                timeout_ms,
+                park_ms,
+            };
+            sessions::queue(ctx, keys, s, queued, req)
+        }
         _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req, session)),
     }
 }

@@ -53,7 +53,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if a.lease_ms.is_some() && a.permits > max_leased {
         return Err(CmdError::TooLarge("permits with LEASE", max_leased));
     }
-    a.wait.wait.check(ctx.now_ms())?;
+    a.wait.check_deadline(ctx.now_ms())?;
     let session = session_of(ctx, &a.wait)?;
     let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     let req = || {

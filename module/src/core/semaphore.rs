@@ -98,7 +98,7 @@ pub fn parse_acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, CmdError>
         &[block, session, queue, &PERMITS, &LEASE],
         |k, v| {
             match k {
-                0..=2 => req.wait.take(k, v)?,
+                args::AT_BLOCK..=args::AT_QUEUE => req.wait.take(k, v)?,
                 3 => req.permits = permits(v[0])?,
                 _ => req.lease_ms = Some(args::lease(v[0])?),
             }

@@ -170,6 +170,16 @@ pub(crate) fn sees_all(ctx: Ctx) -> bool {
 
 // ---- queueing and outcomes -----------------------------------------------------------------------
 
+/// A request queued through a session (`SESSION s QUEUE request timeout_ms [BLOCK park_ms]`).
+pub struct Queued {
+    /// The client's id for it, unique among the session's queued requests.
+    pub request: u64,
+    /// Its deadline, from now (0: none).
+    pub timeout_ms: i64,
+    /// How long its connection is parked first (`None`: answered `QUEUED` at once).
+    pub park_ms: Option<i64>,
+}
+
 /// Queue `req` as request `request` of session `session`, with a deadline `timeout_ms` from
 /// now (0: none). Reply `QUEUED`, or with `park_ms` park the connection for that first part of
 /// the wait (`wait::park_request`).
@@ -177,9 +187,14 @@ pub fn queue(
     ctx: Ctx,
     keys: &RedisKeys,
     session: u32,
-    (request, timeout_ms, park_ms): (u64, i64, Option<i64>),
+    queued: Queued,
     req: Req,
 ) -> Result<Answer, CmdError> {
+    let Queued {
+        request,
+        timeout_ms,
+        park_ms,
+    } = queued;
     let handle = Handle::Session { session, request };
     state(|s| {
         let sess = s.sessions.get(&session).ok_or(CmdError::NoSession)?;
