@@ -3,6 +3,7 @@
 //! times only, so a replay never extends a lease), and announced with the keyspace event that
 //! native command raises, for whoever listens.
 
+use crate::after::{self, Change};
 use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
 use crate::core::fencing;
@@ -20,7 +21,27 @@ impl Io for RedisKeys {
         self
     }
 
+    /// Serving's writes (grants to waiters, tidying): the serving step itself does what
+    /// follows them.
     fn apply(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {
+        self.write(decision)
+    }
+}
+
+impl RedisKeys {
+    /// Perform a command's decision, and record for the step after the command what it did to
+    /// the object (`change`): serving its queue, telling sessions and counting happen there
+    /// (`after::settle`), not in the handler. The value the decision's `NextToken` produced.
+    pub fn apply(&mut self, decision: &Decision, change: Change) -> Result<Option<i64>, CmdError> {
+        let token = self.write(decision)?;
+        if let Some(kind) = self.object {
+            after::mark(self.name, kind, change);
+        }
+        Ok(token)
+    }
+
+    /// Perform a decision's writes, all or (on error) none.
+    pub fn write(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {
         if self.guard_pause {
             self.check_not_paused(decision)?;
         } else {

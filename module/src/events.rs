@@ -2,7 +2,8 @@
 //! expiry, eviction, RENAME/MOVE away, a type change, Redisson's scripts; FLUSH*, SWAPDB), and
 //! the server events the module keeps its policies up to date from.
 
-use crate::core::names;
+use crate::core::objects;
+use crate::core::stats::ObjectKind;
 use crate::ffi::{Ctx, RStr, ServerEvent};
 use crate::{propagation, sessions, wait};
 use std::cell::Cell;
@@ -90,12 +91,14 @@ fn touched_key(ctx: Ctx, event: &[u8], key: RStr, ours: bool) {
     let (db, key) = (ctx.db(), key.bytes());
     wait::key_touched(ctx, db, key, event == b"expired", ours);
     sessions::key_touched(ctx, db, key);
-    // A semaphore's leased-permit set (`{name}:timeout`) changed, e.g. Redisson's script leased,
-    // released or re-leased a permit: the semaphore's queue may be served, or its next lease
-    // end moved. (rlock's own writes serve the queue themselves, and may hold its state now.)
+    // An auxiliary key of an object changed (a semaphore's leased-permit set, by Redisson's
+    // script): the object's queue may be served, or its next lease end moved. (rlock's own
+    // writes serve the queue themselves, and may hold its state now.)
     if !ours && wait::total() > 0 {
-        for name in names::semaphores_of_timeouts(key) {
-            wait::key_touched(ctx, db, &name, false, ours);
+        for kind in ObjectKind::ALL {
+            for name in objects::owners_of_aux(kind, key) {
+                wait::key_touched(ctx, db, &name, false, ours);
+            }
         }
     }
 }

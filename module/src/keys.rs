@@ -2,13 +2,18 @@
 //! low-level key API. The main key stays open (for writing) while a command or a serving step
 //! runs; auxiliary keys are opened per read.
 
+use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, Kind, Store, Target};
+use crate::core::wait::KeyId;
 use crate::ffi::{Ctx, Key, OwnedStr, RStr};
 
 const HINTS: usize = 2;
 
 pub struct RedisKeys {
     pub(crate) ctx: Ctx,
+    /// A command's key: the kind of object it names. Its writes are recorded for the step
+    /// after the command (`after`); a timer's or an event's are not (they serve themselves).
+    pub(crate) object: Option<ObjectKind>,
     pub(crate) name: RStr,
     pub(crate) main: Key,
     /// Argument strings (the owner) the rules pass back as hash fields: reused as they are
@@ -27,10 +32,12 @@ pub struct RedisKeys {
 }
 
 impl RedisKeys {
-    /// The key of a command (argv[1]); `hints`: other argv strings the rules may use as fields.
-    pub fn command(ctx: Ctx, name: RStr, hints: &[RStr]) -> RedisKeys {
+    /// The key of a command (argv[1]), a `kind` object; `hints`: other argv strings the rules
+    /// may use as fields.
+    pub fn command(ctx: Ctx, kind: ObjectKind, name: RStr, hints: &[RStr]) -> RedisKeys {
         RedisKeys {
             ctx,
+            object: Some(kind),
             name,
             main: Key::open(ctx, name, true),
             hints: std::array::from_fn(|i| hints.get(i).copied()),
@@ -45,6 +52,7 @@ impl RedisKeys {
     pub fn read(ctx: Ctx, name: RStr) -> RedisKeys {
         RedisKeys {
             ctx,
+            object: None,
             name,
             main: Key::open(ctx, name, false),
             hints: [None; HINTS],
@@ -66,6 +74,13 @@ impl RedisKeys {
         Self::named(ctx, name, true)
     }
 
+    /// The key `id` looked at from a timer or an event: its database selected and the key
+    /// opened. `None` on a replica (its data changes by replication only: it never serves,
+    /// tidies or undoes) or when the database cannot be selected.
+    pub fn looked_at(ctx: Ctx, id: &KeyId) -> Option<RedisKeys> {
+        (!ctx.is_replica() && ctx.select_db(id.db)).then(|| Self::background(ctx, &id.key))
+    }
+
     /// A key named by bytes rather than by the command's argv; one that may be written checks
     /// for a write pause first.
     fn named(ctx: Ctx, name: &[u8], write: bool) -> RedisKeys {
@@ -73,6 +88,7 @@ impl RedisKeys {
         let name = owned.get();
         RedisKeys {
             ctx,
+            object: None,
             name,
             main: Key::open(ctx, name, write),
             hints: [None; HINTS],

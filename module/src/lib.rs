@@ -17,6 +17,8 @@
 pub mod core;
 
 #[cfg(not(test))]
+mod after;
+#[cfg(not(test))]
 mod apply;
 #[cfg(not(test))]
 mod commands;
@@ -66,7 +68,7 @@ mod module {
         boundary::install_panic_hook();
         crate::core::stats::reset();
         command::register(c, registry::COMMANDS)?;
-        command::set_around(crate::keys::gate_reply);
+        command::set_around(crate::after::around);
         config::register(c)?;
         sessions::init();
         boundary::install(

@@ -1,9 +1,8 @@
 //! The command table: every command's handler, flags, ACL categories, key position and the
 //! `COMMAND DOCS` entries. A new object adds its rows here.
 
-use crate::commands::{latch, lock, rwlock, semaphore};
+use crate::commands::{latch, lock, rwlock, semaphore, session};
 use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
-use crate::sessions;
 
 const KEY: ArgSpec = ArgSpec::new(c"key", Key);
 const OWNER: ArgSpec = ArgSpec::new(c"owner", String);
@@ -323,7 +322,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsession.open",
-        handler: sessions::open,
+        handler: session::open,
         flags: c"deny-oom fast",
         acl: c"write fast",
         summary: c"Creates or resumes a session (many waits over one connection); the calling connection becomes its listener",
@@ -334,7 +333,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsession.read",
-        handler: sessions::read,
+        handler: session::read,
         flags: c"blocking",
         acl: c"read slow blocking",
         summary: c"Acknowledges a session's outcomes up to cursor and returns those after it; with BLOCK waits for one",
@@ -350,7 +349,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsession.ack",
-        handler: sessions::ack,
+        handler: session::ack,
         flags: c"fast",
         acl: c"write fast",
         summary: c"Acknowledges a session's outcomes up to cursor",
@@ -361,7 +360,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsession.cancel",
-        handler: sessions::cancel,
+        handler: session::cancel,
         flags: c"fast",
         acl: c"write fast",
         summary: c"Withdraws a request queued in a session",
@@ -372,7 +371,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsession.close",
-        handler: sessions::close,
+        handler: session::close,
         flags: c"",
         acl: c"write slow",
         summary: c"Ends a session now: its queued requests leave, unacknowledged grants are undone",
@@ -383,7 +382,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsession.info",
-        handler: sessions::info,
+        handler: session::info,
         flags: c"readonly",
         acl: c"read slow",
         summary: c"Shows a session's listener, liveness, queued requests and outcomes",
@@ -394,7 +393,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: c"rsession.list",
-        handler: sessions::list,
+        handler: session::list,
         flags: c"readonly",
         acl: c"read slow",
         summary: c"Lists the sessions of this server",

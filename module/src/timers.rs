@@ -49,6 +49,18 @@ pub fn supersede(current: Option<TimerKey>, at: i64) -> bool {
     }
 }
 
+/// [`supersede`] and [`schedule`] for a key that keeps one job: the job `make` builds is
+/// scheduled at `at` in place of `current` (cancelled), unless `current` comes soon enough
+/// (`None` then; nothing is built).
+pub fn keyed<J: FnOnce(Ctx) + 'static>(
+    ctx: Ctx,
+    current: Option<TimerKey>,
+    at: i64,
+    make: impl FnOnce() -> J,
+) -> Option<TimerKey> {
+    supersede(current, at).then(|| schedule(ctx, at, make()))
+}
+
 /// Items freed at a time by [`free_later`]: about a millisecond of the allocator's time.
 const FREE_CHUNK: usize = 10_000;
 

@@ -1,45 +1,51 @@
 //! `RLATCH.*`: the count-down latch (Redisson's RCountDownLatch layout).
 
 use super::{session_of, wait_or_nil};
+use crate::after::{self, serve_first, Change};
 use crate::core::args::Wait;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::latch::{self, LatchWait};
-use crate::core::stats::ObjectKind;
-use crate::core::wait::Io;
+use crate::core::stats::ObjectKind::Latch;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::wait;
 use std::rc::Rc;
 
 /// `RLATCH.TRYSETCOUNT key n`
 pub fn try_set_count(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let n = latch::parse_try_set(&args.bytes())?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Latch, args.get(1), &[]);
     // Waiters of a latch something just opened (a DEL seen, not yet served) pass before it
     // closes again.
-    wait::serve_now(&mut keys);
+    serve_first(&mut keys);
     let d = latch::try_set(&keys, n)?;
-    keys.apply(&d)?;
-    if !d.writes.is_empty() {
-        // The count is a semaphore's permits too: semaphore waiters on the same key take them
-        // in this step, as after any other write to it.
-        wait::serve_now(&mut keys);
-    }
+    // The count is a semaphore's permits too: semaphore waiters on the same key take them
+    // in this step, as after any other write to it.
+    let change = match d.writes.is_empty() {
+        true => Change::Wrote,
+        false => Change::Freed {
+            counted: false,
+            announce: None,
+        },
+    };
+    keys.apply(&d, change)?;
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
 
 /// `RLATCH.COUNTDOWN key`
 pub fn count_down(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     latch::parse_key(&args.bytes(), "rlatch.countdown")?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Latch, args.get(1), &[]);
     let (d, opened) = latch::count_down(&keys)?;
-    keys.apply(&d)?;
-    if opened {
-        ObjectKind::Latch.counters().releases.incr();
-        // Every waiter passes, in this step.
-        wait::serve_now(&mut keys);
-    }
+    // Opened: every waiter passes, in this step.
+    let change = match opened {
+        true => Change::Freed {
+            counted: true,
+            announce: None,
+        },
+        false => Change::Wrote,
+    };
+    keys.apply(&d, change)?;
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
 
@@ -47,11 +53,17 @@ pub fn count_down(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let w = latch::parse_await(&argv)?;
-    w.wait.check(ctx.now_ms())?;
+    w.check_deadline(ctx.now_ms())?;
     let session = session_of(ctx, &w)?;
     let keys = RedisKeys::read(ctx, args.get(1));
     if latch::is_open(&keys)? {
-        ObjectKind::Latch.counters().acquired.incr();
+        // Passing takes nothing: nothing is written, but it counts as a grant.
+        let passed = Change::Took {
+            reentry: false,
+            watch: None,
+            own_lease: None,
+        };
+        after::mark(args.get(1), Latch, passed);
         return Ok(Answer::Reply(Reply::Int(1)));
     }
     // A replica never serves queues (its data changes by replication only): a wait there

@@ -1,14 +1,15 @@
 //! `RLOCK.*`: the exclusive reentrant lock (Redisson's RLock layout).
 
 use super::{check_slots, session_of, wait_or_nil};
+use crate::after::{serve_first, Change};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::lock::{self, Acquire, LockWait, Took};
-use crate::core::stats::ObjectKind;
-use crate::core::wait::{serve::resolve, Io};
+use crate::core::stats::ObjectKind::Lock;
+use crate::core::wait::serve::resolve;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::{sessions, wait};
+use crate::wait;
 use std::rc::Rc;
 
 /// `RLOCK.ACQUIRE key owner lease_ms [BLOCK timeout_ms] [SESSION s [QUEUE request timeout_ms]]
@@ -16,10 +17,10 @@ use std::rc::Rc;
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = lock::parse_acquire(&argv)?;
-    a.wait.wait.check(ctx.now_ms())?;
+    a.wait.check_deadline(ctx.now_ms())?;
     let session = session_of(ctx, &a.wait)?;
     let owner = argv[2];
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[args.get(2)]);
     let req = || {
         Rc::new(LockWait {
             owner: owner.into(),
@@ -28,18 +29,15 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         })
     };
     check_slots(ctx, &keys, || req())?;
-    let queued = wait::serve_now(&mut keys);
-    let c = ObjectKind::Lock.counters();
+    let queued = serve_first(&mut keys);
     match lock::acquire(&keys, owner, a.lease_ms, a.fence, queued)? {
         Acquire::Grant(d, took) => {
-            let token = keys.apply(&d)?;
-            match took {
-                Took::Fresh => c.acquired.incr(),
-                Took::Reentry => c.reentries.incr(),
-            }
-            if let Some(s) = session {
-                sessions::track(ctx, s, &keys, req());
-            }
+            let took = Change::Took {
+                reentry: took == Took::Reentry,
+                watch: session.map(|s| (s, req() as _)),
+                own_lease: None,
+            };
+            let token = keys.apply(&d, took)?;
             Ok(Answer::Reply(resolve(d.reply.unwrap_or(Reply::Nil), token)))
         }
         Acquire::Busy => wait_or_nil(ctx, &keys, &a.wait, session, req()),
@@ -50,14 +48,13 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     lock::parse_release(&argv)?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[args.get(2)]);
     let (d, full) = lock::release(&keys, argv[2])?;
-    keys.apply(&d)?;
-    if full {
-        ObjectKind::Lock.counters().releases.incr();
-        sessions::released(ctx, &keys, argv[2]);
-        wait::serve_now(&mut keys);
-    }
+    let change = match full {
+        true => Change::Released { owner: args.get(2) },
+        false => Change::Wrote,
+    };
+    keys.apply(&d, change)?;
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
 
@@ -65,13 +62,11 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let lease_ms = lock::parse_renew(&argv)?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[args.get(2)]);
     let d = lock::renew(&keys, argv[2], lease_ms)?;
     if !d.writes.is_empty() {
-        keys.apply(&d)?;
-        ObjectKind::Lock.counters().renewals.incr();
         // A shorter lease moves the lock's expiry earlier: serving re-arms the queue's check.
-        wait::serve_now(&mut keys);
+        keys.apply(&d, Change::Renewed { own_lease: None })?;
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
@@ -79,13 +74,10 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 /// `RLOCK.FORCERELEASE key`
 pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     lock::parse_force_release(&args.bytes())?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[]);
     let d = lock::force_release(&keys)?;
     if !d.writes.is_empty() {
-        keys.apply(&d)?;
-        ObjectKind::Lock.counters().force_releases.incr();
-        sessions::after_write(ctx, &keys);
-        wait::serve_now(&mut keys);
+        keys.apply(&d, Change::ForceReleased)?;
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }

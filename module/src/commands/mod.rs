@@ -7,6 +7,7 @@ pub mod latch;
 pub mod lock;
 pub mod rwlock;
 pub mod semaphore;
+pub mod session;
 
 use crate::core::args::{Wait, WaitArgs};
 use crate::core::error::CmdError;
@@ -70,7 +71,14 @@ pub fn wait_or_nil(
                 park_ms,
             },
             Some(s),
-        ) => sessions::queue(ctx, keys, s, (request, timeout_ms, park_ms), req),
+        ) => {
+            let queued = sessions::Queued {
+                request,
+                timeout_ms,
+                park_ms,
+            };
+            sessions::queue(ctx, keys, s, queued, req)
+        }
         _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req, session)),
     }
 }

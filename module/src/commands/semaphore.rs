@@ -2,12 +2,12 @@
 //! RPermitExpirableSemaphore layout).
 
 use super::{check_slots, session_of, wait_or_nil};
-use crate::core::decision::Reply;
+use crate::after::{serve_first, Change};
+use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::semaphore::{self, Release, SemWait};
-use crate::core::stats::ObjectKind;
-use crate::core::wait::Io;
-use crate::ffi::{Answer, Args, Ctx};
+use crate::core::stats::ObjectKind::Semaphore;
+use crate::ffi::{Answer, Args, Ctx, RStr};
 use crate::keys::RedisKeys;
 use crate::{config, wait};
 use std::rc::Rc;
@@ -18,22 +18,27 @@ use std::rc::Rc;
 fn prepare(keys: &mut RedisKeys) -> Result<bool, CmdError> {
     let reclaim = semaphore::reclaim(keys)?;
     if reclaim.writes.is_empty() {
-        return Ok(wait::serve_now(keys));
+        return Ok(serve_first(keys));
     }
-    keys.apply(&reclaim)?;
-    let queued = wait::serve_now(keys);
-    keys.apply(&semaphore::announce(keys, true)?)?;
+    keys.apply(&reclaim, Change::Wrote)?;
+    let queued = serve_first(keys);
+    keys.apply(&semaphore::announce(keys, true)?, Change::Wrote)?;
     Ok(queued)
 }
 
-/// After permits were added: serve the queue, then publish (when `publish`) the count that is
-/// left, which is also the reply.
-fn settle(keys: &mut RedisKeys, publish: bool) -> Result<Reply, CmdError> {
-    wait::serve_now(keys);
-    let d = semaphore::announce(keys, false)?;
-    if publish {
-        keys.apply(&d)?;
-    }
+/// Permits were added: once waiters took theirs, the count left is published.
+const FREED_ANNOUNCED: Change = Change::Freed {
+    counted: false,
+    announce: Some(announce_left),
+};
+
+fn announce_left(keys: &RedisKeys) -> Result<Decision<'static>, CmdError> {
+    semaphore::announce(keys, false)
+}
+
+/// The reply of a command that added permits: the count left once waiters took theirs.
+fn left(ctx: Ctx, key: RStr) -> Result<Reply, CmdError> {
+    let d = semaphore::announce(&RedisKeys::read(ctx, key), false)?;
     Ok(d.reply.unwrap_or(Reply::Nil))
 }
 
@@ -48,9 +53,9 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if a.lease_ms.is_some() && a.permits > max_leased {
         return Err(CmdError::TooLarge("permits with LEASE", max_leased));
     }
-    a.wait.wait.check(ctx.now_ms())?;
+    a.wait.check_deadline(ctx.now_ms())?;
     let session = session_of(ctx, &a.wait)?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     let req = || {
         Rc::new(SemWait {
             permits: a.permits,
@@ -61,8 +66,12 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let queued = prepare(&mut keys)?;
     match semaphore::acquire(&keys, a.permits, a.lease_ms, queued)? {
         Some(d) => {
-            keys.apply(&d)?;
-            ObjectKind::Semaphore.counters().acquired.incr();
+            let took = Change::Took {
+                reentry: false,
+                watch: None,
+                own_lease: None,
+            };
+            keys.apply(&d, took)?;
             Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
         }
         None => wait_or_nil(ctx, &keys, &a.wait, session, req()),
@@ -72,26 +81,30 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 /// `RSEM.RELEASE key [PERMITS n]` / `RSEM.RELEASE key ID id [id ...]`
 pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let what = semaphore::parse_release(&args.bytes())?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     prepare(&mut keys)?;
     let d = match &what {
         Release::Permits(n) => semaphore::release_permits(&keys, *n)?,
         Release::Ids(ids) => semaphore::release_ids(&keys, ids)?,
     };
-    keys.apply(&d)?;
-    ObjectKind::Semaphore.counters().releases.incr();
-    Ok(Answer::Reply(settle(&mut keys, true)?))
+    let released = Change::Freed {
+        counted: true,
+        announce: Some(announce_left),
+    };
+    keys.apply(&d, released)?;
+    Ok(Answer::ReadAfter(left))
 }
 
 /// `RSEM.RENEW key lease_ms ID id [id ...]`
 pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let (lease_ms, ids) = semaphore::parse_renew(&args.bytes())?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     // Leases that already ended are returned first (and can no longer be renewed).
     prepare(&mut keys)?;
     let d = semaphore::renew(&keys, lease_ms, &ids)?;
     if !d.writes.is_empty() {
-        keys.apply(&d)?;
+        // Later lease ends free nothing.
+        keys.apply(&d, Change::Wrote)?;
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
@@ -99,12 +112,11 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 /// `RSEM.TRYSETPERMITS key n`
 pub fn try_set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let n = semaphore::parse_try_set(&args.bytes())?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     prepare(&mut keys)?;
     let d = semaphore::try_set(&keys, n)?;
     if !d.writes.is_empty() {
-        keys.apply(&d)?;
-        settle(&mut keys, true)?;
+        keys.apply(&d, FREED_ANNOUNCED)?;
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
@@ -112,22 +124,33 @@ pub fn try_set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 /// `RSEM.ADDPERMITS key delta`
 pub fn add_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let delta = semaphore::parse_add(&args.bytes())?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     prepare(&mut keys)?;
-    keys.apply(&semaphore::add_permits(&keys, delta)?)?;
-    Ok(Answer::Reply(settle(&mut keys, delta > 0)?))
+    let added = match delta > 0 {
+        true => FREED_ANNOUNCED,
+        // Nothing to announce; the waiters are served all the same.
+        false => Change::Freed {
+            counted: false,
+            announce: None,
+        },
+    };
+    keys.apply(&semaphore::add_permits(&keys, delta)?, added)?;
+    Ok(Answer::ReadAfter(left))
 }
 
 /// `RSEM.DRAIN key`
 pub fn drain(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     semaphore::parse_key(&args.bytes(), "rsem.drain")?;
-    let mut keys = RedisKeys::command(ctx, args.get(1), &[]);
+    let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     prepare(&mut keys)?;
     let d = semaphore::drain(&keys)?;
-    keys.apply(&d)?;
     // A count of 0 is an open latch: awaiters on the same key pass in this step (as they do
     // after a SET or INCRBY to 0, seen as events; our own writes raise none).
-    wait::serve_now(&mut keys);
+    let drained = Change::Freed {
+        counted: false,
+        announce: None,
+    };
+    keys.apply(&d, drained)?;
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
 

@@ -158,6 +158,11 @@ pub const QUEUE: Opt = Opt {
 /// `QUEUE`. An object's parser lists them first among its options and hands their values here.
 pub const WAIT_OPTS: [&Opt; 3] = [&BLOCK, &SESSION, &QUEUE];
 
+/// Where each wait option sits in [`WAIT_OPTS`] (the index `options` hands back).
+pub const AT_BLOCK: usize = 0;
+pub const AT_SESSION: usize = 1;
+pub const AT_QUEUE: usize = 2;
+
 /// What the wait options of a command said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitArgs<'a> {
@@ -176,7 +181,7 @@ impl<'a> WaitArgs<'a> {
     /// Take option `k` (an index into [`WAIT_OPTS`]) with its values.
     pub fn take(&mut self, k: usize, v: &[&'a [u8]]) -> Result<(), CmdError> {
         match k {
-            0 => {
+            AT_BLOCK => {
                 let ms = timeout(v[0])?;
                 self.wait = match self.wait {
                     Wait::Queue {
@@ -191,7 +196,7 @@ impl<'a> WaitArgs<'a> {
                     _ => Wait::Block(ms),
                 };
             }
-            1 => {
+            AT_SESSION => {
                 if v[0].is_empty() {
                     return Err(CmdError::Syntax(
                         "the session name must not be empty".into(),
@@ -200,6 +205,7 @@ impl<'a> WaitArgs<'a> {
                 self.session = Some(v[0]);
             }
             _ => {
+                debug_assert_eq!(k, AT_QUEUE);
                 let request = parse_i64(v[0])
                     .filter(|n| *n >= 0)
                     .ok_or(CmdError::NotInteger("request id"))?
@@ -215,6 +221,11 @@ impl<'a> WaitArgs<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Refuse a wait whose deadline from `now_ms` would overflow.
+    pub fn check_deadline(&self, now_ms: i64) -> Result<(), CmdError> {
+        self.wait.check(now_ms).map(drop)
     }
 
     /// Check the combination once every option is read: `QUEUE` needs `SESSION`.

@@ -136,10 +136,6 @@ impl Pending for LatchWait {
         None // passing an open latch takes nothing
     }
 
-    fn owner(&self) -> Option<&[u8]> {
-        None
-    }
-
     fn show(&self) -> Reply {
         Reply::Nil
     }

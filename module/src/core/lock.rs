@@ -8,7 +8,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, Kind, Store, Target};
-use super::wait::{Pending, Serve};
+use super::wait::{Hold, Pending, Serve};
 use std::borrow::Cow;
 
 // ---- arguments ---------------------------------------------------------------------------------
@@ -333,16 +333,26 @@ impl Pending for LockWait {
             .then(|| Decision::writes(free(store.key_name())))
     }
 
-    fn owner(&self) -> Option<&[u8]> {
-        Some(&self.owner)
-    }
-
     fn aux_keys(&self, store: &dyn Store) -> Vec<Vec<u8>> {
         if self.fence {
             vec![names::prefixed(names::FENCE_TOKEN, store.key_name())]
         } else {
             Vec::new()
         }
+    }
+
+    fn show(&self) -> Reply {
+        Reply::Bulk(self.owner.to_vec())
+    }
+
+    fn holds(&self) -> Option<&dyn Hold> {
+        Some(self)
+    }
+}
+
+impl Hold for LockWait {
+    fn owner(&self) -> &[u8] {
+        &self.owner
     }
 
     fn holders(&self, store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
@@ -361,10 +371,6 @@ impl Pending for LockWait {
     /// A grant (first hold or re-entry) sets the lock's lease to `lease_ms` from now.
     fn granted_until(&self, now: i64) -> Option<Option<i64>> {
         Some(Some(now.saturating_add(self.lease_ms)))
-    }
-
-    fn show(&self) -> Reply {
-        Reply::Bulk(self.owner.to_vec())
     }
 }
 

@@ -9,6 +9,7 @@ pub mod fencing;
 pub mod latch;
 pub mod lock;
 pub mod names;
+pub mod objects;
 pub mod rwlock;
 pub mod semaphore;
 pub mod slots;

@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, Kind, Store, Target};
-use super::wait::{Pending, Serve};
+use super::wait::{Hold, Pending, Serve, Tidy, Upkeep};
 use std::borrow::Cow;
 
 const MODE: &[u8] = names::RWLOCK_MODE;
@@ -840,6 +840,39 @@ pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, C
 
 // ---- waiting -------------------------------------------------------------------------------------
 
+/// Writes that bring the lock up to date before its queue is served, or when a hold's own
+/// lease ends although nobody waits: expired read holds go (a bounded few at a time when
+/// there are many readers).
+pub fn tidy_before_serving(store: &dyn Store) -> Result<Decision<'static>, CmdError> {
+    if many_readers(store) {
+        return Ok(tidy_some(store, TIDY_BUDGET));
+    }
+    tidy(store)
+}
+
+/// When the lock changes by itself: the earliest lease end of any hold.
+pub fn next_change(store: &dyn Store) -> Option<i64> {
+    if many_readers(store) {
+        // The hash's TTL: the longest hold's end (every release keeps it so), when the
+        // last reader a writer waits for is gone, or the write lease a reader waits for.
+        return store.expire_at(&Target::Main);
+    }
+    // The earliest lease end of any hold: a reader's hold key, or the hash itself.
+    let mut earliest = store.expire_at(&Target::Main);
+    for (owner, count) in holders(store).readers {
+        for e in hold_expiries(store, &owner, count).into_iter().flatten() {
+            earliest = Some(earliest.map_or(e, |x| x.min(e)));
+        }
+    }
+    earliest
+}
+
+/// The read-write lock's holds have leases of their own (a reader's hold key).
+pub const UPKEEP: Upkeep = Upkeep {
+    tidy: tidy_before_serving,
+    wake_at: next_change,
+};
+
 /// A queued `RRWLOCK.ACQUIRE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RwWait {
@@ -853,11 +886,11 @@ impl Pending for RwWait {
         ObjectKind::RwLock
     }
 
-    fn tidy(&self, store: &dyn Store) -> Result<Decision<'static>, CmdError> {
-        if many_readers(store) {
-            return Ok(tidy_some(store, TIDY_BUDGET));
-        }
-        tidy(store)
+    fn tidy(&self, store: &dyn Store) -> Result<Tidy, CmdError> {
+        Ok(Tidy {
+            before: tidy_before_serving(store)?,
+            after_serving: Decision::default(),
+        })
     }
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
@@ -873,19 +906,7 @@ impl Pending for RwWait {
     }
 
     fn wake_at(&self, store: &dyn Store) -> Option<i64> {
-        if many_readers(store) {
-            // The hash's TTL: the longest hold's end (every release keeps it so), when the
-            // last reader a writer waits for is gone, or the write lease a reader waits for.
-            return store.expire_at(&Target::Main);
-        }
-        // The earliest lease end of any hold: a reader's hold key, or the hash itself.
-        let mut earliest = store.expire_at(&Target::Main);
-        for (owner, count) in holders(store).readers {
-            for e in hold_expiries(store, &owner, count).into_iter().flatten() {
-                earliest = Some(earliest.map_or(e, |x| x.min(e)));
-            }
-        }
-        earliest
+        next_change(store)
     }
 
     fn undo(&self, _granted: &Reply, store: &dyn Store) -> Option<Decision<'_>> {
@@ -900,10 +921,6 @@ impl Pending for RwWait {
         release(store, &self.owner, self.mode).ok().map(|(d, _)| d)
     }
 
-    fn owner(&self) -> Option<&[u8]> {
-        Some(&self.owner)
-    }
-
     fn aux_keys(&self, store: &dyn Store) -> Vec<Vec<u8>> {
         match (self.mode, store.hget_int(&Target::Main, &self.owner)) {
             (Mode::Read, Int::Is(n)) => vec![names::rwlock_hold(
@@ -914,6 +931,23 @@ impl Pending for RwWait {
             (Mode::Read, _) => vec![names::rwlock_hold(store.key_name(), &self.owner, 1)],
             (Mode::Write, _) => Vec::new(),
         }
+    }
+
+    fn show(&self) -> Reply {
+        Reply::Array(vec![
+            Reply::Bulk(self.owner.to_vec()),
+            Reply::Bulk(self.mode.word().to_vec()),
+        ])
+    }
+
+    fn holds(&self) -> Option<&dyn Hold> {
+        Some(self)
+    }
+}
+
+impl Hold for RwWait {
+    fn owner(&self) -> &[u8] {
+        &self.owner
     }
 
     fn holders(&self, store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
@@ -975,13 +1009,6 @@ impl Pending for RwWait {
     /// held and looks again at its real end).
     fn granted_until(&self, now: i64) -> Option<Option<i64>> {
         Some(Some(now.saturating_add(self.lease_ms)))
-    }
-
-    fn show(&self) -> Reply {
-        Reply::Array(vec![
-            Reply::Bulk(self.owner.to_vec()),
-            Reply::Bulk(self.mode.word().to_vec()),
-        ])
     }
 }
 

@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, Kind, Store, Target};
-use super::wait::{Pending, Serve};
+use super::wait::{Pending, Serve, Tidy};
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`): never reclaimed.
 pub const PERMANENT: i64 = 922_337_203_685_477;
@@ -98,7 +98,7 @@ pub fn parse_acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, CmdError>
         &[block, session, queue, &PERMITS, &LEASE],
         |k, v| {
             match k {
-                0..=2 => req.wait.take(k, v)?,
+                args::AT_BLOCK..=args::AT_QUEUE => req.wait.take(k, v)?,
                 3 => req.permits = permits(v[0])?,
                 _ => req.lease_ms = Some(args::lease(v[0])?),
             }
@@ -522,16 +522,20 @@ impl Pending for SemWait {
         ObjectKind::Semaphore
     }
 
-    fn tidy(&self, store: &dyn Store) -> Result<Decision<'static>, CmdError> {
-        reclaim(store)
-    }
-
-    fn after_tidy(&self, store: &dyn Store) -> Decision<'static> {
-        Decision::writes(vec![Write::PublishCount {
-            channel: channel(store),
-            key: Target::Main,
-            positive_only: true,
-        }])
+    fn tidy(&self, store: &dyn Store) -> Result<Tidy, CmdError> {
+        let before = reclaim(store)?;
+        if before.writes.is_empty() {
+            return Ok(Tidy::default());
+        }
+        Ok(Tidy {
+            before,
+            // As Redisson's reclaim: what is left, once waiters took theirs, if anything.
+            after_serving: Decision::writes(vec![Write::PublishCount {
+                channel: channel(store),
+                key: Target::Main,
+                positive_only: true,
+            }]),
+        })
     }
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
@@ -584,10 +588,6 @@ impl Pending for SemWait {
         let mut writes = d.writes;
         writes.extend(announce(store, false).ok()?.writes);
         Some(Decision::writes(writes))
-    }
-
-    fn owner(&self) -> Option<&[u8]> {
-        None
     }
 
     fn aux_keys(&self, store: &dyn Store) -> Vec<Vec<u8>> {

@@ -21,6 +21,9 @@ pub enum Answer {
     Reply(Reply),
     /// The client was parked; it gets its reply later.
     Parked,
+    /// The reply is read from the command's key once everything its writes call for was done
+    /// (the count a semaphore has left after its waiters took theirs).
+    ReadAfter(fn(Ctx, RStr) -> Result<Reply, CmdError>),
 }
 
 pub type Handler = fn(Ctx, &Args) -> Result<Answer, CmdError>;
@@ -281,9 +284,16 @@ fn dispatch(index: usize, ctx: Ctx, args: &Args) {
         .map(|_| args.get(1));
     // A panic was counted as an error by `guarded`.
     let Some(result) = handler.and_then(|h| {
-        guarded(|| match AROUND.get() {
-            Some(around) => around(ctx, key, &mut || h(ctx, args)),
-            None => h(ctx, args),
+        guarded(|| {
+            let answer = match AROUND.get() {
+                Some(around) => around(ctx, key, &mut || h(ctx, args)),
+                None => h(ctx, args),
+            };
+            match (answer, key) {
+                (Ok(Answer::ReadAfter(read)), Some(key)) => read(ctx, key).map(Answer::Reply),
+                (Ok(Answer::ReadAfter(_)), None) => Err(CmdError::Internal),
+                (other, _) => other,
+            }
         })
     }) else {
         ctx.reply_error(&CmdError::Internal.to_string());
@@ -292,6 +302,7 @@ fn dispatch(index: usize, ctx: Ctx, args: &Args) {
     match result {
         Ok(Answer::Reply(r)) => ctx.reply(&r),
         Ok(Answer::Parked) => {}
+        Ok(Answer::ReadAfter(_)) => ctx.reply_error(&CmdError::Internal.to_string()),
         Err(e) => {
             stats::ERRORS.incr();
             ctx.reply_error(&e.to_string());

@@ -12,7 +12,7 @@ pub mod session;
 mod session_model;
 pub mod timers;
 
-pub use pending::{Pending, Serve};
+pub use pending::{Hold, Pending, Serve, Tidy, Upkeep};
 pub use queue::{Grouped, KeyId, Queues, Waiter};
 pub use serve::{serve, Io, Outcome, Req, Served};
 pub use timers::{TimerKey, Timers};

@@ -69,8 +69,8 @@ pub fn serve<H: Grouped>(queues: &mut Queues<H, Req>, id: &KeyId, io: &mut dyn I
         // Bring the object up to date first (leases of single holds that ended). An error here
         // (the key is not the object any more) shows again in `serve` below, per waiter.
         if let Ok(tidy) = req.tidy(io.store()) {
-            if !tidy.writes.is_empty() && io.apply(&tidy).is_ok() {
-                after_tidy = Some(req.after_tidy(io.store()));
+            if !tidy.before.writes.is_empty() && io.apply(&tidy.before).is_ok() {
+                after_tidy = Some(tidy.after_serving);
             }
         }
     }

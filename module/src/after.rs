@@ -1,0 +1,192 @@
+//! The after-write path: what follows a command's writes, in one place. A handler parses,
+//! decides, applies and replies; `RedisKeys::apply` records here what its write did to the
+//! object ([`Change`]: granted to the caller, released by its owner, force-released, lease
+//! changed, freed...), and once the handler returns, [`settle`] serves the marked key's queue,
+//! tells sessions, re-arms the key's own check and counts. As Redis' `signalKeyAsReady` marks a
+//! key and `handleClientsBlockedOnKeys` serves it after the command: no handler knows the
+//! queue is there, so no object can forget a step.
+//!
+//! The serving before a newcomer is decided ([`serve_first`]) lives here too: a newcomer must
+//! not overtake a queue whose object was freed by expiry or by an event not served yet.
+
+use crate::core::decision::Decision;
+use crate::core::error::CmdError;
+use crate::core::stats::ObjectKind;
+use crate::core::wait::{Req, Upkeep};
+use crate::ffi::{Answer, Ctx, RStr};
+use crate::keys::RedisKeys;
+use crate::{sessions, wait};
+use std::cell::RefCell;
+
+/// What a command's write did to its object, beyond the write itself.
+pub enum Change {
+    /// Nothing that can free the object or end a watched hold (a re-entry's count, a tidy
+    /// before deciding, an announcement, a semaphore's longer leases).
+    Wrote,
+    /// The caller was granted what it asked for (`reentry`: a hold it had already).
+    /// `watch`: the session it named watches the hold for loss. `own_lease`: a hold with a
+    /// lease of its own (a read hold), whose end is looked at even if nobody waits.
+    Took {
+        reentry: bool,
+        watch: Option<(u32, Req)>,
+        own_lease: Option<(i64, Upkeep)>,
+    },
+    /// `owner` (an argv string of the command) released its last hold: its watched holds
+    /// there stop being watched, and the queue is served.
+    Released { owner: RStr },
+    /// Every hold ended at once: watched holds are looked at, the queue is served.
+    ForceReleased,
+    /// A lease was renewed; a shorter one moves the object's next change earlier, so the
+    /// queue is served (re-arming its check). `own_lease`: when nobody waits, the renewed
+    /// hold's end is looked at anyway.
+    Renewed { own_lease: Option<(i64, Upkeep)> },
+    /// Something was added (permits, an open latch, a drained count): the queue is served.
+    /// `counted`: it counts as a release. `announce`: the object's news of what is left is
+    /// published once the waiters took their share.
+    Freed {
+        counted: bool,
+        announce: Option<Announce>,
+    },
+}
+
+/// An object's news of what a write left, decided once the waiters took their share.
+pub type Announce = fn(&RedisKeys) -> Result<Decision<'static>, CmdError>;
+
+/// A command's write, waiting for [`settle`].
+struct Mark {
+    name: RStr,
+    kind: ObjectKind,
+    change: Change,
+}
+
+thread_local! {
+    static MARKS: RefCell<Vec<Mark>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Note what the running command's write to `name` (a key of the command, alive until it
+/// returns) did to its `kind` object. `RedisKeys::apply` calls it for every command write;
+/// an object passed without a write (an open latch) is noted the same way.
+pub fn mark(name: RStr, kind: ObjectKind, change: Change) {
+    if matches!(change, Change::Wrote) {
+        return;
+    }
+    MARKS.with(|m| m.borrow_mut().push(Mark { name, kind, change }));
+}
+
+/// Serve the command's key before a newcomer is decided, so that it does not overtake anyone
+/// (the object may have been freed by expiry, or by an event whose serving is still due).
+/// Returns whether anyone still waits.
+pub fn serve_first(keys: &mut RedisKeys) -> bool {
+    wait::serve_now(keys)
+}
+
+/// Run a command handler, then what its writes call for (installed around every handler, inside
+/// the reply's gate: serving writes through the command's keys, as the command did).
+pub fn around(
+    ctx: Ctx,
+    key: Option<RStr>,
+    run: &mut dyn FnMut() -> Result<Answer, CmdError>,
+) -> Result<Answer, CmdError> {
+    crate::keys::gate_reply(ctx, key, &mut || {
+        // Marks of a command that panicked are not this command's.
+        MARKS.with(|m| m.borrow_mut().clear());
+        let answer = run();
+        settle(ctx);
+        answer
+    })
+}
+
+/// Everything the running command's writes call for, in the order they were made.
+fn settle(ctx: Ctx) {
+    loop {
+        let Some(mark) = MARKS.with(|m| {
+            let mut m = m.borrow_mut();
+            (!m.is_empty()).then(|| m.remove(0))
+        }) else {
+            return;
+        };
+        after(ctx, mark);
+    }
+}
+
+/// The steps after one write. The key is opened again only when someone waits on it or a
+/// session watches holds (the uncontended path only counts).
+fn after(ctx: Ctx, Mark { name, kind, change }: Mark) {
+    let c = kind.counters();
+    let open = || RedisKeys::command(ctx, kind, name, &[]);
+    let serve = |keys: Option<RedisKeys>| -> bool {
+        if wait::total() == 0 {
+            return false;
+        }
+        wait::serve_now(&mut keys.unwrap_or_else(open))
+    };
+    match change {
+        Change::Wrote => {}
+        Change::Took {
+            reentry,
+            watch,
+            own_lease,
+        } => {
+            if reentry {
+                c.reentries.incr();
+            } else {
+                c.acquired.incr();
+            }
+            if watch.is_none() && own_lease.is_none() {
+                return;
+            }
+            let keys = open();
+            if let Some((session, req)) = watch {
+                sessions::track(ctx, session, &keys, req);
+            }
+            if let Some((at, object)) = own_lease {
+                wait::upkeep(ctx, &keys, at, object);
+            }
+        }
+        Change::Released { owner } => {
+            c.releases.incr();
+            let keys = sessions::watching().then(|| {
+                let keys = open();
+                sessions::released(ctx, &keys, owner.bytes());
+                keys
+            });
+            serve(keys);
+        }
+        Change::ForceReleased => {
+            c.force_releases.incr();
+            let keys = sessions::watching().then(|| {
+                let keys = open();
+                sessions::after_write(ctx, &keys);
+                keys
+            });
+            serve(keys);
+        }
+        Change::Renewed { own_lease } => {
+            c.renewals.incr();
+            if serve(None) {
+                return;
+            }
+            if let Some((at, object)) = own_lease {
+                wait::upkeep(ctx, &open(), at, object);
+            }
+        }
+        Change::Freed { counted, announce } => {
+            if counted {
+                c.releases.incr();
+            }
+            let Some(announce) = announce else {
+                serve(None);
+                return;
+            };
+            let mut keys = open();
+            if wait::total() > 0 {
+                wait::serve_now(&mut keys);
+            }
+            // Published after the waiters took their share (the object's writes are made: an
+            // announcement that cannot be read is not the command's failure).
+            if let Ok(d) = announce(&keys) {
+                let _ = keys.apply(&d, Change::Wrote);
+            }
+        }
+    }
+}

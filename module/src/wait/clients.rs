@@ -1,0 +1,95 @@
+//! A parked client leaves its queue without a grant: `CLIENT UNBLOCK`, its connection closing,
+//! or the server answering it itself as it becomes a replica. A grant already on its way to a
+//! closed connection is undone.
+
+use super::delivery::{let_go, QUEUED};
+use super::queue::withdraw;
+use super::serve::revoke_later;
+use super::{state, Handle};
+use crate::core::decision::Reply;
+use crate::core::stats;
+use crate::ffi::block::{self, BlockedClient};
+use crate::ffi::Ctx;
+
+/// Why a parked client leaves its queue without a grant.
+#[derive(Clone, Copy)]
+pub(super) enum Left {
+    /// `CLIENT UNBLOCK` (the deadline has its own path: [`deadline`]).
+    Unblocked,
+    /// Its connection closed.
+    Disconnected,
+    /// The server became a replica and answered it `UNBLOCKED ...` itself (Redis, Valkey 8):
+    /// an error reply, as when rlock ends the wait itself ([`fail_all_waits`], Valkey 9), so it
+    /// counts in `rlock_errors` on every server, not as a disconnect.
+    Demoted,
+}
+
+/// Take a parked client out of its queue and release its handle.
+pub(super) fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, left: Left) -> bool {
+    let Some(kind) = withdraw(ctx, Handle::Blocked(bc)) else {
+        return false;
+    };
+    state(|s| s.watched.remove(&bc.id()));
+    let c = kind.counters();
+    match left {
+        Left::Unblocked => c.waits_timed_out.incr(),
+        Left::Disconnected => c.waiters_disconnected.incr(),
+        Left::Demoted => stats::ERRORS.incr(),
+    }
+    block::unblock(bc, None);
+    true
+}
+
+/// `CLIENT UNBLOCK`: leave the queue and reply nil, as BLPOP does. Returns false when the
+/// client was not one of the waiting mechanism's waiters.
+pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
+    if let_go(bc) {
+        // A parked session request: its wait goes on in the session.
+        ctx.reply(&QUEUED);
+        return true;
+    }
+    if !withdraw_blocked(ctx, bc, Left::Unblocked) {
+        return false;
+    }
+    ctx.reply(&Reply::Nil);
+    true
+}
+
+/// The waiting connection closed: leave the queue at once; if the object was already granted
+/// to it but the reply could not be delivered, give it back. Returns false when the client was
+/// not one of the waiting mechanism's waiters.
+pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
+    // A parked session request stays queued in its session (its client withdraws it, or its
+    // outcome waits for the listener).
+    if let_go(bc) {
+        return true;
+    }
+    // Redis frees a connection right after announcing it (`State::closing`). A disconnect
+    // callback for any other client comes from the server unblocking every blocked client as
+    // it becomes a replica (`disconnectAllBlockedClients`, which answers them `UNBLOCKED`; the
+    // role is not switched yet, so `is_replica` cannot tell), or, for a grant in flight, from
+    // `CLIENT UNBLOCK` just after the grant.
+    let closing = ctx.client_id() == state(|s| s.closing);
+    let left = if closing {
+        Left::Disconnected
+    } else {
+        Left::Demoted
+    };
+    if withdraw_blocked(ctx, bc, left) {
+        return true;
+    }
+    let Some(grant) = state(|s| s.in_flight.remove(&bc.id())) else {
+        return false;
+    };
+    if !closing && !ctx.is_replica() {
+        // Not a closing connection: CLIENT UNBLOCK right after the grant, before its reply was
+        // sent. Redis drops the module's reply in that case, so give the client its grant here
+        // (this context's client is the waiting client).
+        ctx.reply(&grant.reply);
+        return true;
+    }
+    // The client is gone: undo its grant. Writing from this callback is not safe (we are
+    // inside the client's teardown); a job on the next timer turn does it.
+    revoke_later(ctx, grant.id, grant.req, grant.reply);
+    true
+}

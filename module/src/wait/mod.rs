@@ -1,0 +1,207 @@
+//! The shared waiting mechanism, Redis side: queueing a request, serving a key's queue whenever
+//! something may have freed it, delivering each outcome to its waiter, deadlines, and undoing a
+//! grant whose waiter vanished. Every object waits through here; none has code of its own for
+//! queues, deadlines or hand-off.
+//!
+//! A waiter is reached through its [`Handle`]: a client parked with `BLOCK` gets its reply
+//! through Redis' blocked-client machinery; a request queued through a session gets it through
+//! the session's outcome list (`sessions`, the one implementation of [`Sessions`]). A
+//! session request may also have its connection parked for a first part of its wait
+//! (`QUEUE ... BLOCK ms`, see [`park_request`]): a grant then goes straight to that connection,
+//! as to a blocked waiter, and anything else answers it `QUEUED` and goes to the session.
+//!
+//! Invariants:
+//! - a waiter is in exactly one queue until it is granted, fails, times out or leaves, and its
+//!   blocked client is unblocked exactly once (by whichever of those removes it from the queue);
+//! - Redis never times a waiter out by itself: deadlines are module timer jobs, so a grant and a
+//!   timeout are decided in one place (Redis 7.0 mishandles a timeout that lands between a
+//!   module's unblock and its reply: the client gets no reply at all);
+//! - a key with waiters has a re-check job at its next lease end (or sooner), and serving
+//!   re-reads the key: a freed object goes to the head of its queue in the same step;
+//! - the state's `RefCell` is never borrowed across a call that can call back into this room
+//!   (our own writes' keyspace events are dropped at the FFI boundary).
+//!
+//! Rooms, each calling only those listed after it: `clients` (a parked client leaving without
+//! a grant), `queue` (joining and leaving a queue, the key's re-check), `serve` (serving a
+//! queue and what calls for it: a command's write, a lease end, an event), `delivery` (telling
+//! a waiter how its wait ended). `graph` holds the owner index and the wait-for graph deadlock
+//! detection searches. This file holds their shared state.
+
+mod clients;
+mod delivery;
+mod graph;
+mod queue;
+mod serve;
+
+pub use clients::{on_disconnected, on_unblocked};
+pub use delivery::{client_closing, on_freed, on_woken, park_request, QUEUED};
+pub use graph::check_deadlock;
+pub use queue::{enqueue, park_or_nil, queued_kind, withdraw, withdraw_session};
+pub use serve::{
+    db_touched, end_waits, fail_all_waits, key_touched, queued_ids, queued_ids_upto, recheck,
+    revoke_later, serve_now, upkeep,
+};
+
+use crate::core::decision::Reply;
+use crate::core::error::CmdError;
+use crate::core::stats::ObjectKind;
+use crate::core::wait::HashMap;
+use crate::core::wait::{Grouped, KeyId, Queues, Req, TimerKey, Waiter};
+use crate::ffi::block::BlockedClient;
+use crate::ffi::Ctx;
+use crate::keys::RedisKeys;
+use crate::timers;
+use delivery::InFlight;
+use graph::{OwnerId, OwnerWaits};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+/// How a waiter is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Handle {
+    /// A client parked with `BLOCK`.
+    Blocked(BlockedClient),
+    /// A request queued through a session: the session's number and the client's request id.
+    Session { session: u32, request: u64 },
+}
+
+/// A session's requests are a group (they leave together when it ends); blocked clients,
+/// one group of their own.
+impl Grouped for Handle {
+    type Group = Option<u32>;
+    fn group(&self) -> Option<u32> {
+        match self {
+            Handle::Blocked(_) => None,
+            Handle::Session { session, .. } => Some(*session),
+        }
+    }
+}
+
+/// How a waiter's wait ended.
+pub enum Ended {
+    /// Granted: the reply a blocked waiter receives, and what is needed to undo the grant.
+    Granted { id: KeyId, req: Req, reply: Reply },
+    /// Its deadline passed.
+    TimedOut,
+    /// It can never be granted (the key changed type, its slot moved away).
+    Failed(CmdError),
+}
+
+/// What sessions (a room above this one) do for the waiting mechanism: one implementation
+/// (`sessions::Hooks`), installed at load, so that this room never imports `sessions`.
+pub trait Sessions: Sync {
+    /// Where outcomes of session requests go: the session, the request id, how it ended.
+    fn sink(&self, ctx: Ctx, session: u32, request: u64, ended: Ended);
+    /// Where a hold granted to a blocked client that named a session goes to be watched for
+    /// loss: the session, the key, the request.
+    fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req);
+    /// A background write (expired holds tidied) may have ended watched holds on these keys.
+    fn after_write(&self, ctx: Ctx, keys: &RedisKeys);
+    /// A request of this session (its id) was granted straight to its parked connection (the
+    /// session no longer counts it as queued).
+    fn handed(&self, session: u32, request: u64);
+}
+
+static SESSIONS: OnceLock<&'static dyn Sessions> = OnceLock::new();
+
+pub fn install_sessions(sessions: &'static dyn Sessions) {
+    let _ = SESSIONS.set(sessions);
+}
+
+fn sessions() -> Option<&'static dyn Sessions> {
+    SESSIONS.get().copied()
+}
+
+#[derive(Default)]
+struct State {
+    queues: Queues<Handle, Req>,
+    /// The waits of each owner (for deadlock detection).
+    by_owner: HashMap<OwnerId, OwnerWaits>,
+    /// Keys looked at when a single hold's lease ends although nobody waits (see `upkeep`).
+    upkeep: HashMap<KeyId, TimerKey>,
+    /// The owners with more than one wait (usually none; deadlock detection follows them).
+    multi: HashSet<OwnerId>,
+    /// The waits of the owners in `multi`, all told: what a deadlock check reads first.
+    multi_waits: usize,
+    in_flight: HashMap<usize, InFlight>,
+    /// Parked clients whose acquire named a session, by blocked-client id.
+    watched: HashMap<usize, u32>,
+    /// Session requests whose connection is parked for the first part of their wait, and the
+    /// job that answers it `QUEUED` when that part ends.
+    parked: HashMap<Handle, (BlockedClient, Option<TimerKey>)>,
+    /// The same, by blocked-client id.
+    parked_by_bc: HashMap<usize, Handle>,
+    serial: u64,
+    /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
+    /// blocked-client disconnect callback), to tell a real disconnect from CLIENT UNBLOCK.
+    closing: u64,
+    /// Keys whose queue the job at the end of the current execution unit serves (see
+    /// [`key_touched`]); not empty while that job is pending.
+    soon: HashSet<KeyId, foldhash::fast::RandomState>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::default();
+}
+
+fn state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    STATE.with(|s| f(&mut s.borrow_mut()))
+}
+
+/// Waiters queued across all keys (cheap: the uncontended path asks it first).
+pub fn total() -> usize {
+    state(|s| s.queues.total())
+}
+
+/// The queue of `key` as introspection shows it, in FIFO order.
+pub fn shown(db: i32, key: &[u8]) -> Vec<Reply> {
+    state(|s| {
+        s.queues
+            .get(&KeyId::new(db, key))
+            .map_or_else(Vec::new, |q| q.iter().map(|w| w.req.show()).collect())
+    })
+}
+
+/// The first `limit` of `key`'s queue as introspection shows it, and the queue's length.
+pub fn shown_upto(db: i32, key: &[u8], limit: usize) -> (Vec<Reply>, usize) {
+    state(|s| {
+        let id = KeyId::new(db, key);
+        let shown = s.queues.get(&id).map_or_else(Vec::new, |q| {
+            q.iter().take(limit).map(|w| w.req.show()).collect()
+        });
+        (shown, s.queues.len(&id))
+    })
+}
+
+/// Queued waiters per object kind.
+pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
+    state(|s| {
+        let mut counts: HashMap<ObjectKind, usize> = HashMap::default();
+        for id in s.queues.ids(None) {
+            if let Some(q) = s.queues.get(&id) {
+                for w in q.iter() {
+                    *counts.entry(w.req.kind()).or_default() += 1;
+                }
+            }
+        }
+        ObjectKind::ALL
+            .iter()
+            .map(|k| (*k, counts.get(k).copied().unwrap_or(0)))
+            .collect()
+    })
+}
+
+/// Session requests whose connection is parked now (`QUEUE ... BLOCK`).
+pub fn parked_requests() -> usize {
+    state(|s| s.parked.len())
+}
+
+/// A waiter left its queue (granted, failed, timed out, withdrawn): its deadline and its
+/// place in the owner index go.
+fn retire(db: i32, waiter: &Waiter<Handle, Req>) {
+    if let Some(t) = waiter.deadline {
+        timers::cancel(t);
+    }
+    state(|s| s.unindex(db, waiter));
+}

@@ -1,0 +1,280 @@
+//! Serving: a key's queue is served whenever something may have freed its object (after a
+//! command's write, at a lease end, after an event on the key), each outcome is delivered, and
+//! a grant whose waiter vanished is undone.
+
+use super::delivery::deliver;
+use super::total;
+use super::{retire, sessions, state, Ended, STATE};
+use crate::core::decision::Reply;
+use crate::core::error::CmdError;
+use crate::core::stats::{self};
+use crate::core::store::{Kind, Store, Target};
+use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
+use crate::ffi::Ctx;
+use crate::keys::RedisKeys;
+use crate::timers;
+
+/// Serve the queue of the command's key, if it has one: before deciding a newcomer (who must
+/// not overtake anyone) and after a write that may have freed the object. Returns whether
+/// anyone still waits.
+pub fn serve_now(keys: &mut RedisKeys) -> bool {
+    if total() == 0 {
+        return false;
+    }
+    let id = KeyId::new(keys.ctx.db(), keys.key_name());
+    if !state(|s| s.queues.is_queued(&id)) {
+        return false;
+    }
+    serve(keys, &id);
+    state(|s| s.queues.is_queued(&id))
+}
+
+/// Serve `id`'s queue from a timer or an event: select its database and open its key.
+pub(super) fn serve_background(ctx: Ctx, id: &KeyId) {
+    if !state(|s| s.queues.is_queued(id)) {
+        state(|s| s.forget_if_idle(id));
+        return;
+    }
+    // A replica never writes; its blocked waiters were disconnected when it was demoted, and
+    // `sessions` fails its queued requests.
+    let Some(mut keys) = RedisKeys::looked_at(ctx, id) else {
+        return;
+    };
+    // In a cluster, MIGRATE deletes the key on this node: the object lives on elsewhere now,
+    // so its waiters must retry there instead of being granted a copy here.
+    if keys.kind(&Target::Main) == Kind::Empty && !ctx.serves_key(&id.key) {
+        fail_all(ctx, id, CmdError::SlotMoved);
+        return;
+    }
+    serve(&mut keys, id);
+}
+
+/// Grant what can be granted of `id`'s queue and deliver every outcome.
+pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
+    let ctx = keys.ctx;
+    let served = state(|s| wait::serve(&mut s.queues, id, keys));
+    for outcome in served.outcomes {
+        match outcome {
+            Outcome::Granted {
+                waiter,
+                reply,
+                after_expiry,
+            } => {
+                let c = waiter.req.kind().counters();
+                c.acquired.incr();
+                c.handoffs.incr();
+                if after_expiry {
+                    c.grants_after_expiry.incr();
+                }
+                retire(id.db, &waiter);
+                let ended = Ended::Granted {
+                    id: id.clone(),
+                    req: waiter.req,
+                    reply,
+                };
+                deliver(ctx, waiter.handle, ended);
+            }
+            Outcome::Failed { waiter, error } => {
+                retire(id.db, &waiter);
+                stats::ERRORS.incr();
+                deliver(ctx, waiter.handle, Ended::Failed(error));
+            }
+        }
+    }
+    state(|s| {
+        if let Some(at) = served.wake_at {
+            // Never in the past: a lease end the live clock has passed while the server still
+            // shows the key held (see timers::on_timer) is looked at again a millisecond on.
+            s.watch(ctx, id, at.saturating_add(1).max(ctx.now_ms() + 1));
+        }
+        s.forget_if_idle(id);
+    });
+}
+
+/// Look at the command's key at `at` (the end of a hold's own lease, such as a read hold's)
+/// even if nobody waits then: the object tidies what expired (a crashed reader's field),
+/// serves its queue if it has one, and is looked at again at its next lease end. A key with
+/// waiters needs none of this: its queue's check does the same.
+pub fn upkeep(ctx: Ctx, keys: &RedisKeys, at: i64, object: Upkeep) {
+    let id = KeyId::new(ctx.db(), keys.key_name());
+    let current = state(|s| (!s.queues.is_queued(&id)).then(|| s.upkeep.get(&id).copied()));
+    if let Some(current) = current {
+        schedule_upkeep(ctx, id, current, at, object);
+    }
+}
+
+pub(super) fn schedule_upkeep(
+    ctx: Ctx,
+    id: KeyId,
+    current: Option<TimerKey>,
+    at: i64,
+    object: Upkeep,
+) {
+    let job = || {
+        let key = id.clone();
+        move |ctx| {
+            state(|s| s.upkeep.remove(&key));
+            let Some(mut keys) = RedisKeys::looked_at(ctx, &key) else {
+                return;
+            };
+            if state(|s| s.queues.is_queued(&key)) {
+                // Serving tidies first (and counts what follows as a grant after expiry).
+                serve(&mut keys, &key);
+                if let Some(s) = sessions() {
+                    s.after_write(ctx, &keys);
+                }
+                return;
+            }
+            if let Ok(tidy) = (object.tidy)(&keys) {
+                if !tidy.writes.is_empty() && keys.write(&tidy).is_ok() {
+                    if let Some(s) = sessions() {
+                        s.after_write(ctx, &keys);
+                    }
+                }
+            }
+            if let Some(next) = (object.wake_at)(&keys) {
+                schedule_upkeep(ctx, key, None, next.saturating_add(1), object);
+            }
+        }
+    };
+    if let Some(t) = timers::keyed(ctx, current, at, job) {
+        state(|s| s.upkeep.insert(id, t));
+    }
+}
+
+/// End every wait on `id` with `err`.
+pub(super) fn fail_all(ctx: Ctx, id: &KeyId, err: CmdError) {
+    let drained = state(|s| {
+        let ws = s.queues.drain(id);
+        s.forget_if_idle(id);
+        ws
+    });
+    for w in drained {
+        retire(id.db, &w);
+        stats::ERRORS.incr();
+        deliver(ctx, w.handle, Ended::Failed(err.clone()));
+    }
+}
+
+/// The keys anyone waits on, in every database.
+pub fn queued_ids() -> Vec<KeyId> {
+    state(|s| s.queues.ids(None))
+}
+
+/// The keys anyone waits on, if there are at most `n` (`slotwatch` probes each of a few).
+pub fn queued_ids_upto(n: usize) -> Option<Vec<KeyId>> {
+    state(|s| (s.queues.key_count() <= n).then(|| s.queues.ids(None)))
+}
+
+/// End every wait on `id` with `err` (its slot left this node: `slotwatch`).
+pub fn end_waits(ctx: Ctx, id: &KeyId, err: CmdError) {
+    fail_all(ctx, id, err);
+}
+
+/// Look at `id`'s queue now, as after an event on its key: it is served, or its waits end if
+/// the key is gone with its slot (`slotwatch`, when the slot starts migrating).
+pub fn recheck(ctx: Ctx, id: &KeyId) {
+    serve_background(ctx, id);
+}
+
+/// The server became a replica: every wait ends with the error Redis gives blocked clients
+/// then, so clients queue again on the new master. Redis (and Valkey 8) already released the
+/// clients it blocked for the module before this event; Valkey 9 no longer does for clients
+/// blocked without keys, and session requests are the module's alone.
+pub fn fail_all_waits(ctx: Ctx, err: CmdError) {
+    for id in state(|s| s.queues.ids(None)) {
+        fail_all(ctx, &id, err.clone());
+    }
+}
+
+/// [`revoke`] on the next timer turn: undoing writes keys, which must not happen in a client's
+/// teardown or context (it selects the key's database).
+pub fn revoke_later(ctx: Ctx, id: KeyId, req: Req, reply: Reply) {
+    timers::schedule(ctx, ctx.now_ms(), move |ctx| revoke(ctx, &id, &req, &reply));
+}
+
+/// Undo a grant whose waiter is gone (a blocked client that disconnected before its reply, a
+/// session that expired before acknowledging it), then serve the queue.
+fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
+    let Some(mut keys) = RedisKeys::looked_at(ctx, id) else {
+        return;
+    };
+    if let Some(undo) = req.undo(reply, &keys) {
+        if keys.write(&undo).is_ok() {
+            req.kind().counters().grants_revoked.incr();
+        }
+    }
+    drop(keys);
+    state(|s| s.watch(ctx, id, ctx.now_ms()));
+}
+
+/// Something happened to `key` in `db` (DEL, expiry, eviction, a Redisson script, a type
+/// change): if anyone waits for it, serve its queue as soon as writing is safe. Not from this
+/// callback: a write here would reach replicas before the event's own (Redis 7.0), and the
+/// script or command that raised it is still running. Where the server has post-execution-unit
+/// jobs (Redis 7.2+, Valkey), a job serves it when the unit ends, before any other command runs,
+/// and its writes join the unit's MULTI/EXEC after the unit's own: a freed object reaches the
+/// head of its queue before anyone else can take it. On Redis 7.0 (or should the server refuse
+/// the job) the next timer turn serves it. The timer is armed where jobs exist too, as a net for
+/// an event raised outside any unit whose end runs the jobs; it then finds nothing to do.
+/// `ours`: rlock's own code raised it (its writes, or a key it opened expiring): whoever runs
+/// will serve the queue itself, and the state may be borrowed right now, so only the expiry is
+/// noted, if possible.
+pub fn key_touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) {
+    let first = STATE.with(|cell| {
+        let Ok(mut s) = cell.try_borrow_mut() else {
+            return false;
+        };
+        if s.queues.total() == 0 {
+            return false;
+        }
+        let id = KeyId::new(db, key);
+        let Some(q) = s.queues.get_mut(&id) else {
+            return false;
+        };
+        q.expired |= expired;
+        if q.is_empty() || ours {
+            return false;
+        }
+        s.watch(ctx, &id, ctx.now_ms());
+        let first = s.soon.is_empty();
+        s.soon.insert(id);
+        first
+    });
+    if first {
+        serve_after_unit(ctx);
+    }
+}
+
+/// Every queue of database `db` (or of all databases) may have changed (FLUSH*, SWAPDB): served
+/// when the command ends, as in [`key_touched`].
+pub fn db_touched(ctx: Ctx, db: Option<i32>) {
+    let now = ctx.now_ms();
+    let first = state(|s| {
+        let first = s.soon.is_empty();
+        for id in s.queues.ids(db) {
+            s.watch(ctx, &id, now);
+            s.soon.insert(id);
+        }
+        first && !s.soon.is_empty()
+    });
+    if first {
+        serve_after_unit(ctx);
+    }
+}
+
+/// Have the keys in `soon` served at the end of the current execution unit (one job serves
+/// them all); where the server cannot, the timer jobs armed with them do it.
+pub(super) fn serve_after_unit(ctx: Ctx) {
+    if !crate::ffi::boundary::after_unit(ctx, serve_soon) {
+        state(|s| s.soon.clear());
+    }
+}
+
+/// The job at the end of an execution unit: serve every queue an event touched in it.
+pub(super) fn serve_soon(ctx: Ctx) {
+    let ids: Vec<KeyId> = state(|s| s.soon.drain().collect());
+    for id in ids {
+        serve_background(ctx, &id);
+    }
+}
