@@ -7,8 +7,8 @@ use crate::after::{self, Change};
 use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
 use crate::core::fencing;
-use crate::core::store::{Int, Kind, Store, Target};
-use crate::core::wait::Io;
+use crate::core::store::{Int, KeyType, Store, Target};
+use crate::core::wait::ObjectKeys;
 use crate::ffi::ctx::IncrFailed;
 use crate::ffi::{IntStr, Key, OwnedStr};
 use crate::keys::RedisKeys;
@@ -16,7 +16,7 @@ use crate::propagation;
 use redis_module::raw;
 use std::ffi::{c_int, CStr};
 
-impl Io for RedisKeys {
+impl ObjectKeys for RedisKeys {
     fn store(&self) -> &dyn Store {
         self
     }
@@ -187,8 +187,8 @@ impl RedisKeys {
     /// anything else before writing.
     fn incr_by(&self, key: &Target, by: i64) -> Result<(), CmdError> {
         let current = match (self.kind(key), self.get_int(key)) {
-            (Kind::Empty, _) => 0,
-            (Kind::String, Int::Is(n)) => n,
+            (KeyType::Empty, _) => 0,
+            (KeyType::String, Int::Is(n)) => n,
             _ => return Err(CmdError::WrongType),
         };
         let next = current.checked_add(by).ok_or(CmdError::PermitsOverflow)?;
@@ -268,7 +268,7 @@ impl RedisKeys {
             if let Some(Target::Aux(name)) = w.key() {
                 if !created.contains(&name.as_slice())
                     && crate::keys::same_slot(self.name.bytes(), name)
-                    && Key::open_bytes(self.ctx, name, false).kind() == Kind::Empty
+                    && Key::open_bytes(self.ctx, name, false).kind() == KeyType::Empty
                 {
                     created.push(name);
                 }
@@ -305,7 +305,7 @@ impl RedisKeys {
                 | Write::ZAdd { key, .. } => key,
                 _ => continue,
             };
-            if self.kind(key) == Kind::Empty && self.ctx.key_stored(self.name_of(key)) {
+            if self.kind(key) == KeyType::Empty && self.ctx.key_stored(self.name_of(key)) {
                 return Err(CmdError::Paused);
             }
         }

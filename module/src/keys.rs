@@ -3,7 +3,7 @@
 //! runs; auxiliary keys are opened per read.
 
 use crate::core::stats::ObjectKind;
-use crate::core::store::{Int, Kind, Store, Target};
+use crate::core::store::{Int, KeyType, Store, Target};
 use crate::core::wait::KeyId;
 use crate::ffi::{Ctx, Key, OwnedStr, RStr};
 
@@ -115,7 +115,7 @@ impl RedisKeys {
             Target::Main => f(&self.main),
             Target::Aux(name) => {
                 let k = Key::open_bytes(self.ctx, name, false);
-                if k.kind() == Kind::Empty {
+                if k.kind() == KeyType::Empty {
                     self.note_absent(name);
                 }
                 f(&k)
@@ -264,14 +264,14 @@ impl Store for RedisKeys {
         self.name.bytes()
     }
 
-    fn kind(&self, key: &Target) -> Kind {
+    fn kind(&self, key: &Target) -> KeyType {
         self.with(key, Key::kind)
     }
 
     fn hget_int(&self, key: &Target, field: &[u8]) -> Int {
         let field = self.string(field);
         self.with(key, |k| {
-            if k.kind() == Kind::Hash {
+            if k.kind() == KeyType::Hash {
                 k.hash_get_int(field.get())
             } else {
                 Int::Absent
@@ -282,7 +282,7 @@ impl Store for RedisKeys {
     fn hget(&self, key: &Target, field: &[u8]) -> Option<Vec<u8>> {
         let field = self.string(field);
         self.with(key, |k| {
-            if k.kind() == Kind::Hash {
+            if k.kind() == KeyType::Hash {
                 k.hash_get(field.get())
             } else {
                 None
@@ -292,7 +292,7 @@ impl Store for RedisKeys {
 
     fn hgetall(&self, key: &Target) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.with(key, |k| {
-            if k.kind() == Kind::Hash {
+            if k.kind() == KeyType::Hash {
                 k.hash_scan(usize::MAX)
             } else {
                 Vec::new()
@@ -302,19 +302,25 @@ impl Store for RedisKeys {
 
     fn hvisit(&self, key: &Target, f: &mut dyn FnMut(&[u8], &[u8]) -> bool) {
         self.with(key, |k| {
-            if k.kind() == Kind::Hash {
+            if k.kind() == KeyType::Hash {
                 k.hash_visit(f)
             }
         })
     }
 
     fn hlen(&self, key: &Target) -> usize {
-        self.with(key, |k| if k.kind() == Kind::Hash { k.len() } else { 0 })
+        self.with(key, |k| {
+            if k.kind() == KeyType::Hash {
+                k.len()
+            } else {
+                0
+            }
+        })
     }
 
     fn hfirst(&self, key: &Target) -> Option<(Vec<u8>, Vec<u8>)> {
         self.with(key, |k| {
-            if k.kind() == Kind::Hash {
+            if k.kind() == KeyType::Hash {
                 k.hash_scan(1).pop()
             } else {
                 None
@@ -324,7 +330,7 @@ impl Store for RedisKeys {
 
     fn get_int(&self, key: &Target) -> Int {
         self.with(key, |k| {
-            if k.kind() == Kind::String {
+            if k.kind() == KeyType::String {
                 Int::from_bytes(k.string_get().as_deref())
             } else {
                 Int::Absent
@@ -346,7 +352,13 @@ impl Store for RedisKeys {
     }
 
     fn zcard(&self, key: &Target) -> usize {
-        self.with(key, |k| if k.kind() == Kind::ZSet { k.len() } else { 0 })
+        self.with(key, |k| {
+            if k.kind() == KeyType::ZSet {
+                k.len()
+            } else {
+                0
+            }
+        })
     }
 
     fn random_id(&self) -> [u8; 16] {

@@ -13,7 +13,7 @@ use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
-use super::store::{Int, Kind, Store, Target};
+use super::store::{Int, KeyType, Store, Target};
 use super::wait::{Pending, Serve};
 
 /// The channel's payloads (Redisson's `CountDownLatchPubSub`).
@@ -46,8 +46,8 @@ pub fn parse_key(argv: &[&[u8]], name: &'static str) -> Result<(), CmdError> {
 /// The count: 0 when absent; an error when the key is not a string holding an integer.
 pub fn count(store: &(impl Store + ?Sized)) -> Result<i64, CmdError> {
     match (store.kind(&Target::Main), store.get_int(&Target::Main)) {
-        (Kind::Empty, _) => Ok(0),
-        (Kind::String, Int::Is(n)) => Ok(n),
+        (KeyType::Empty, _) => Ok(0),
+        (KeyType::String, Int::Is(n)) => Ok(n),
         _ => Err(CmdError::WrongType),
     }
 }
@@ -62,7 +62,7 @@ fn publish(store: &(impl Store + ?Sized), message: i64) -> Write<'static> {
 /// Set the count to `n` (≥ 1) if the latch is open (absent), and publish `1`. Reply 1 set, 0 not.
 pub fn try_set(store: &(impl Store + ?Sized), n: i64) -> Result<Decision<'static>, CmdError> {
     count(store)?;
-    if store.kind(&Target::Main) != Kind::Empty {
+    if store.kind(&Target::Main) != KeyType::Empty {
         return Ok(Decision::reply(Reply::Int(0)));
     }
     Ok(Decision::new(
@@ -82,7 +82,7 @@ pub fn try_set(store: &(impl Store + ?Sized), n: i64) -> Result<Decision<'static
 /// The flag says whether this countdown opened the latch.
 pub fn count_down(store: &(impl Store + ?Sized)) -> Result<(Decision<'static>, bool), CmdError> {
     let n = count(store)?;
-    if store.kind(&Target::Main) == Kind::Empty {
+    if store.kind(&Target::Main) == KeyType::Empty {
         return Ok((Decision::reply(Reply::Int(0)), false));
     }
     let next = n.saturating_sub(1);

@@ -7,7 +7,7 @@ use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
-use super::store::{Int, Kind, Store, Target};
+use super::store::{Int, KeyType, Store, Target};
 use super::wait::{Hold, Pending, Serve};
 use std::borrow::Cow;
 
@@ -90,20 +90,20 @@ enum View {
 
 fn view(store: &(impl Store + ?Sized), owner: &[u8]) -> View {
     match kind(store) {
-        Kind::Empty => View::Free,
-        Kind::Hash => View::Held {
+        KeyType::Empty => View::Free,
+        KeyType::Hash => View::Held {
             mine: store.hget_int(&Target::Main, owner),
         },
         _ => View::WrongType,
     }
 }
 
-/// What the key holds, a read-write lock's hash counting as another kind (`Kind::Other`): the
+/// What the key holds, a read-write lock's hash counting as another kind (`KeyType::Other`): the
 /// lock commands never read, change or delete it as a lock.
-fn kind(store: &(impl Store + ?Sized)) -> Kind {
+fn kind(store: &(impl Store + ?Sized)) -> KeyType {
     match store.kind(&Target::Main) {
-        Kind::Hash if store.hget_int(&Target::Main, names::RWLOCK_MODE) != Int::Absent => {
-            Kind::Other
+        KeyType::Hash if store.hget_int(&Target::Main, names::RWLOCK_MODE) != Int::Absent => {
+            KeyType::Other
         }
         k => k,
     }
@@ -244,8 +244,8 @@ pub fn renew(
 /// Delete the lock whoever holds it (never data that is not a lock): reply 1, or 0 when free.
 pub fn force_release(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError> {
     match kind(store) {
-        Kind::Empty => Ok(Decision::reply(Reply::Int(0))),
-        Kind::Hash => Ok(Decision::new(free(store.key_name()), Reply::Int(1))),
+        KeyType::Empty => Ok(Decision::reply(Reply::Int(0))),
+        KeyType::Hash => Ok(Decision::new(free(store.key_name()), Reply::Int(1))),
         _ => Err(CmdError::WrongType),
     }
 }
@@ -263,11 +263,11 @@ pub fn ttl_ms(store: &(impl Store + ?Sized), key: &Target, exists: bool) -> i64 
 /// `RLOCK.INFO`: owner, holds, ttl_ms, token, waiters, queue (`queue`: the waiters as shown).
 pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, CmdError> {
     let kind = kind(store);
-    if !matches!(kind, Kind::Empty | Kind::Hash) {
+    if !matches!(kind, KeyType::Empty | KeyType::Hash) {
         return Err(CmdError::WrongType);
     }
     // Redisson's layout has one field: report the first one found, without reading the rest.
-    let first = (kind == Kind::Hash)
+    let first = (kind == KeyType::Hash)
         .then(|| store.hfirst(&Target::Main))
         .flatten();
     let holds = match &first {
@@ -283,7 +283,7 @@ pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, C
         ("holds", Reply::Int(holds)),
         (
             "ttl_ms",
-            Reply::Int(ttl_ms(store, &Target::Main, kind == Kind::Hash)),
+            Reply::Int(ttl_ms(store, &Target::Main, kind == KeyType::Hash)),
         ),
         (
             "token",
@@ -314,11 +314,11 @@ impl Pending for LockWait {
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
         match kind(store) {
-            Kind::Empty => match args::deadline(store.now(), self.lease_ms, "lease_ms") {
+            KeyType::Empty => match args::deadline(store.now(), self.lease_ms, "lease_ms") {
                 Ok(at) => Serve::Grant(grant(store.key_name(), &self.owner, 1, at, self.fence)),
                 Err(e) => Serve::Fail(e),
             },
-            Kind::Hash => Serve::Wait,
+            KeyType::Hash => Serve::Wait,
             _ => Serve::Fail(CmdError::WrongType),
         }
     }
@@ -379,7 +379,7 @@ mod tests {
     use super::*;
     use crate::core::args::Wait;
     use crate::core::mem::Mem;
-    use crate::core::wait::Io;
+    use crate::core::wait::ObjectKeys;
 
     fn a(args: &[&'static str]) -> Result<AcquireArgs<'static>, CmdError> {
         let v: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
@@ -819,7 +819,7 @@ mod prop_tests {
                     assert!(self.model.is_empty(), "every waiter ended with WRONGTYPE");
                 }
                 Op::Unclobber => {
-                    if self.mem.kind(&Target::Main) == Kind::String {
+                    if self.mem.kind(&Target::Main) == KeyType::String {
                         self.mem.del(b"lock");
                     }
                 }

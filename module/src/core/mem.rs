@@ -1,11 +1,11 @@
 //! An in-memory model of the keys of one database, for the tests: implements [`Store`] (with
-//! lazy expiry, as Redis) and [`Io`] (applying decisions as Redis would apply the native
+//! lazy expiry, as Redis) and [`ObjectKeys`] (applying decisions as Redis would apply the native
 //! commands they stand for). Test-only.
 
 use super::decision::{count_message, Decision, Reply, Write};
 use super::error::CmdError;
-use super::store::{Int, Kind, Store, Target};
-use super::wait::Io;
+use super::store::{Int, KeyType, Store, Target};
+use super::wait::ObjectKeys;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 
@@ -142,12 +142,12 @@ impl Store for Mem {
         &self.main
     }
 
-    fn kind(&self, key: &Target) -> Kind {
+    fn kind(&self, key: &Target) -> KeyType {
         match self.live(&self.name(key)) {
-            None => Kind::Empty,
-            Some((Value::Hash(_), _)) => Kind::Hash,
-            Some((Value::Str(_), _)) => Kind::String,
-            Some((Value::ZSet(_), _)) => Kind::ZSet,
+            None => KeyType::Empty,
+            Some((Value::Hash(_), _)) => KeyType::Hash,
+            Some((Value::Str(_), _)) => KeyType::String,
+            Some((Value::ZSet(_), _)) => KeyType::ZSet,
         }
     }
 
@@ -214,7 +214,7 @@ impl Store for Mem {
     }
 }
 
-impl Io for Mem {
+impl ObjectKeys for Mem {
     fn store(&self) -> &dyn Store {
         self
     }

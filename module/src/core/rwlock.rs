@@ -16,7 +16,7 @@ use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
-use super::store::{Int, Kind, Store, Target};
+use super::store::{Int, KeyType, Store, Target};
 use super::wait::{Hold, Pending, Serve, Tidy, Upkeep};
 use std::borrow::Cow;
 
@@ -162,7 +162,7 @@ fn hold_expiries(store: &(impl Store + ?Sized), owner: &[u8], count: i64) -> Vec
     (1..=count.clamp(0, MAX_HOLDS_SCANNED))
         .filter_map(|k| {
             let key = hold_key(store, owner, k);
-            (store.kind(&key) != Kind::Empty).then(|| store.expire_at(&key))
+            (store.kind(&key) != KeyType::Empty).then(|| store.expire_at(&key))
         })
         .collect()
 }
@@ -183,7 +183,7 @@ fn writer_holds(store: &(impl Store + ?Sized)) -> bool {
 fn has_live_hold(store: &(impl Store + ?Sized), owner: &[u8], count: i64) -> bool {
     (1..=count.clamp(0, MAX_HOLDS_SCANNED))
         .rev()
-        .any(|k| store.kind(&hold_key(store, owner, k)) != Kind::Empty)
+        .any(|k| store.kind(&hold_key(store, owner, k)) != KeyType::Empty)
 }
 
 /// Read holds of one owner looked at (a count beyond this was not written by a lock client).
@@ -295,15 +295,15 @@ pub fn acquire<'a>(
 ) -> Result<Acquire<'a>, CmdError> {
     let at = lease_at(store, lease_ms)?;
     match store.kind(&Target::Main) {
-        Kind::Empty if queued => return Ok(Acquire::Busy),
-        Kind::Empty => {
+        KeyType::Empty if queued => return Ok(Acquire::Busy),
+        KeyType::Empty => {
             let d = match mode {
                 Mode::Read => read_grant(store, owner, 1, at, true),
                 Mode::Write => write_grant(store, owner, 1, at, true),
             };
             return Ok(Acquire::Grant(d, Took::Fresh));
         }
-        Kind::Hash => {}
+        KeyType::Hash => {}
         _ => return Err(CmdError::WrongType),
     }
     let current = read_mode(store);
@@ -397,8 +397,8 @@ fn another_live_reader(store: &(impl Store + ?Sized), owner: &[u8]) -> bool {
 /// `0`, as a read release that frees it does.
 pub fn tidy(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError> {
     match store.kind(&Target::Main) {
-        Kind::Empty => return Ok(Decision::default()),
-        Kind::Hash => {}
+        KeyType::Empty => return Ok(Decision::default()),
+        KeyType::Hash => {}
         _ => return Err(CmdError::WrongType),
     }
     let h = holders(store);
@@ -472,7 +472,7 @@ fn free(store: &(impl Store + ?Sized), h: &Holders) -> Vec<Write<'static>> {
     for (owner, count) in &h.readers {
         for k in 1..=(*count).clamp(0, MAX_HOLDS_SCANNED) {
             let key = hold_key(store, owner, k);
-            if store.kind(&key) != Kind::Empty {
+            if store.kind(&key) != KeyType::Empty {
                 writes.push(Write::Del { key });
             }
         }
@@ -538,7 +538,7 @@ fn read_holds_end(
             }
             budget -= 1;
             let key = hold_key(store, field, k);
-            if store.kind(&key) == Kind::Empty {
+            if store.kind(&key) == KeyType::Empty {
                 continue;
             }
             let Some(at) = store.expire_at(&key) else {
@@ -579,8 +579,8 @@ pub fn release<'a>(
     mode: Mode,
 ) -> Result<(Decision<'a>, Released), CmdError> {
     match store.kind(&Target::Main) {
-        Kind::Empty => return Err(CmdError::NotOwner),
-        Kind::Hash => {}
+        KeyType::Empty => return Err(CmdError::NotOwner),
+        KeyType::Hash => {}
         _ => return Err(CmdError::WrongType),
     }
     let current = read_mode(store).ok_or(CmdError::WrongType)?;
@@ -731,8 +731,8 @@ pub fn renew(
 ) -> Result<Decision<'static>, CmdError> {
     let at = lease_at(store, lease_ms)?;
     match store.kind(&Target::Main) {
-        Kind::Empty => return Ok(Decision::reply(Reply::Int(0))),
-        Kind::Hash => {}
+        KeyType::Empty => return Ok(Decision::reply(Reply::Int(0))),
+        KeyType::Hash => {}
         _ => return Err(CmdError::WrongType),
     }
     let h = holders(store);
@@ -746,7 +746,7 @@ pub fn renew(
         let mine = reader.as_slice() == owner;
         for k in 1..=(*count).clamp(0, MAX_HOLDS_SCANNED) {
             let key = hold_key(store, reader, k);
-            if store.kind(&key) == Kind::Empty {
+            if store.kind(&key) == KeyType::Empty {
                 continue;
             }
             let expiry = if mine {
@@ -786,8 +786,8 @@ pub fn renew(
 /// mode, else `0`. Reply 1, or 0 when there was no read-write lock.
 pub fn force_release(store: &(impl Store + ?Sized)) -> Result<Decision<'static>, CmdError> {
     match store.kind(&Target::Main) {
-        Kind::Empty => return Ok(Decision::reply(Reply::Int(0))),
-        Kind::Hash => {}
+        KeyType::Empty => return Ok(Decision::reply(Reply::Int(0))),
+        KeyType::Hash => {}
         _ => return Err(CmdError::WrongType),
     }
     let h = holders(store);
@@ -802,11 +802,11 @@ pub fn force_release(store: &(impl Store + ?Sized)) -> Result<Decision<'static>,
 /// queue (each `[owner, mode]`).
 pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, CmdError> {
     let kind = store.kind(&Target::Main);
-    if !matches!(kind, Kind::Empty | Kind::Hash) {
+    if !matches!(kind, KeyType::Empty | KeyType::Hash) {
         return Err(CmdError::WrongType);
     }
     let h = holders(store);
-    if kind == Kind::Hash && h.mode.is_none() {
+    if kind == KeyType::Hash && h.mode.is_none() {
         return Err(CmdError::WrongType); // a lock, or another hash
     }
     let readers = h
@@ -830,7 +830,7 @@ pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, C
             Reply::Int(super::lock::ttl_ms(
                 store,
                 &Target::Main,
-                kind == Kind::Hash,
+                kind == KeyType::Hash,
             )),
         ),
         ("waiters", Reply::Int(queue.len() as i64)),
@@ -982,7 +982,7 @@ impl Hold for RwWait {
     }
 
     fn held_until(&self, store: &dyn Store) -> Option<Option<i64>> {
-        if store.kind(&Target::Main) != Kind::Hash || read_mode(store).is_none() {
+        if store.kind(&Target::Main) != KeyType::Hash || read_mode(store).is_none() {
             return None;
         }
         match self.mode {

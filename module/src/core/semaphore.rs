@@ -16,7 +16,7 @@ use super::decision::{Decision, Reply, Write};
 use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
-use super::store::{Int, Kind, Store, Target};
+use super::store::{Int, KeyType, Store, Target};
 use super::wait::{Pending, Serve, Tidy};
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`): never reclaimed.
@@ -213,12 +213,12 @@ fn channel(store: &(impl Store + ?Sized)) -> Vec<u8> {
 
 /// The available count (0 when absent), once both keys are known to be a semaphore's.
 fn count(store: &(impl Store + ?Sized)) -> Result<i64, CmdError> {
-    if !matches!(store.kind(&timeouts(store)), Kind::Empty | Kind::ZSet) {
+    if !matches!(store.kind(&timeouts(store)), KeyType::Empty | KeyType::ZSet) {
         return Err(CmdError::WrongType);
     }
     match (store.kind(&Target::Main), store.get_int(&Target::Main)) {
-        (Kind::Empty, _) => Ok(0),
-        (Kind::String, Int::Is(n)) => Ok(n),
+        (KeyType::Empty, _) => Ok(0),
+        (KeyType::String, Int::Is(n)) => Ok(n),
         _ => Err(CmdError::WrongType),
     }
 }
@@ -428,7 +428,7 @@ pub fn add_permits(
 /// Set the count to `n` if the semaphore does not exist. Reply: 1 set, 0 not.
 pub fn try_set(store: &(impl Store + ?Sized), n: i64) -> Result<Decision<'static>, CmdError> {
     count(store)?;
-    if store.kind(&Target::Main) != Kind::Empty {
+    if store.kind(&Target::Main) != KeyType::Empty {
         return Ok(Decision::reply(Reply::Int(0)));
     }
     Ok(Decision::new(
@@ -491,7 +491,7 @@ pub fn info(
             Reply::Array(vec![Reply::Bulk(hex(&id)), Reply::Int(left)])
         })
         .collect();
-    let exists = store.kind(&Target::Main) != Kind::Empty;
+    let exists = store.kind(&Target::Main) != KeyType::Empty;
     let mut fields = vec![
         ("available", Reply::Int(available)),
         ("leased", Reply::Array(leased)),

@@ -15,7 +15,7 @@ pub enum Target {
 
 /// The type of a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum KeyType {
     Empty,
     Hash,
     String,
@@ -46,7 +46,7 @@ pub trait Store {
     fn now(&self) -> i64;
     /// The main key's name (auxiliary keys and channels are named from it).
     fn key_name(&self) -> &[u8];
-    fn kind(&self, key: &Target) -> Kind;
+    fn kind(&self, key: &Target) -> KeyType;
     /// A hash field as an integer (`Absent` also for a missing key).
     fn hget_int(&self, key: &Target, field: &[u8]) -> Int;
     fn hget(&self, key: &Target, field: &[u8]) -> Option<Vec<u8>>;

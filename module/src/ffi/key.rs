@@ -3,7 +3,7 @@
 //! events by themselves: `apply` does both.
 
 use super::{Ctx, OwnedStr, RStr, RedisModuleString};
-use crate::core::store::{Int, Kind};
+use crate::core::store::{Int, KeyType};
 use redis_module::raw;
 use std::ffi::{c_int, c_void};
 use std::ptr;
@@ -36,17 +36,17 @@ impl Key {
         key
     }
 
-    pub fn kind(&self) -> Kind {
+    pub fn kind(&self) -> KeyType {
         if self.ptr.is_null() {
-            return Kind::Empty;
+            return KeyType::Empty;
         }
         // SAFETY: open key handle.
         match unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize {
-            raw::REDISMODULE_KEYTYPE_EMPTY => Kind::Empty,
-            raw::REDISMODULE_KEYTYPE_HASH => Kind::Hash,
-            raw::REDISMODULE_KEYTYPE_STRING => Kind::String,
-            raw::REDISMODULE_KEYTYPE_ZSET => Kind::ZSet,
-            _ => Kind::Other,
+            raw::REDISMODULE_KEYTYPE_EMPTY => KeyType::Empty,
+            raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
+            raw::REDISMODULE_KEYTYPE_STRING => KeyType::String,
+            raw::REDISMODULE_KEYTYPE_ZSET => KeyType::ZSet,
+            _ => KeyType::Other,
         }
     }
 
@@ -246,7 +246,7 @@ impl Key {
         // An empty key opened for writing has a handle but no value: Redis 8.2's
         // RM_GetAbsExpire reads the value without a NULL check and crashes (seen in CI, from a
         // lease-end job on a key deleted meanwhile), so an empty key is answered here.
-        if self.ptr.is_null() || self.kind() == Kind::Empty {
+        if self.ptr.is_null() || self.kind() == KeyType::Empty {
             return None;
         }
         // SAFETY: open key handle on a key that holds a value (checked above).
@@ -264,7 +264,7 @@ impl Key {
 
     /// `ZREM key member`; true when it was there. Redis deletes the key when it empties.
     pub fn zset_rem(&self, member: RStr) -> bool {
-        if self.kind() != Kind::ZSet {
+        if self.kind() != KeyType::ZSet {
             return false; // RM_ZsetRem reads the value's type without a NULL check on 7.0
         }
         let mut deleted: c_int = 0;
@@ -284,7 +284,7 @@ impl Key {
 
     /// A member's score, or `None` (absent member, or not a sorted set).
     pub fn zset_score(&self, member: RStr) -> Option<f64> {
-        if self.kind() != Kind::ZSet {
+        if self.kind() != KeyType::ZSet {
             return None;
         }
         let mut score = 0.0;
@@ -296,7 +296,7 @@ impl Key {
     /// Up to `limit` members with a score of at most `max`, lowest first, with their scores.
     pub fn zset_range(&self, max: f64, limit: usize) -> Vec<(Vec<u8>, f64)> {
         let mut out = Vec::new();
-        if self.kind() != Kind::ZSet || limit == 0 {
+        if self.kind() != KeyType::ZSet || limit == 0 {
             return out;
         }
         // SAFETY: open key holding a sorted set (checked above). The range iterator lives on

@@ -4,8 +4,8 @@
 
 use super::{push, state, State, Tracked, LOST, STATE};
 use crate::core::decision::Reply;
-use crate::core::store::{Kind as KeyKind, Store, Target};
-use crate::core::wait::session::{Kind, New};
+use crate::core::store::{KeyType, Store, Target};
+use crate::core::wait::session::{New, OutcomeKind};
 use crate::core::wait::HashMap;
 use crate::core::wait::{queue, KeyId, Req};
 use crate::ffi::Ctx;
@@ -168,7 +168,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
                 state(|s| s.unnote(t.session, id));
                 let owner = t.req.owner().unwrap_or_default().to_vec();
                 let outcome = New {
-                    kind: Kind::Lost,
+                    kind: OutcomeKind::Lost,
                     request: None,
                     key: Some(id.key.to_vec()),
                     object: Some(t.req.kind().name()),
@@ -197,7 +197,7 @@ fn moved_away(ctx: Ctx, keys: &RedisKeys) -> bool {
     if !crate::keys::cluster(ctx) {
         return false;
     }
-    if keys.kind(&Target::Main) == KeyKind::Empty && !ctx.serves_key(keys.name.bytes()) {
+    if keys.kind(&Target::Main) == KeyType::Empty && !ctx.serves_key(keys.name.bytes()) {
         return true;
     }
     keys.whole(&[]).is_err()
@@ -215,7 +215,7 @@ pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
             // The key is gone with the release (a lock's last hold): none of the owner's holds
             // is left there, no need to read each back (1,400 of an RLOCK.RELEASE's 9,300
             // instructions).
-            let gone = keys.kind(&Target::Main) == KeyKind::Empty;
+            let gone = keys.kind(&Target::Main) == KeyType::Empty;
             let mut ended = Vec::new();
             holds.retain(|t| {
                 let kept = t.req.owner() != Some(owner)

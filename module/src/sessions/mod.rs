@@ -34,7 +34,7 @@ use crate::config::{self, SESSION_MAX_BACKLOG, SESSION_MAX_QUEUED};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counter;
-use crate::core::wait::session::{self as rules, Kind, New, Outcomes};
+use crate::core::wait::session::{self as rules, New, OutcomeKind, Outcomes};
 use crate::core::wait::HashMap;
 use crate::core::wait::{KeyId, Req, TimerKey};
 use crate::ffi::block::{self, BlockedClient, Wake};
@@ -261,7 +261,7 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
                 add(ctx, session, id.clone(), req.clone(), until);
             }
             let outcome = New {
-                kind: Kind::Granted,
+                kind: OutcomeKind::Granted,
                 request: Some(request),
                 key: Some(id.key.to_vec()),
                 object: Some(req.kind().name()),
@@ -270,16 +270,20 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
             };
             push(ctx, session, outcome);
         }
-        Ended::TimedOut => push(ctx, session, about(Kind::Timeout, request, Reply::Nil)),
+        Ended::TimedOut => push(
+            ctx,
+            session,
+            about(OutcomeKind::Timeout, request, Reply::Nil),
+        ),
         Ended::Failed(e) => {
             let text = Reply::Bulk(e.to_string().into_bytes());
-            push(ctx, session, about(Kind::Error, request, text))
+            push(ctx, session, about(OutcomeKind::Error, request, text))
         }
     }
 }
 
 /// An outcome of request `request` that grants nothing.
-fn about(kind: Kind, request: u64, value: Reply) -> New<Grant> {
+fn about(kind: OutcomeKind, request: u64, value: Reply) -> New<Grant> {
     New {
         kind,
         request: Some(request),
@@ -298,7 +302,7 @@ fn push(ctx: Ctx, session: u32, outcome: New<Grant>) {
         let Some(sess) = s.sessions.get_mut(&session) else {
             return;
         };
-        if outcome.kind == Kind::Lost {
+        if outcome.kind == OutcomeKind::Lost {
             if !sess.outcomes.push_lost(outcome, max) {
                 LOST_DROPPED.incr();
             }

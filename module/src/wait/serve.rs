@@ -8,7 +8,7 @@ use super::{retire, sessions, state, Ended, STATE};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{self};
-use crate::core::store::{Kind, Store, Target};
+use crate::core::store::{KeyType, Store, Target};
 use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
@@ -42,7 +42,7 @@ pub(super) fn serve_background(ctx: Ctx, id: &KeyId) {
     };
     // In a cluster, MIGRATE deletes the key on this node: the object lives on elsewhere now,
     // so its waiters must retry there instead of being granted a copy here.
-    if keys.kind(&Target::Main) == Kind::Empty && !ctx.serves_key(&id.key) {
+    if keys.kind(&Target::Main) == KeyType::Empty && !ctx.serves_key(&id.key) {
         fail_all(ctx, id, CmdError::SlotMoved);
         return;
     }

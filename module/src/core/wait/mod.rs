@@ -14,7 +14,7 @@ pub mod timers;
 
 pub use pending::{Hold, Pending, Serve, Tidy, Upkeep};
 pub use queue::{Grouped, KeyId, Queues, Waiter};
-pub use serve::{serve, Io, Outcome, Req, Served};
+pub use serve::{serve, ObjectKeys, Outcome, Req, Served};
 pub use timers::{TimerKey, Timers};
 
 /// The hash maps of the waiting mechanism. foldhash instead of std's SipHash: a hand-off looks

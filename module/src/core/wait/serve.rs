@@ -4,7 +4,7 @@
 //! last) or all of them (an open latch) may pass in one step; the first that cannot stops the
 //! rest (strict FIFO).
 //!
-//! The loop is pure: it reads and writes through [`Io`], which the module implements over
+//! The loop is pure: it reads and writes through [`ObjectKeys`], which the module implements over
 //! Redis and the tests over the in-memory model.
 
 use super::pending::{Pending, Serve};
@@ -21,7 +21,7 @@ pub const PAUSED_RETRY_MS: i64 = 10;
 pub type Req = std::rc::Rc<dyn Pending>;
 
 /// Reads and writes of one object's keys.
-pub trait Io {
+pub trait ObjectKeys {
     fn store(&self) -> &dyn Store;
     /// Perform a decision's writes, all or (on error) none; the value its `Incr` produced.
     fn apply(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError>;
@@ -62,7 +62,11 @@ fn head<'q, H: Grouped>(queues: &'q Queues<H, Req>, id: &KeyId) -> Option<&'q Re
     queues.get(id)?.front().map(|w| &w.req)
 }
 
-pub fn serve<H: Grouped>(queues: &mut Queues<H, Req>, id: &KeyId, io: &mut dyn Io) -> Served<H> {
+pub fn serve<H: Grouped>(
+    queues: &mut Queues<H, Req>,
+    id: &KeyId,
+    io: &mut dyn ObjectKeys,
+) -> Served<H> {
     let mut outcomes = Vec::new();
     let mut after_tidy = None;
     if let Some(req) = head(queues, id) {

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 
 /// What an outcome says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum OutcomeKind {
     /// A queued request was granted; the value is the reply a blocked waiter would get.
     Granted,
     /// A queued request's deadline passed.
@@ -27,14 +27,14 @@ pub enum Kind {
     Overflow,
 }
 
-impl Kind {
+impl OutcomeKind {
     pub fn word(self) -> &'static str {
         match self {
-            Kind::Granted => "granted",
-            Kind::Timeout => "timeout",
-            Kind::Error => "error",
-            Kind::Lost => "lost",
-            Kind::Overflow => "overflow",
+            OutcomeKind::Granted => "granted",
+            OutcomeKind::Timeout => "timeout",
+            OutcomeKind::Error => "error",
+            OutcomeKind::Lost => "lost",
+            OutcomeKind::Overflow => "overflow",
         }
     }
 }
@@ -65,7 +65,7 @@ impl<G> Entry<G> {
 /// An outcome, as appended.
 #[derive(Debug)]
 pub struct New<G> {
-    pub kind: Kind,
+    pub kind: OutcomeKind,
     pub request: Option<u64>,
     pub key: Option<Vec<u8>>,
     /// The object kind's word (`lock`, `rwlock`, ...) for outcomes about an object.
@@ -114,10 +114,10 @@ impl<G> Outcomes<G> {
         if self
             .entries
             .back()
-            .is_none_or(|b| b.outcome.kind != Kind::Overflow)
+            .is_none_or(|b| b.outcome.kind != OutcomeKind::Overflow)
         {
             self.push(New {
-                kind: Kind::Overflow,
+                kind: OutcomeKind::Overflow,
                 request: None,
                 key: None,
                 object: None,
@@ -306,7 +306,11 @@ pub fn parse_list(argv: &[&[u8]]) -> Result<(), CmdError> {
 mod tests {
     use super::*;
 
-    fn new(kind: Kind, request: Option<u64>, grant: Option<&'static str>) -> New<&'static str> {
+    fn new(
+        kind: OutcomeKind,
+        request: Option<u64>,
+        grant: Option<&'static str>,
+    ) -> New<&'static str> {
         New {
             kind,
             request,
@@ -320,9 +324,9 @@ mod tests {
     #[test]
     fn outcomes_are_read_after_a_cursor_and_acknowledged_by_it() {
         let mut o: Outcomes<&'static str> = Outcomes::default();
-        assert_eq!(o.push(new(Kind::Granted, Some(7), Some("g7"))), 1);
-        assert_eq!(o.push(new(Kind::Timeout, Some(8), None)), 2);
-        assert_eq!(o.push(new(Kind::Granted, Some(9), Some("g9"))), 3);
+        assert_eq!(o.push(new(OutcomeKind::Granted, Some(7), Some("g7"))), 1);
+        assert_eq!(o.push(new(OutcomeKind::Timeout, Some(8), None)), 2);
+        assert_eq!(o.push(new(OutcomeKind::Granted, Some(9), Some("g9"))), 3);
         assert_eq!(
             o.after(0, 10).map(|e| e.seq).collect::<Vec<_>>(),
             vec![1, 2, 3]
@@ -337,7 +341,7 @@ mod tests {
         assert_eq!(o.acked(), 3);
         assert!(o.is_empty());
         let lost = New {
-            kind: Kind::Lost,
+            kind: OutcomeKind::Lost,
             request: None,
             key: Some(b"k".to_vec()),
             object: Some("lock"),
@@ -361,9 +365,9 @@ mod tests {
     #[test]
     fn a_grant_a_read_returned_is_no_longer_undone() {
         let mut o: Outcomes<&'static str> = Outcomes::default();
-        o.push(new(Kind::Granted, Some(1), Some("g1")));
-        o.push(new(Kind::Granted, Some(2), Some("g2")));
-        o.push(new(Kind::Granted, Some(3), Some("g3")));
+        o.push(new(OutcomeKind::Granted, Some(1), Some("g1")));
+        o.push(new(OutcomeKind::Granted, Some(2), Some("g2")));
+        o.push(new(OutcomeKind::Granted, Some(3), Some("g3")));
         // The read returns only the first two (COUNT 2): the third was never delivered.
         let Reply::Array(shown) = o.read(0, 2) else {
             panic!("an array")
@@ -383,7 +387,7 @@ mod tests {
     fn lost_outcomes_past_the_backlog_become_one_overflow() {
         let mut o: Outcomes<&'static str> = Outcomes::default();
         let lost = || New {
-            kind: Kind::Lost,
+            kind: OutcomeKind::Lost,
             request: None,
             key: Some(b"k".to_vec()),
             object: Some("lock"),
@@ -395,10 +399,13 @@ mod tests {
         for _ in 0..1000 {
             assert!(!o.push_lost(lost(), 2));
         }
-        let kinds: Vec<Kind> = o.after(0, 100).map(|e| e.outcome.kind).collect();
-        assert_eq!(kinds, vec![Kind::Lost, Kind::Lost, Kind::Overflow]);
+        let kinds: Vec<OutcomeKind> = o.after(0, 100).map(|e| e.outcome.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![OutcomeKind::Lost, OutcomeKind::Lost, OutcomeKind::Overflow]
+        );
         // A request's own outcome is never dropped.
-        o.push(new(Kind::Granted, Some(5), Some("g5")));
+        o.push(new(OutcomeKind::Granted, Some(5), Some("g5")));
         assert_eq!(o.len(), 4);
         // Once acknowledged, lost outcomes are kept again.
         o.ack(4);

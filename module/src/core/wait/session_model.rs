@@ -4,7 +4,7 @@
 //! a lock never has two holders, and ending the session undoes exactly the grants no read
 //! returned (a hold its owner received, even if released and taken again, stays).
 
-use super::session::{Kind, New, Outcomes};
+use super::session::{New, OutcomeKind, Outcomes};
 use super::{serve, KeyId, Outcome, Queues, Req, Waiter};
 use crate::core::decision::Reply;
 use crate::core::lock::{self, Acquire, LockWait};
@@ -135,7 +135,7 @@ impl Sim {
                 panic!("nothing fails here")
             };
             let seq = self.outcomes.push(New {
-                kind: Kind::Granted,
+                kind: OutcomeKind::Granted,
                 request: Some(waiter.handle),
                 key: Some(id.key.to_vec()),
                 object: Some(waiter.req.kind().name()),
