@@ -6,10 +6,10 @@
 //! [`server_binary`]); a test that meets a server-specific behaviour branches on
 //! [`Server::kind`] and asserts what that server does.
 //!
-//! One file per job: [`server`] (the harness), [`resp`] (commands and replies), [`names`]
-//! (Redisson's key names), [`info`] (what a server reports), [`timing`] (margins and waiting),
-//! [`pending`] (commands that block), [`subscriber`] (pub/sub), [`snapshot`] (whole-dataset
-//! comparisons, AOF), [`rng`] (randomized tests), [`redisson`] (Redisson's own scripts), and the
+//! One file per job: `server.rs` (the harness), `resp.rs` (commands and replies), `names.rs`
+//! (Redisson's key names), `info.rs` (what a server reports), `timing.rs` (margins and waiting),
+//! `pending.rs` (commands that block), `subscriber.rs` (pub/sub), `snapshot.rs` (whole-dataset
+//! comparisons, AOF), `rng.rs` (randomized tests), [`redisson`] (Redisson's own scripts), and the
 //! read-write lock's, the metadata's, the cluster's, Sentinel's, TLS's and the torture run's
 //! helpers. Everything a test uses is re-exported here: `use rlock_tests::*`.
 
