@@ -50,16 +50,9 @@ pub struct Shas {
 
 impl Shas {
     pub fn load(conn: &mut Connection) -> Shas {
-        let load = |c: &mut Connection, s: &str| -> String {
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(s)
-                .query(c)
-                .expect("SCRIPT LOAD")
-        };
         Shas {
-            acquire: load(conn, redisson::ACQUIRE),
-            unlock: load(conn, redisson::UNLOCK),
+            acquire: redisson::script_load(conn, redisson::ACQUIRE),
+            unlock: redisson::script_load(conn, redisson::UNLOCK),
         }
     }
 }

@@ -9,7 +9,7 @@
 //!   subscription), as separate services are.
 
 use redis::{Connection, Value};
-use rlock_tests::redisson::{latch as rl, semaphore as rs};
+use rlock_tests::redisson::{latch as rl, script_load, semaphore as rs};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,18 +38,11 @@ pub struct Scripts {
 
 impl Scripts {
     pub fn load(conn: &mut Connection) -> Scripts {
-        let mut load = |s: &str| -> String {
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(s)
-                .query(conn)
-                .expect("SCRIPT LOAD")
-        };
         Scripts {
-            try_acquire: load(rs::TRY_ACQUIRE),
-            release: load(rs::RELEASE),
-            lease: load(rs::EXP_TRY_ACQUIRE),
-            count_down: load(rl::COUNT_DOWN),
+            try_acquire: script_load(conn, rs::TRY_ACQUIRE),
+            release: script_load(conn, rs::RELEASE),
+            lease: script_load(conn, rs::EXP_TRY_ACQUIRE),
+            count_down: script_load(conn, rl::COUNT_DOWN),
         }
     }
 }

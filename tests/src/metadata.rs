@@ -68,3 +68,10 @@ pub fn command_docs(conn: &mut redis::Connection, name: &str) -> Vec<Value> {
         other => panic!("COMMAND DOCS {name}: no entry: {other:?}"),
     }
 }
+
+/// The summary `COMMAND DOCS name` gives (empty when it has none).
+pub fn command_summary(conn: &mut redis::Connection, name: &str) -> String {
+    map_field(&command_docs(conn, name), "summary")
+        .and_then(text)
+        .unwrap_or_default()
+}

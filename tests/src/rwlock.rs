@@ -115,3 +115,19 @@ pub fn park_rw(
     wait_blocked(admin, blocked_after);
     p
 }
+
+/// `RRWLOCK.ACQUIRE key owner mode lease_ms` (no wait); the raw reply.
+pub fn rw_acquire(
+    c: &mut redis::Connection,
+    key: &str,
+    owner: &str,
+    mode: &str,
+    lease: i64,
+) -> Value {
+    raw(c, &cmd!("RRWLOCK.ACQUIRE", key, owner, mode, lease))
+}
+
+/// `RRWLOCK.RELEASE key owner mode`; the raw reply.
+pub fn rw_release(c: &mut redis::Connection, key: &str, owner: &str, mode: &str) -> Value {
+    raw(c, &cmd!("RRWLOCK.RELEASE", key, owner, mode))
+}

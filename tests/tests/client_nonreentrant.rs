@@ -10,28 +10,16 @@ use std::time::Duration;
 
 use client_support::*;
 use rlock::{Error, Owner};
-use rlock_tests::{pttl, redis, wait_until, Server};
+use rlock_tests::{pttl, redis, redisson, wait_until, Server};
 
-/// `RedissonNonReentrantLock`'s acquire (redisson 4.4.0): KEYS = [name]; ARGV = [lease_ms,
-/// owner, error text]. Nil when acquired, the lock's PTTL when held by another owner, the
-/// error when held by this owner.
-const REDISSON_ACQUIRE: &str = r#"if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    return redis.error_reply(ARGV[3]);
-end;
-return redis.call('pttl', KEYS[1]);"#;
-
+/// Run Redisson's non-reentrant acquire ([`redisson::NON_REENTRANT_ACQUIRE`]) with EVAL.
 fn redisson_acquire(
     c: &mut redis::Connection,
     key: &str,
     owner: &str,
 ) -> redis::RedisResult<redis::Value> {
     redis::cmd("EVAL")
-        .arg(REDISSON_ACQUIRE)
+        .arg(redisson::NON_REENTRANT_ACQUIRE)
         .arg(1)
         .arg(key)
         .arg(30_000)

@@ -1,5 +1,5 @@
-//! INFO rlock counters, COMMAND INFO / COMMAND DOCS entries, and the command flags that keep a
-//! release possible when the server is out of memory.
+//! INFO rlock counters and COMMAND INFO / COMMAND DOCS entries. (The command flags that keep a
+//! release possible when the server is out of memory: every_object.rs, for every object.)
 
 use rlock_tests::*;
 
@@ -150,32 +150,6 @@ fn command_docs_have_a_summary_for_every_command() {
             "COMMAND DOCS {name}: no summary"
         );
     }
-}
-
-#[test]
-fn releases_work_when_the_server_is_out_of_memory() {
-    let s = Server::start();
-    let mut c = s.conn();
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "a", "o1", 30_000)), 1);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "a", "o1", 30_000)), 2);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "b", "o1", 30_000)), 1);
-    assert_eq!(
-        string(
-            &mut c,
-            &cmd!("CONFIG", "SET", "maxmemory-policy", "noeviction")
-        ),
-        "OK"
-    );
-    assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 1)), "OK");
-
-    let e = err(&mut c, &cmd!("RLOCK.ACQUIRE", "new", "o1", 30_000));
-    assert!(e.starts_with("OOM"), "acquire is deny-oom: {e}");
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "a", "o1", 40_000)), 1);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "a", "o1")), 1);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "a", "o1")), 0);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.FORCERELEASE", "b")), 1);
-    assert_eq!(lock_info(&mut c, "a").holds, 0, "introspection works too");
-    assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 0)), "OK");
 }
 
 /// A waiter ended by a demotion gets `UNBLOCKED ...` and counts in `rlock_errors`, never in

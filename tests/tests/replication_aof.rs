@@ -1,9 +1,8 @@
 //! Effects replicate as native commands with absolute expiry: a replica without the module
-//! matches the master after every kind of write, and an AOF written with the module reloads on a
-//! server without it.
+//! matches the master after every kind of write. (An AOF written with the module reloads on a
+//! server without it: every_object.rs, for every object.)
 
 use rlock_tests::*;
-use std::time::Instant;
 
 fn start_pair() -> (Server, Server) {
     let master = Server::with(ServerOptions {
@@ -112,57 +111,4 @@ fn replica_without_the_module_matches_the_master_after_every_kind_of_write() {
     assert_eq!(w.reply_int(), 1);
     assert_replica_matches("hand-off inside EVAL", &mut m, &mut r);
     assert_eq!(hgetall(&mut r, "tx"), holder("w4", 1));
-}
-
-#[test]
-fn aof_written_with_the_module_reloads_without_it() {
-    // appendfsync always: a SIGKILL loses nothing the server acknowledged. (With everysec, a
-    // busy disk makes Redis postpone AOF writes while a background fsync runs, and the kill
-    // below lost the last commands once under `make test`.)
-    let mut first = Server::with(ServerOptions {
-        aof: true,
-        args: vec!["--appendfsync".into(), "always".into()],
-        ..Default::default()
-    });
-    let mut c = first.conn();
-    // A re-entered lock.
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "a", "o1", 60_000)), 1);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "a", "o1", 60_000)), 2);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "a", "o1", 90_000)), 1);
-    // A fenced lock.
-    let t = int(&mut c, &cmd!("RLOCK.ACQUIRE", "b", "o2", 70_000, "FENCE"));
-    // A lock taken and released: gone.
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "c", "o3", 60_000)), 1);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "c", "o3")), 0);
-    // A lock handed off to a waiter, and one partially released.
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "d", "o4", 60_000)), 1);
-    let w = park(&first, &mut c, "d", "w", 80_000, &[], 1);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "d", "o4")), 0);
-    assert_eq!(w.reply_int(), 1);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "e", "o5", 60_000)), 1);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "e", "o5", 60_000)), 2);
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "e", "o5")), 1);
-    let before = snapshot(&mut c);
-    let taken = Instant::now();
-    assert_eq!(
-        before.keys().collect::<Vec<_>>(),
-        ["a", "b", "d", "e", token_key("b").as_str()]
-    );
-
-    // The AOF holds native commands with absolute expiry, never the module's commands.
-    assert_aof_native(first.dir());
-    let (second, _dir) = reload_aof_without_module(&mut first);
-    let mut c2 = second.conn();
-    let after = snapshot(&mut c2);
-    let elapsed = taken.elapsed().as_millis() as i64;
-    assert_same_data("after AOF reload", &before, &after, elapsed + 100);
-    // And the TTLs are the originals minus the time that passed, not fresh leases.
-    assert_between("a", after["a"].pttl, 80_000, 90_000);
-    assert_between("b", after["b"].pttl, 60_000, 70_000);
-    assert_between("d", after["d"].pttl, 70_000, 80_000);
-    assert_eq!(hgetall(&mut c2, "a"), holder("o1", 2));
-    assert_eq!(hgetall(&mut c2, "d"), holder("w", 1));
-    assert_eq!(hgetall(&mut c2, "e"), holder("o5", 1));
-    assert_eq!(string(&mut c2, &cmd!("GET", token_key("b"))), t.to_string());
-    assert!(!exists(&mut c2, "c"));
 }

@@ -1,5 +1,6 @@
-//! RSEM.* and RLATCH.* in COMMAND INFO / COMMAND DOCS (arity, flags, key position 1), their
-//! INFO rlock counters, and the flags that keep releases possible on a server out of memory.
+//! RSEM.* and RLATCH.* in COMMAND INFO / COMMAND DOCS (arity, flags, key position 1) and their
+//! INFO rlock counters. (The flags that keep releases possible on a server out of memory:
+//! every_object.rs, for every object.)
 
 use rlock_tests::*;
 
@@ -107,42 +108,4 @@ fn info_rlock_has_the_semaphore_and_latch_counters() {
     wait_blocked(&mut c, 1);
     assert_eq!(int(&mut c, &cmd!("CLIENT", "KILL", "ID", w.id)), 1);
     assert_eq!(rlock_stat(&mut c, "sem_waiters_disconnected"), 1);
-}
-
-#[test]
-fn releases_and_countdowns_work_when_the_server_is_out_of_memory() {
-    let s = Server::start();
-    let mut c = s.conn();
-    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "s", 3)), 1);
-    assert_eq!(int(&mut c, &cmd!("RSEM.ACQUIRE", "s", "PERMITS", 2)), 1);
-    let id = match raw(&mut c, &cmd!("RSEM.ACQUIRE", "s", "LEASE", 60_000)) {
-        Value::Array(v) => text(&v[0]).unwrap(),
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(int(&mut c, &cmd!("RLATCH.TRYSETCOUNT", "l", 2)), 1);
-    assert_eq!(
-        string(
-            &mut c,
-            &cmd!("CONFIG", "SET", "maxmemory-policy", "noeviction")
-        ),
-        "OK"
-    );
-    assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 1)), "OK");
-    for denied in [
-        cmd!("RSEM.ACQUIRE", "s"),
-        cmd!("RSEM.TRYSETPERMITS", "new", 1),
-        cmd!("RSEM.ADDPERMITS", "s", 1),
-        cmd!("RLATCH.TRYSETCOUNT", "new", 1),
-    ] {
-        let e = err(&mut c, &denied);
-        assert!(e.starts_with("OOM"), "{} is deny-oom: {e}", show(&denied));
-    }
-    assert_eq!(int(&mut c, &cmd!("RSEM.RELEASE", "s", "PERMITS", 2)), 2);
-    assert_eq!(int(&mut c, &cmd!("RSEM.RELEASE", "s", "ID", &id)), 3);
-    assert_eq!(int(&mut c, &cmd!("RSEM.DRAIN", "s")), 3);
-    assert_eq!(int(&mut c, &cmd!("RSEM.AVAILABLE", "s")), 0);
-    assert_eq!(int(&mut c, &cmd!("RLATCH.COUNTDOWN", "l")), 1);
-    assert_eq!(int(&mut c, &cmd!("RLATCH.COUNT", "l")), 1);
-    assert_eq!(int(&mut c, &cmd!("RLATCH.AWAIT", "absent")), 1);
-    assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 0)), "OK");
 }

@@ -10,13 +10,6 @@ use std::time::{Duration, Instant};
 /// How soon a change made by a script (a keyspace event) reaches a queued waiter.
 const PROMPT: Duration = Duration::from_millis(100);
 
-fn ids(v: &Value) -> Vec<String> {
-    match v {
-        Value::Array(items) => items.iter().map(|i| text(i).unwrap()).collect(),
-        other => panic!("expected permit ids, got {other:?}"),
-    }
-}
-
 fn count(c: &mut redis::Connection, key: &str) -> i64 {
     match raw(c, &cmd!("GET", key)) {
         Value::Nil => 0,
@@ -57,7 +50,7 @@ fn a_permit_leased_by_either_side_is_released_by_the_other() {
         assert_eq!(score(&mut c, name, &java[0]), None);
 
         // rlock leases; Redisson reads, re-leases and releases the permits by their bytes.
-        let mine = ids(&raw(
+        let mine = permit_ids(&raw(
             &mut c,
             &cmd!("RSEM.ACQUIRE", name, "PERMITS", 3, "LEASE", 10_000),
         ));
@@ -136,7 +129,7 @@ fn redisson_releases_hand_permits_to_rlocks_queued_waiters() {
     assert_eq!(r, Value::Nil, "no permit free for Redisson either: {r:?}");
     assert!(java.len() == 1);
     rs::release(&mut c, "s", 1);
-    let got = ids(&second.reply_within(PROMPT));
+    let got = permit_ids(&second.reply_within(PROMPT));
     assert_eq!(got.len(), 1);
     assert!(score(&mut c, "s", &unhex(&got[0])).is_some());
     assert_eq!(count(&mut c, "s"), 0);
@@ -190,7 +183,7 @@ fn redissons_reclaim_and_rlock_agree_on_expired_leases() {
     let mut c = s.conn();
     let mut sub = Subscriber::psubscribe(&s, "redisson_sc*");
     assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "s", 3)), 1);
-    let mine = ids(&raw(
+    let mine = permit_ids(&raw(
         &mut c,
         &cmd!("RSEM.ACQUIRE", "s", "PERMITS", 2, "LEASE", 30),
     ));

@@ -1,7 +1,7 @@
 //! Redisson's `RCountDownLatch` scripts (reference/redisson.md §2.8), verbatim, with helpers
 //! that call them as the Java client does (KEYS = [name, channel], publish command as ARGV).
 
-use crate::{int, raw, Value};
+use crate::{cmd, int, raw, Value};
 
 /// `countDown()`. ARGV = [0, publishCmd].
 pub const COUNT_DOWN: &str = r#"local v = redis.call('decr', KEYS[1]);

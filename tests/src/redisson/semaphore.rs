@@ -2,7 +2,7 @@
 //! §2.7), verbatim, with helpers that call them as the Java client does: the publish command
 //! as an argument, the client's clock for `nowMs`, permit ids as 16 raw bytes.
 
-use crate::{int, prefix_name, raw, Rng, Value};
+use crate::{cmd, int, prefix_name, raw, Rng, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 

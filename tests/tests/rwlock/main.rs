@@ -1,7 +1,8 @@
 //! `RRWLOCK.*` against real servers, one file per part of the contract
 //! (`shared/design/commands.md`, "Read-write lock"): replies and key contents, publishing,
-//! the FIFO queue across modes, leases, bad input, replication and AOF, INFO and COMMAND
-//! metadata, Redis Cluster. Interop with Redisson's own scripts is in `rwlock_interop.rs`.
+//! the FIFO queue across modes, leases, bad input, replication, INFO and COMMAND
+//! metadata, Redis Cluster. Interop with Redisson's own scripts is in `rwlock_interop.rs`; the AOF
+//! reload and out-of-memory tests every object shares are in `every_object.rs`.
 
 mod bad_input;
 mod cluster;
@@ -21,36 +22,13 @@ use std::time::Duration;
 pub static PROMPT: std::sync::LazyLock<Duration> =
     std::sync::LazyLock::new(|| margin(Duration::from_millis(50)));
 
-/// `RRWLOCK.ACQUIRE key owner mode lease_ms` (no wait); the raw reply.
-pub fn acquire(c: &mut redis::Connection, key: &str, owner: &str, mode: &str, lease: i64) -> Value {
-    raw(c, &cmd!("RRWLOCK.ACQUIRE", key, owner, mode, lease))
-}
-
-/// `RRWLOCK.RELEASE key owner mode`; the raw reply.
-pub fn release(c: &mut redis::Connection, key: &str, owner: &str, mode: &str) -> Value {
-    raw(c, &cmd!("RRWLOCK.RELEASE", key, owner, mode))
-}
+pub use rlock_tests::{rw_acquire as acquire, rw_release as release};
 
 /// Every key name of the current database, sorted.
 pub fn keys(c: &mut redis::Connection) -> Vec<String> {
     let mut k: Vec<String> = redis::cmd("KEYS").arg("*").query(c).unwrap();
     k.sort();
     k
-}
-
-/// A hash's content as `(field, value)` pairs written as text, for `assert_eq!` with literals.
-pub fn fields(c: &mut redis::Connection, key: &str) -> Vec<(String, String)> {
-    hgetall(c, key).into_iter().collect()
-}
-
-/// `[(field, value)]` from string literals.
-pub fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = p
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    v.sort();
-    v
 }
 
 /// Readers as [`RwInfo`] shows them.

@@ -300,28 +300,3 @@ fn command_docs_describe_every_command_and_its_arguments() {
     );
     assert_eq!(strings(map_field(block, "flags").unwrap()), ["optional"]);
 }
-
-#[test]
-fn releases_work_when_the_server_is_out_of_memory() {
-    let s = Server::start();
-    let mut c = s.conn();
-    assert_eq!(acquire(&mut c, "a", "r", "READ", 30_000), Value::Int(1));
-    assert_eq!(acquire(&mut c, "a", "r", "READ", 30_000), Value::Int(2));
-    assert_eq!(acquire(&mut c, "b", "w", "WRITE", 30_000), Value::Int(1));
-    assert_eq!(
-        string(
-            &mut c,
-            &cmd!("CONFIG", "SET", "maxmemory-policy", "noeviction")
-        ),
-        "OK"
-    );
-    assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 1)), "OK");
-    let e = err(&mut c, &cmd!("RRWLOCK.ACQUIRE", "new", "r", "READ", 30_000));
-    assert!(e.starts_with("OOM"), "acquire is deny-oom: {e}");
-    assert_eq!(int(&mut c, &cmd!("RRWLOCK.RENEW", "a", "r", 40_000)), 2);
-    assert_eq!(release(&mut c, "a", "r", "READ"), Value::Int(1));
-    assert_eq!(release(&mut c, "a", "r", "READ"), Value::Int(0));
-    assert_eq!(int(&mut c, &cmd!("RRWLOCK.FORCERELEASE", "b")), 1);
-    assert_eq!(rw_info(&mut c, "a").ttl_ms, -2, "introspection works too");
-    assert_eq!(string(&mut c, &cmd!("CONFIG", "SET", "maxmemory", 0)), "OK");
-}

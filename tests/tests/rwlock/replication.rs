@@ -1,9 +1,8 @@
 //! Effects replicate as native commands with absolute expiry: a replica without the module
-//! matches the master after every kind of read-write lock write (hold keys included), and an AOF
-//! written with the module reloads on a server without it.
+//! matches the master after every kind of read-write lock write (hold keys included). (An AOF
+//! written with the module reloads on a server without it: every_object.rs, for every object.)
 
 use super::*;
-use std::time::Instant;
 
 #[test]
 fn replica_without_the_module_matches_the_master_after_every_kind_of_write() {
@@ -122,87 +121,5 @@ fn replica_without_the_module_matches_the_master_after_every_kind_of_write() {
     assert_eq!(
         fields(&mut r, "tx"),
         pairs(&[("mode", "write"), ("w:write", "1")])
-    );
-}
-
-#[test]
-fn aof_written_with_the_module_reloads_without_it() {
-    let mut first = Server::with(ServerOptions {
-        aof: true,
-        ..Default::default()
-    });
-    let mut c = first.conn();
-    // Two readers, one re-entered and renewed.
-    assert_eq!(acquire(&mut c, "reads", "a", "READ", 60_000), Value::Int(1));
-    assert_eq!(acquire(&mut c, "reads", "a", "READ", 70_000), Value::Int(2));
-    assert_eq!(acquire(&mut c, "reads", "b", "READ", 80_000), Value::Int(1));
-    assert_eq!(int(&mut c, &cmd!("RRWLOCK.RENEW", "reads", "a", 90_000)), 2);
-    // A downgraded writer.
-    assert_eq!(
-        acquire(&mut c, "{app}:w", "w", "WRITE", 60_000),
-        Value::Int(1)
-    );
-    assert_eq!(
-        acquire(&mut c, "{app}:w", "w", "READ", 70_000),
-        Value::Int(1)
-    );
-    // A lock handed off from a writer to two readers.
-    assert_eq!(acquire(&mut c, "h", "w", "WRITE", 60_000), Value::Int(1));
-    let r1 = park_rw(&first, &mut c, "h", "r1", "READ", 80_000, 1);
-    let r2 = park_rw(&first, &mut c, "h", "r2", "READ", 80_000, 2);
-    assert_eq!(release(&mut c, "h", "w", "WRITE"), Value::Int(0));
-    assert_eq!((r1.reply_int(), r2.reply_int()), (1, 1));
-    // Taken and released, and force released: gone.
-    assert_eq!(acquire(&mut c, "gone", "a", "READ", 60_000), Value::Int(1));
-    assert_eq!(release(&mut c, "gone", "a", "READ"), Value::Int(0));
-    assert_eq!(
-        acquire(&mut c, "forced", "a", "READ", 60_000),
-        Value::Int(1)
-    );
-    assert_eq!(int(&mut c, &cmd!("RRWLOCK.FORCERELEASE", "forced")), 1);
-    let before = snapshot(&mut c);
-    let taken = Instant::now();
-    assert_eq!(
-        before.keys().collect::<Vec<_>>(),
-        [
-            "h",
-            "reads",
-            "{app}:w",
-            "{app}:w:w:rwlock_timeout:1",
-            "{h}:r1:rwlock_timeout:1",
-            "{h}:r2:rwlock_timeout:1",
-            "{reads}:a:rwlock_timeout:1",
-            "{reads}:a:rwlock_timeout:2",
-            "{reads}:b:rwlock_timeout:1",
-        ]
-    );
-
-    assert_aof_native(first.dir());
-    let (second, _dir) = reload_aof_without_module(&mut first);
-    let mut c2 = second.conn();
-    let after = snapshot(&mut c2);
-    assert_same_data(
-        "after AOF reload",
-        &before,
-        &after,
-        taken.elapsed().as_millis() as i64 + 100,
-    );
-    // The TTLs are the originals minus the time that passed, not fresh leases.
-    assert_between("reads", after["reads"].pttl, 80_000, 90_000);
-    assert_between(
-        "a's second hold",
-        after["{reads}:a:rwlock_timeout:2"].pttl,
-        80_000,
-        90_000,
-    );
-    assert_between(
-        "b's hold",
-        after["{reads}:b:rwlock_timeout:1"].pttl,
-        70_000,
-        80_000,
-    );
-    assert_eq!(
-        fields(&mut c2, "{app}:w"),
-        pairs(&[("mode", "write"), ("w:write", "1"), ("w", "1")])
     );
 }
