@@ -304,8 +304,7 @@ impl SentinelGroup {
         let deadline = Instant::now() + CONVERGE;
         loop {
             // INPROG (a failover still under way, or the last one's timeout) is retried.
-            let _ = cmd!("SENTINEL", "FAILOVER", MASTER)
-                .query::<()>(&mut self.sentinels[0].conn());
+            let _ = cmd!("SENTINEL", "FAILOVER", MASTER).query::<()>(&mut self.sentinels[0].conn());
             let asked = Instant::now();
             while asked.elapsed() < Duration::from_secs(10) {
                 if let Some(p) = self.new_primary(old) {

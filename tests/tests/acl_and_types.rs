@@ -144,13 +144,22 @@ fn a_permit_renewal_needs_the_semaphore_and_its_lease_set() {
         &mut narrow,
         &cmd!("RSEM.RENEW", "app1:sem", 600_000, "ID", &id),
     );
-    assert!(e.starts_with("NOPERM") && e.contains("{app1:sem}:timeout"), "{e}");
-    let e = err(&mut other, &cmd!("RSEM.RENEW", "app1:sem", 600_000, "ID", &id));
+    assert!(
+        e.starts_with("NOPERM") && e.contains("{app1:sem}:timeout"),
+        "{e}"
+    );
+    let e = err(
+        &mut other,
+        &cmd!("RSEM.RENEW", "app1:sem", 600_000, "ID", &id),
+    );
     assert!(e.starts_with("NOPERM"), "{e}");
     assert_eq!(lease(&mut c), before, "no lease changed");
 
     assert_eq!(
-        int(&mut full, &cmd!("RSEM.RENEW", "app1:sem", 600_000, "ID", &id)),
+        int(
+            &mut full,
+            &cmd!("RSEM.RENEW", "app1:sem", 600_000, "ID", &id)
+        ),
         1
     );
     assert!(lease(&mut c) > before + 500_000, "renewed to ten minutes");

@@ -39,17 +39,17 @@ fn healthy(group: &SentinelGroup) -> bool {
     };
     group.sentinels_settled()
         && group.nodes.iter().all(|s| {
-        let Ok(mut c) = s.try_conn() else {
-            return false;
-        };
-        let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
-        if s.port == primary {
-            return role(s).as_deref() == Some("master");
-        }
-        role(s).as_deref() == Some("slave")
-            && info_field(&mut c, "replication", "master_port") == Some(primary.to_string())
-            && info_field(&mut c, "replication", "master_link_status").as_deref() == Some("up")
-    })
+            let Ok(mut c) = s.try_conn() else {
+                return false;
+            };
+            let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+            if s.port == primary {
+                return role(s).as_deref() == Some("master");
+            }
+            role(s).as_deref() == Some("slave")
+                && info_field(&mut c, "replication", "master_port") == Some(primary.to_string())
+                && info_field(&mut c, "replication", "master_link_status").as_deref() == Some("up")
+        })
 }
 
 fn wait_healthy(group: &SentinelGroup) {
