@@ -41,7 +41,7 @@ pub use resp::{
 pub use rng::{env_u64, Rng};
 pub use rwlock::{park_rw, rw_acquire, rw_info, rw_release, rwlock_channel, rwlock_hold, RwInfo};
 pub use server::{
-    acl_user, cli_binary, free_port, module_path, server_binary, signal, start_replica,
+    acl_user, cli_binary, free_port, module_path, server_binary, signal, start_pair, start_replica,
     workspace_root, Flavor, Server, ServerKind, ServerOptions,
 };
 pub use snapshot::{

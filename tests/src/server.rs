@@ -422,6 +422,16 @@ pub fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
+/// A master with the module and a replica without it, linked, the master syncing at once.
+pub fn start_pair() -> (Server, Server) {
+    let master = Server::with(ServerOptions {
+        args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
+        ..Default::default()
+    });
+    let replica = start_replica(&master);
+    (master, replica)
+}
+
 /// A replica without the module, attached to `master`; returns once its link is up. (Start the
 /// master with `--repl-diskless-sync-delay 0` to skip Redis' 5 s wait for more replicas.)
 pub fn start_replica(master: &Server) -> Server {

@@ -4,15 +4,6 @@
 
 use rlock_tests::*;
 
-fn start_pair() -> (Server, Server) {
-    let master = Server::with(ServerOptions {
-        args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
-        ..Default::default()
-    });
-    let replica = start_replica(&master);
-    (master, replica)
-}
-
 #[test]
 fn replica_without_the_module_matches_the_master_after_every_kind_of_write() {
     let (master, replica) = start_pair();

@@ -7,15 +7,6 @@ use rlock_tests::redisson::semaphore::{self as rs, timeouts};
 use rlock_tests::*;
 use std::time::Duration;
 
-fn start_pair() -> (Server, Server) {
-    let master = Server::with(ServerOptions {
-        args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
-        ..Default::default()
-    });
-    let replica = start_replica(&master);
-    (master, replica)
-}
-
 #[test]
 fn replica_without_the_module_matches_after_every_semaphore_and_latch_write() {
     let (master, replica) = start_pair();
