@@ -6,9 +6,10 @@
 //! watchdog, or the server's `lost` outcomes read by the session listener) reports it with
 //! [`Registry::mark_lost`] or [`Registry::mark_lost_held`].
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use redis::Cmd;
@@ -117,7 +118,7 @@ impl HoldState {
 
     /// When the lease runs out, for a hold taken with a lease (and never in watchdog mode).
     pub(crate) fn lease_end(&self) -> Option<Instant> {
-        *self.lease_end.lock().unwrap()
+        *self.lease_end.lock()
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -238,9 +239,9 @@ impl Registry {
         match lease {
             None => {
                 e.watchdog = true;
-                *e.state.lease_end.lock().unwrap() = None;
+                *e.state.lease_end.lock() = None;
             }
-            Some(l) if !e.watchdog => *e.state.lease_end.lock().unwrap() = at.checked_add(l),
+            Some(l) if !e.watchdog => *e.state.lease_end.lock() = at.checked_add(l),
             Some(_) => {}
         }
         e.state.clone()
