@@ -19,6 +19,16 @@ pub trait CallStyle: sealed::Sealed + Send + Sync + 'static {}
 
 /// The former name of [`CallStyle`], kept so that code written against it still builds: every
 /// [`CallStyle`] is a `Mode`, and a bound `M: Mode` still gives `M: CallStyle`.
+///
+/// ```
+/// #[allow(deprecated)]
+/// fn name_of<M: rlock::Mode>(g: &rlock::Guard<M>) -> &str {
+///     g.name()
+/// }
+/// fn token_of<S: rlock::CallStyle>(g: &rlock::Guard<S>) -> Option<u64> {
+///     g.token()
+/// }
+/// ```
 #[deprecated(
     note = "renamed `CallStyle` (a read-write lock's mode is read or write); use `rlock::CallStyle`"
 )]
