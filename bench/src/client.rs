@@ -2,26 +2,91 @@
 //! against the raw commands over the same connection style: a blocking connection on the
 //! calling thread for the sync API, a multiplexed tokio connection awaited by one task for the
 //! async API (on a 2-worker runtime, as an application would run it). Uncontended: one caller,
-//! acquire (lease, no wait) + release on distinct keys, unpipelined. Rounds alternate raw and
-//! client and the best round of each counts (single runs swing on a shared machine). The
-//! contended comparison (raw `BLOCK` clients vs the sync client) is in section 2.
+//! acquire + release, unpipelined. Three client paths beside the raw pair: `lock()` + `unlock()`
+//! (the watchdog form, the call most users write) on distinct keys and on one key, and
+//! `try_lock_with(0, lease)` (one attempt, a lease: the cheapest path). The raw pair runs on
+//! distinct keys and on one key too, and each client path is compared with the raw pair on the
+//! same keys. Every path runs once per slice, the order reversed every other slice (whichever
+//! runs second on a busy machine runs slower), and the slices are summed.
+//! The contended comparison (raw `BLOCK` clients vs the sync client) is in section 2.
 
-use crate::bench::{in_turn, Bench};
 use crate::protocols::owner;
 use crate::report::{Report, Table};
 use std::time::{Duration, Instant};
 
-/// Slices per side and API.
+/// Slices per path and API.
 const SLICES: u32 = 40;
 const LEASE: Duration = Duration::from_secs(30);
 
-pub fn run(b: &Bench, r: &mut Report) {
+/// What one slice measures: the raw pair or one client path, on distinct keys or one key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Raw {
+        one_key: bool,
+    },
+    /// `lock()` + `unlock()`: the watchdog form.
+    Default {
+        one_key: bool,
+    },
+    /// `try_lock_with(0, lease)` + `unlock()`, distinct keys.
+    Lease,
+    /// `lock()` + `unlock()` on distinct keys by a client given the caller's runtime
+    /// (`ClientBuilder::runtime`); async only (the sync API runs on the calling thread).
+    OnCallersRuntime,
+}
+
+const PATHS: [Path; 6] = [
+    Path::Raw { one_key: false },
+    Path::Raw { one_key: true },
+    Path::Default { one_key: false },
+    Path::Default { one_key: true },
+    Path::Lease,
+    Path::OnCallersRuntime,
+];
+
+impl Path {
+    fn key(self, prefix: &str, n: u64) -> String {
+        match self {
+            Path::Raw { one_key: true } | Path::Default { one_key: true } => prefix.to_string(),
+            _ => format!("{prefix}:{n}"),
+        }
+    }
+
+    /// The client paths' rows: the path, and the raw pair it is compared with.
+    fn rows() -> [(Path, &'static str, Path); 4] {
+        [
+            (
+                Path::Default { one_key: false },
+                "lock() + unlock() (watchdog), distinct keys",
+                Path::Raw { one_key: false },
+            ),
+            (
+                Path::Default { one_key: true },
+                "lock() + unlock() (watchdog), one key",
+                Path::Raw { one_key: true },
+            ),
+            (
+                Path::Lease,
+                "try_lock_with(0, lease) + unlock(), distinct keys",
+                Path::Raw { one_key: false },
+            ),
+            (
+                Path::OnCallersRuntime,
+                "lock() + unlock() (watchdog), distinct keys, client given the caller's runtime",
+                Path::Raw { one_key: false },
+            ),
+        ]
+    }
+}
+
+pub fn run(b: &crate::bench::Bench, r: &mut Report) {
     let mut t = Table::new(
         &format!(
-            "6. The rlock client vs raw RLOCK.* commands, same connection style (uncontended, unpipelined pairs/s, {SLICES} interleaved slices each)"
+            "6. The rlock client vs raw RLOCK.* commands, same connection style (uncontended, unpipelined pairs/s, {SLICES} slices each, order reversed every other slice)"
         ),
         &[
             "API",
+            "client path",
             "raw pairs/s",
             "client pairs/s",
             "client / raw",
@@ -35,45 +100,70 @@ pub fn run(b: &Bench, r: &mut Report) {
         .enable_all()
         .build()
         .unwrap();
-    // [sync, async][raw, client]
-    let mut sums = [[Sum::default(); 2]; 2];
+    // The same client, its connections driven on the caller's runtime (as an async service
+    // sets it up): what the async default path costs without the hop between runtimes.
+    let on_rt = rlock::Client::builder()
+        .url(b.url.as_str())
+        .runtime(rt.handle().clone())
+        .build()
+        .expect("rlock client on the caller's runtime");
+    // [sync, async][path]
+    let mut sums = [[Sum::default(); PATHS.len()]; 2];
     for k in 0..SLICES {
-        let tag = |what: &str| format!("c6:{what}:{k}");
-        let (raw, client) = in_turn(
-            k,
-            &mut (),
-            |_| sync_raw(b, &tag("sr"), slice),
-            |_| sync_client(b, &tag("sc"), slice),
-        );
-        sums[0][0].add(raw);
-        sums[0][1].add(client);
-        let (raw, client) = in_turn(
-            k,
-            &mut (),
-            |_| rt.block_on(async_raw(b, &tag("ar"), slice)),
-            |_| rt.block_on(async_client(b, &tag("ac"), slice)),
-        );
-        sums[1][0].add(raw);
-        sums[1][1].add(client);
+        let mut order: Vec<usize> = (0..PATHS.len()).collect();
+        if k % 2 == 1 {
+            order.reverse();
+        }
+        for &i in &order {
+            let path = PATHS[i];
+            if path == Path::OnCallersRuntime {
+                continue;
+            }
+            let prefix = format!("c6:s{i}:{k}");
+            sums[0][i].add(sync_pair(b, path, &prefix, slice));
+        }
+        for &i in &order {
+            let path = PATHS[i];
+            let prefix = format!("c6:a{i}:{k}");
+            let client = match path {
+                Path::OnCallersRuntime => on_rt.clone(),
+                _ => b.client.clone(),
+            };
+            let url = b.url.clone();
+            // In a task of its own, as application code runs (a task's owner is the task).
+            let s = rt
+                .block_on(
+                    rt.spawn(async move { async_pair(&client, &url, path, &prefix, slice).await }),
+                )
+                .unwrap();
+            sums[1][i].add(s);
+        }
     }
-    for (api, [raw, client], goal) in [("sync", sums[0], 0.9), ("async (tokio)", sums[1], 0.8)] {
-        let (raw, raw_cpu) = raw.rates();
-        let (client, client_cpu) = client.rates();
-        let ratio = client / raw;
-        t.row(vec![
-            api.into(),
-            format!("{raw:.0}"),
-            format!("{client:.0}"),
-            format!("{ratio:.2}×"),
-            format!("{raw_cpu:.1}"),
-            format!("{client_cpu:.1}"),
-        ]);
-        r.target(
-            &format!("client vs raw commands, {api}, uncontended pairs/s"),
-            format!("{ratio:.2}×"),
-            &format!("≥ {goal}×"),
-            ratio >= goal,
-        );
+    let at = |p: Path| PATHS.iter().position(|q| *q == p).unwrap();
+    for (api, sums, goal) in [("sync", &sums[0], 0.9), ("async (tokio)", &sums[1], 0.9)] {
+        for (path, name, raw) in Path::rows() {
+            if api == "sync" && path == Path::OnCallersRuntime {
+                continue;
+            }
+            let (raw, raw_cpu) = sums[at(raw)].rates();
+            let (client, client_cpu) = sums[at(path)].rates();
+            let ratio = client / raw;
+            t.row(vec![
+                api.into(),
+                name.into(),
+                format!("{raw:.0}"),
+                format!("{client:.0}"),
+                format!("{ratio:.2}×"),
+                format!("{raw_cpu:.1}"),
+                format!("{client_cpu:.1}"),
+            ]);
+            r.target(
+                &format!("client vs raw commands, {api}, {name}, uncontended pairs/s"),
+                format!("{ratio:.2}×"),
+                &format!("≥ {goal}×"),
+                ratio >= goal,
+            );
+        }
     }
     r.tables.push(t);
 }
@@ -141,32 +231,39 @@ fn rate(run: Duration, mut pair: impl FnMut(u64)) -> Sum {
     measured(n, start.elapsed(), process_cpu() - cpu)
 }
 
-fn sync_raw(b: &Bench, prefix: &str, run: Duration) -> Sum {
-    let mut c = b.conn();
-    let who = owner(60);
-    rate(run, |n| {
-        let key = format!("{prefix}:{n}");
-        let got: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
-            .arg(&key)
-            .arg(&who)
-            .arg(LEASE.as_millis() as u64)
-            .query(&mut c)
-            .unwrap();
-        assert!(got.is_some(), "uncontended acquire failed");
-        let _: i64 = redis::cmd("RLOCK.RELEASE")
-            .arg(&key)
-            .arg(&who)
-            .query(&mut c)
-            .unwrap();
-    })
-}
-
-fn sync_client(b: &Bench, prefix: &str, run: Duration) -> Sum {
-    rate(run, |n| {
-        let lock = b.client.lock(format!("{prefix}:{n}"));
-        assert!(lock.try_lock_with(Duration::ZERO, LEASE).unwrap());
-        lock.unlock().unwrap();
-    })
+/// One slice of `path` through the sync API (raw: a blocking connection of its own).
+fn sync_pair(b: &crate::bench::Bench, path: Path, prefix: &str, run: Duration) -> Sum {
+    match path {
+        Path::Raw { .. } => {
+            let mut c = b.conn();
+            let who = owner(60);
+            rate(run, |n| {
+                let key = path.key(prefix, n);
+                let got: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
+                    .arg(&key)
+                    .arg(&who)
+                    .arg(LEASE.as_millis() as u64)
+                    .query(&mut c)
+                    .unwrap();
+                assert!(got.is_some(), "uncontended acquire failed");
+                let _: i64 = redis::cmd("RLOCK.RELEASE")
+                    .arg(&key)
+                    .arg(&who)
+                    .query(&mut c)
+                    .unwrap();
+            })
+        }
+        Path::Default { .. } | Path::OnCallersRuntime => rate(run, |n| {
+            let lock = b.client.lock(path.key(prefix, n));
+            lock.lock().unwrap();
+            lock.unlock().unwrap();
+        }),
+        Path::Lease => rate(run, |n| {
+            let lock = b.client.lock(path.key(prefix, n));
+            assert!(lock.try_lock_with(Duration::ZERO, LEASE).unwrap());
+            lock.unlock().unwrap();
+        }),
+    }
 }
 
 /// Like [`rate`], for an async pair.
@@ -183,47 +280,62 @@ async fn rate_async<F: std::future::Future<Output = ()>>(
     measured(n, start.elapsed(), process_cpu() - cpu)
 }
 
-async fn async_raw(b: &Bench, prefix: &str, run: Duration) -> Sum {
-    let c = redis::Client::open(b.url.as_str())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let who = owner(61);
-    rate_async(run, |n| {
-        let (mut c, who) = (c.clone(), &who);
-        async move {
-            let key = format!("{prefix}:{n}");
-            let got: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
-                .arg(&key)
-                .arg(who)
-                .arg(LEASE.as_millis() as u64)
-                .query_async(&mut c)
+/// One slice of `path` through the async API (raw: a multiplexed connection).
+async fn async_pair(
+    client: &rlock::Client,
+    url: &str,
+    path: Path,
+    prefix: &str,
+    run: Duration,
+) -> Sum {
+    match path {
+        Path::Raw { .. } => {
+            let c = redis::Client::open(url)
+                .unwrap()
+                .get_multiplexed_async_connection()
                 .await
                 .unwrap();
-            assert!(got.is_some(), "uncontended acquire failed");
-            let _: i64 = redis::cmd("RLOCK.RELEASE")
-                .arg(&key)
-                .arg(who)
-                .query_async(&mut c)
-                .await
-                .unwrap();
+            let who = owner(61);
+            rate_async(run, |n| {
+                let (mut c, who, key) = (c.clone(), &who, path.key(prefix, n));
+                async move {
+                    let got: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
+                        .arg(&key)
+                        .arg(who)
+                        .arg(LEASE.as_millis() as u64)
+                        .query_async(&mut c)
+                        .await
+                        .unwrap();
+                    assert!(got.is_some(), "uncontended acquire failed");
+                    let _: i64 = redis::cmd("RLOCK.RELEASE")
+                        .arg(&key)
+                        .arg(who)
+                        .query_async(&mut c)
+                        .await
+                        .unwrap();
+                }
+            })
+            .await
         }
-    })
-    .await
-}
-
-async fn async_client(b: &Bench, prefix: &str, run: Duration) -> Sum {
-    let who = b.client.new_owner();
-    rate_async(run, |n| {
-        let lock = b
-            .client
-            .async_lock(format!("{prefix}:{n}"))
-            .with_owner(who.clone());
-        async move {
-            assert!(lock.try_lock_with(Duration::ZERO, LEASE).await.unwrap());
-            lock.unlock().await.unwrap();
+        Path::Default { .. } | Path::OnCallersRuntime => {
+            rate_async(run, |n| {
+                let lock = client.async_lock(path.key(prefix, n));
+                async move {
+                    lock.lock().await.unwrap();
+                    lock.unlock().await.unwrap();
+                }
+            })
+            .await
         }
-    })
-    .await
+        Path::Lease => {
+            rate_async(run, |n| {
+                let lock = client.async_lock(path.key(prefix, n));
+                async move {
+                    assert!(lock.try_lock_with(Duration::ZERO, LEASE).await.unwrap());
+                    lock.unlock().await.unwrap();
+                }
+            })
+            .await
+        }
+    }
 }

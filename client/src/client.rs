@@ -507,7 +507,7 @@ impl Client {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn renewing_count(&self) -> usize {
-        self.ctx.holds.lock().unwrap().renewing()
+        self.ctx.holds.lock().renewing()
     }
 }
 

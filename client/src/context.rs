@@ -1,7 +1,8 @@
 //! [`Context`]: what every handle, guard and background task of one client shares. It sits
 //! below the public API and knows nothing of it; `Client` builds it and hands it out.
 
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::{Error, Result};

@@ -6,9 +6,11 @@
 //! watchdog, or the server's `lost` outcomes read by the session listener) reports it with
 //! [`Registry::mark_lost`] or [`Registry::mark_lost_held`].
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use redis::Cmd;
@@ -103,21 +105,25 @@ impl Witness {
 /// lease (if taken with one) has run out.
 #[derive(Debug)]
 pub(crate) struct HoldState {
-    lost: watch::Sender<bool>,
+    lost: AtomicBool,
+    /// Told when the hold is found gone; made for the first subscriber (most holds never have
+    /// one: a `watch` channel per hold was an allocation and eight wake-up lists per acquire).
+    changes: OnceLock<watch::Sender<bool>>,
     lease_end: Mutex<Option<Instant>>,
 }
 
 impl HoldState {
     fn new() -> Arc<HoldState> {
         Arc::new(HoldState {
-            lost: watch::Sender::new(false),
+            lost: AtomicBool::new(false),
+            changes: OnceLock::new(),
             lease_end: Mutex::new(None),
         })
     }
 
     /// When the lease runs out, for a hold taken with a lease (and never in watchdog mode).
     pub(crate) fn lease_end(&self) -> Option<Instant> {
-        *self.lease_end.lock().unwrap()
+        *self.lease_end.lock()
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -126,16 +132,26 @@ impl HoldState {
 
     /// Whether a witness (the watchdog) found the hold gone.
     fn found_gone(&self) -> bool {
-        *self.lost.borrow()
+        self.lost.load(Ordering::SeqCst)
     }
 
     fn mark_lost(&self) {
-        self.lost.send_replace(true);
+        self.lost.store(true, Ordering::SeqCst);
+        if let Some(tx) = self.changes.get() {
+            tx.send_replace(true);
+        }
     }
 
     /// Changes of the lost flag (the lease end is read with [`HoldState::lease_end`]).
     pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
-        self.lost.subscribe()
+        let tx = self
+            .changes
+            .get_or_init(|| watch::Sender::new(self.found_gone()));
+        // Marked lost while the channel was being made: the channel says so too.
+        if self.found_gone() && !*tx.borrow() {
+            tx.send_replace(true);
+        }
+        tx.subscribe()
     }
 }
 
@@ -238,9 +254,9 @@ impl Registry {
         match lease {
             None => {
                 e.watchdog = true;
-                *e.state.lease_end.lock().unwrap() = None;
+                *e.state.lease_end.lock() = None;
             }
-            Some(l) if !e.watchdog => *e.state.lease_end.lock().unwrap() = at.checked_add(l),
+            Some(l) if !e.watchdog => *e.state.lease_end.lock() = at.checked_add(l),
             Some(_) => {}
         }
         e.state.clone()

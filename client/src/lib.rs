@@ -389,11 +389,14 @@ mod transport;
 mod wait;
 mod watchdog;
 
+/// The former name of [`CallStyle`] (deprecated: a read-write lock's mode is read or write).
+#[allow(deprecated)]
+pub use api::Mode;
 pub use api::{
     Async, AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock,
     AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, Blocking,
-    CountDownLatch, FencedLock, Guard, Lock, LockGuard, Mode, MultiLock, PermitExpirableSemaphore,
-    ReadWriteLock, RedLock, Semaphore, Ttl,
+    CallStyle, CountDownLatch, FencedLock, Guard, Lock, LockGuard, MultiLock,
+    PermitExpirableSemaphore, ReadWriteLock, RedLock, Semaphore, Ttl,
 };
 pub use cancel::CancelToken;
 pub use client::Client;

@@ -15,8 +15,8 @@
 //!
 //! | what | raw commands | client | client / raw (3 runs) |
 //! |---|---|---|---|
-//! | sync, uncontended acquire+release pairs/s (section 6) | 9 982 | 9 568 | 0.96× (0.94–0.96×) |
-//! | async (tokio), uncontended pairs/s (section 6) | 7 442 | 7 380 | 0.99× (0.98–0.99×) |
+//! | sync, uncontended `try_lock_with(0, lease)` + `unlock()` pairs/s (section 6; the default path: below) | 9 982 | 9 568 | 0.96× (0.94–0.96×) |
+//! | async (tokio), the same, awaited from the main thread (section 6 of that version) | 7 442 | 7 380 | 0.99× (0.98–0.99×) |
 //! | sync, 8 threads on one lock, hand-offs/s (section 2) | 22 388 | 22 271 | 0.99× (0.98–1.06×) |
 //! | sync, 32 threads on one lock, hand-offs/s (section 2) | 21 351 | 21 599 | 1.01× (0.96–1.01×) |
 //! | read-write lock, 8 threads, 90 % reads, ops/s (section 8) | 36 805 | 32 584 | 0.89× (0.89–0.92×) |
@@ -72,3 +72,35 @@
 //! round trip the client adds the owner's name (cached per thread), the session's name in the
 //! acquire, a registry entry per hold (for the watchdog, the lost-hold signal and "did my
 //! acquire happen anyway?" after a broken connection) and the pool checkout.
+//!
+//! **The default path: `lock()` + `unlock()`.** Section 6 now measures the call most users
+//! write, `lock()` + `unlock()` with the watchdog, sync and async, on distinct keys and on one
+//! key, beside the raw pair on the same keys and beside `try_lock_with(0, lease)`, every path
+//! once per slice with the order reversed every other slice; the async paths run in a tokio
+//! task, as application code does (it used to be awaited from the runtime's `block_on` thread,
+//! where the raw connection's driver is a thread away too, which hid the cost below). Where the
+//! time went, measured:
+//!
+//! - **Async: the hop between runtimes, almost all of it.** The client's multiplexed connection
+//!   is driven on the client's own runtime, so each command wakes that runtime's thread and
+//!   each reply wakes the caller's: client CPU 65–89 µs per pair against 18–25 µs for the raw
+//!   pair (whose driver runs on the task's own runtime), 0.35–0.50× in six runs. That is the
+//!   default by promise: a client without a runtime runs nothing on its caller's
+//!   (`tests/tests/client_runtime.rs`). Given the caller's runtime
+//!   ([`ClientBuilder::runtime`](crate::ClientBuilder::runtime)) the same calls measured
+//!   0.75–0.88×: the nearest design, and section 6 reports it beside the default. Tried and
+//!   not kept: an async request polled on another multi-thread runtime went over a multiplexed
+//!   connection driven there, 0.76–0.93× by default, but that ran the client's connection
+//!   drivers on the caller's runtime without being asked, which the promise above rules out.
+//! - **Sync: no extra round trip; about 1.5 µs of client CPU per pair for the wait's
+//!   bookkeeping.** In three runs `lock()` + `unlock()` measured 0.79–0.83× and
+//!   `try_lock_with(0, lease)` 0.85–0.88×, client CPU 21.6–25.7 against 20.4–24.0 µs per pair
+//!   (the raw pair 16.8–20.0 µs). What only `lock()` does: it may wait, so its request is
+//!   registered with the session's listener before it is sent (a reply channel, the slot, the
+//!   send kept apart so that a caller going away can't lose a grant) and the acquire carries
+//!   `QUEUE <request> 0 BLOCK 50`; a grant at once skips the rest. Both paths pay the session's
+//!   name in the acquire (the server watches the hold: `RLOCK.ACQUIRE ... SESSION s` 4.6–7.9 µs
+//!   per call in `INFO commandstats` against 3.0–4.2 µs without, on this busy machine, 10.4k
+//!   instructions against 7.2k), which the lost-hold signal needs, and the registry entry,
+//!   which the watchdog needs. A hold's lost-flag channel is now made only for a guard that
+//!   asks (`Guard::lost`), not for every acquire (not measured on its own).

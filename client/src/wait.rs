@@ -31,9 +31,10 @@
 //! Only this file and `session/` know how a wait is carried, so objects implement [`Attempt`]
 //! and nothing else.
 
+use parking_lot::Mutex;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::{Cmd, RedisError, RedisResult, Value};
@@ -328,7 +329,7 @@ struct Queued<'a, A: Attempt> {
 impl<A: Attempt> Queued<'_, A> {
     /// The acquire's reply.
     async fn sent(&mut self) -> RedisResult<Value> {
-        let sending = self.sending.get_mut().unwrap_or_else(|e| e.into_inner());
+        let sending = self.sending.get_mut();
         let reply = sending.as_mut().expect("sent once").as_mut().await;
         *sending = None;
         reply
@@ -469,7 +470,7 @@ impl<A: Attempt> Drop for Queued<'_, A> {
         }
         let ctx = self.ctx;
         ctx.bg.block_on(async {
-            let sending = self.sending.get_mut().unwrap_or_else(|e| e.into_inner());
+            let sending = self.sending.get_mut();
             if let Some(sending) = sending.take() {
                 // The caller went away while the acquire was in flight: its reply decides.
                 match sending.await {

@@ -26,7 +26,7 @@ pub(crate) async fn run(ctx: Weak<Context>, interval: Duration, lease_ms: u64) {
 /// Renew every watchdog hold to `lease_ms` (or its own renewal lease), each with its kind's
 /// renew command, and in the same round trip give back the holds whose owner thread ended.
 pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
-    let round = ctx.holds.lock().unwrap().round();
+    let round = ctx.holds.lock().round();
     for o in round.orphans.iter().filter(|o| !o.release) {
         tracing::warn!(
             kind = o.seen.id.kind.name,
@@ -86,7 +86,7 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
                 }
             },
         };
-        if gone && ctx.holds.lock().unwrap().mark_lost(r) {
+        if gone && ctx.holds.lock().mark_lost(r) {
             tracing::warn!(
                 kind = r.id.kind.name,
                 key = %r.id.key,
@@ -108,7 +108,7 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
             tracing::warn!(key = %id.key, holder = %id.holder, "rlock: can't release an orphaned hold; will retry");
             continue;
         }
-        ctx.holds.lock().unwrap().on_orphan_released(o);
+        ctx.holds.lock().on_orphan_released(o);
         tracing::warn!(
             kind = id.kind.name,
             key = %id.key,

@@ -8,7 +8,7 @@
 macro_rules! lock_api {
     ($Sync:ident, $Async:ident) => {
         twins! {
-            $Sync, $Async, io = io, mode = M;
+            $Sync, $Async, io = io, style = M;
 
             /// Wait until acquired, then hold until unlocked: the watchdog keeps it alive (a
             /// multi-lock: every lock; a RedLock: a majority).

@@ -1,5 +1,5 @@
 //! [`Guard`]: one hold of an object, given back when the guard ends. One type for every object
-//! and both modes ([`LockGuard`], [`AsyncLockGuard`]).
+//! and both call styles ([`LockGuard`], [`AsyncLockGuard`]).
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use futures_util::future::{select_all, BoxFuture, FutureExt};
 
-use super::mode::{io, Async, Blocking, Mode};
+use super::style::{io, Async, Blocking, CallStyle};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::HoldState;
@@ -115,7 +115,7 @@ impl Watch {
 ///   majority, or when its validity ([`valid_until`](Guard::valid_until)) has passed.
 /// - plain semaphore permits are never lost (they have no lease).
 #[must_use = "dropping the guard releases the hold at once"]
-pub struct Guard<M: Mode> {
+pub struct Guard<M: CallStyle> {
     held: Arc<dyn Held>,
     watch: Watch,
     armed: bool,
@@ -158,7 +158,7 @@ pub type LockGuard = Guard<Blocking>;
 /// ```
 pub type AsyncLockGuard = Guard<Async>;
 
-impl<M: Mode> fmt::Debug for Guard<M> {
+impl<M: CallStyle> fmt::Debug for Guard<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Guard")
             .field("name", &self.held.name())
@@ -168,7 +168,7 @@ impl<M: Mode> fmt::Debug for Guard<M> {
     }
 }
 
-impl<M: Mode> Guard<M> {
+impl<M: CallStyle> Guard<M> {
     pub(crate) fn new(held: Arc<dyn Held>, watch: Watch) -> Guard<M> {
         Guard {
             held,
@@ -271,7 +271,7 @@ impl Guard<Async> {
     }
 }
 
-impl<M: Mode> Drop for Guard<M> {
+impl<M: CallStyle> Drop for Guard<M> {
     fn drop(&mut self) {
         let (held, armed) = self.disarm();
         if !armed {

@@ -72,7 +72,7 @@ pub struct AsyncCountDownLatch {
 named!("latch": CountDownLatch AsyncCountDownLatch);
 
 twins! {
-    CountDownLatch, AsyncCountDownLatch, io = io, mode = M;
+    CountDownLatch, AsyncCountDownLatch, io = io, style = M;
 
     /// Set the count if the latch is open (absent, or counted down to zero): whether it was
     /// set. `count` must be at least 1.

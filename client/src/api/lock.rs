@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 
 use super::forever;
 use super::guard::{Guard, Held, Watch};
-use super::mode::Mode;
+use super::style::CallStyle;
 use super::ttl::Ttl;
 use crate::context::Context;
 use crate::error::Result;
@@ -65,7 +65,7 @@ impl LockCore {
     }
 
     /// Acquire, as a guard.
-    async fn guard<M: Mode>(
+    async fn guard<M: CallStyle>(
         &self,
         io: Io,
         lease: Option<Duration>,
@@ -276,7 +276,7 @@ macro_rules! common {
             /// released as orphans when the thread or task that took them ends (see "Orphaned
             /// holds" in the crate docs).
             pub fn with_owner(mut self, owner: Owner) -> $T {
-                self.core.ctx.holds.lock().unwrap().adopt(owner.as_str());
+                self.core.ctx.holds.lock().adopt(owner.as_str());
                 self.core.policy = OwnerPolicy::Fixed(owner);
                 self
             }
@@ -300,7 +300,7 @@ macro_rules! common {
 common!(Lock AsyncLock);
 
 twins! {
-    Lock, AsyncLock, io = io, mode = M;
+    Lock, AsyncLock, io = io, style = M;
 
     /// Release one hold of the calling owner. At the last one the lock frees and the next
     /// waiter gets it; the watchdog stops renewing it at once.
@@ -376,7 +376,7 @@ macro_rules! fenced {
 fenced!(FencedLock => Lock, AsyncFencedLock => AsyncLock);
 
 twins! {
-    FencedLock, AsyncFencedLock, io = io, mode = M;
+    FencedLock, AsyncFencedLock, io = io, style = M;
 
     /// Wait for the lock (watchdog mode) and return its fencing token.
     fn lock_and_get_token(&self) -> Result<u64> {

@@ -8,10 +8,10 @@ mod acquire;
 mod guard;
 mod latch;
 mod lock;
-mod mode;
 mod multi;
 mod rwlock;
 mod semaphore;
+mod style;
 mod ttl;
 
 pub use guard::{AsyncLockGuard, Guard, LockGuard};
@@ -19,13 +19,14 @@ pub(crate) use latch::LatchCore;
 pub use latch::{AsyncCountDownLatch, CountDownLatch};
 pub(crate) use lock::LockCore;
 pub use lock::{AsyncFencedLock, AsyncLock, FencedLock, Lock};
-pub use mode::{Async, Blocking, Mode};
 pub use multi::{AsyncMultiLock, AsyncRedLock, MultiLock, RedLock};
 pub use rwlock::{AsyncReadWriteLock, ReadWriteLock};
 pub(crate) use semaphore::SemCore;
 pub use semaphore::{
     AsyncPermitExpirableSemaphore, AsyncSemaphore, PermitExpirableSemaphore, Semaphore,
 };
+#[allow(deprecated)]
+pub use style::{Async, Blocking, CallStyle, Mode};
 pub use ttl::Ttl;
 
 /// The grant of a wait without limit (only an error ends such a wait).

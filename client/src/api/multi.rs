@@ -11,7 +11,7 @@ use futures_util::future::{join_all, BoxFuture};
 use super::forever;
 use super::guard::{Guard, Held, Watch};
 use super::lock::{AsyncLock, Lock, LockCore};
-use super::mode::Mode;
+use super::style::CallStyle;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::ops::lock as lock_op;
@@ -80,7 +80,7 @@ impl MultiCore {
         Ok(op::acquire(&parts, self.rule, lease, wait).await?.is_some())
     }
 
-    async fn guard<M: Mode>(
+    async fn guard<M: CallStyle>(
         &self,
         io: Io,
         lease: Option<Duration>,
@@ -141,7 +141,7 @@ impl MultiCore {
 
     fn with_owner(mut self, owner: &Owner) -> MultiCore {
         for l in self.locks.iter() {
-            l.ctx.holds.lock().unwrap().adopt(owner.as_str());
+            l.ctx.holds.lock().adopt(owner.as_str());
         }
         let locks: Vec<LockCore> = self
             .locks
@@ -391,7 +391,7 @@ multi!(
 );
 
 twins! {
-    MultiLock, AsyncMultiLock, io = io, mode = M;
+    MultiLock, AsyncMultiLock, io = io, style = M;
 
     /// Release one hold of every lock, all at once. A multi-lock returns the first error
     /// (e.g. [`Error::NotOwner`](crate::Error::NotOwner)) after trying every lock; a RedLock

@@ -90,7 +90,7 @@ macro_rules! rw {
             /// Both sides acting as `owner` in every call, whatever thread or task makes it
             /// (see [`Lock::with_owner`]).
             pub fn with_owner(mut self, owner: Owner) -> $T {
-                self.core.ctx.holds.lock().unwrap().adopt(owner.as_str());
+                self.core.ctx.holds.lock().adopt(owner.as_str());
                 self.core.policy = OwnerPolicy::Fixed(owner);
                 self
             }

@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 
 use super::forever;
 use super::guard::{Guard, Held, Watch};
-use super::mode::Mode;
+use super::style::CallStyle;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::ops::semaphore as op;
@@ -44,7 +44,12 @@ impl SemCore {
     }
 
     /// Take `permits` plain permits, as a guard.
-    async fn guard<M: Mode>(&self, io: Io, permits: u64, wait: Wait) -> Result<Option<Guard<M>>> {
+    async fn guard<M: CallStyle>(
+        &self,
+        io: Io,
+        permits: u64,
+        wait: Wait,
+    ) -> Result<Option<Guard<M>>> {
         if !op::acquire(self.obj(io), permits, wait).await? {
             return Ok(None);
         }
@@ -56,7 +61,7 @@ impl SemCore {
     }
 
     /// Lease `permits` permits, a guard for each.
-    async fn lease_guards<M: Mode>(
+    async fn lease_guards<M: CallStyle>(
         &self,
         io: Io,
         permits: u64,
@@ -286,7 +291,7 @@ watched!(PermitExpirableSemaphore AsyncPermitExpirableSemaphore);
 macro_rules! counts {
     ($Sync:ident, $Async:ident) => {
         twins! {
-            $Sync, $Async, io = io, mode = M;
+            $Sync, $Async, io = io, style = M;
 
             /// Set the number of permits if the semaphore does not exist yet: whether it was
             /// set. Waiters get the new permits at once.
@@ -313,7 +318,7 @@ counts!(Semaphore, AsyncSemaphore);
 counts!(PermitExpirableSemaphore, AsyncPermitExpirableSemaphore);
 
 twins! {
-    Semaphore, AsyncSemaphore, io = io, mode = M;
+    Semaphore, AsyncSemaphore, io = io, style = M;
 
     /// Wait for one permit and take it.
     fn acquire(&self) -> Result<()> {
@@ -388,7 +393,7 @@ twins! {
 }
 
 twins! {
-    PermitExpirableSemaphore, AsyncPermitExpirableSemaphore, io = io, mode = M;
+    PermitExpirableSemaphore, AsyncPermitExpirableSemaphore, io = io, style = M;
 
     /// Wait for a permit and lease it for `lease`: its id.
     fn acquire(&self, lease: Duration) -> Result<PermitId> {

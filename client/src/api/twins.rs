@@ -2,12 +2,12 @@
 
 /// Defines the methods of a blocking handle `$Sync` and an async handle `$Async` from one
 /// list. Each body is an async block over `self.core`; `$io` names the caller's
-/// [`Io`](crate::transport::Io) in it, and `$M` the caller's [`Mode`](crate::api::Mode) type
+/// [`Io`](crate::transport::Io) in it, and `$M` the caller's [`CallStyle`](crate::api::CallStyle) type
 /// (for the guards it returns). The blocking methods run the body on the calling thread; the
 /// async ones are awaited on the caller's executor. Neither spawns.
 macro_rules! twins {
     (
-        $Sync:ident, $Async:ident, io = $io:ident, mode = $M:ident;
+        $Sync:ident, $Async:ident, io = $io:ident, style = $M:ident;
         $(
             $(#[$attr:meta])*
             fn $name:ident(&$self:ident $(, $arg:ident: $ty:ty)*) -> $ret:ty $body:block
@@ -20,7 +20,7 @@ macro_rules! twins {
                 $(
                     $(#[$attr])*
                     pub fn $name(&$self $(, $arg: $ty)*) -> $ret {
-                        let $io = $crate::api::mode::io::<$M>();
+                        let $io = $crate::api::style::io::<$M>();
                         $self.core.ctx.bg.block_on(async move $body)
                     }
                 )*
@@ -34,7 +34,7 @@ macro_rules! twins {
                 $(
                     $(#[$attr])*
                     pub async fn $name(&$self $(, $arg: $ty)*) -> $ret {
-                        let $io = $crate::api::mode::io::<$M>();
+                        let $io = $crate::api::style::io::<$M>();
                         $self.core.ctx.bg.enter(async move $body).await
                     }
                 )*

@@ -209,7 +209,7 @@ pub(crate) async fn acquire(
     let ctx = t.ctx;
     let lease_ms = lease_millis(lease.unwrap_or(ctx.config.watchdog_timeout))?;
     let id = t.hold(owner);
-    let before = ctx.holds.lock().unwrap().holds(&id);
+    let before = ctx.holds.lock().holds(&id);
     let refuse = t.flavor.refuses_reentry();
     if refuse && before > 0 {
         return Err(not_reentrant(t, owner));
@@ -239,7 +239,7 @@ pub(crate) async fn acquire(
         value.max(1) as u64
     };
     let state = {
-        let mut registry = ctx.holds.lock().unwrap();
+        let mut registry = ctx.holds.lock();
         let state = registry.on_acquired(&id, holds, lease, granted_at);
         registry.witnessed(&id, t.policy.witness(t.anchor));
         state
@@ -297,7 +297,7 @@ impl Drop for Unclaimed<'_> {
 pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
     let ctx = t.ctx;
     let id = t.hold(owner);
-    let before = ctx.holds.lock().unwrap().holds(&id);
+    let before = ctx.holds.lock().holds(&id);
     let cmd = match t.flavor {
         Flavor::Exclusive { .. } => release_cmd(t.name, owner.as_str()),
         Flavor::Rw(side) => rwlock::release_cmd(t.name, owner.as_str(), side),
@@ -318,7 +318,7 @@ pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
             },
         )
         .await;
-    let mut holds = ctx.holds.lock().unwrap();
+    let mut holds = ctx.holds.lock();
     match &r {
         Ok(n) => holds.on_released(&id, *n),
         Err(Error::NotOwner { .. }) => holds.forget(&id),
@@ -337,7 +337,7 @@ pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Resu
         .renew_cmd(t.name, owner.as_str(), lease_millis(lease)?);
     let at = Instant::now();
     let n: i64 = t.read(&cmd).await?;
-    let mut holds = ctx.holds.lock().unwrap();
+    let mut holds = ctx.holds.lock();
     let held = holds.holds(&id);
     // Held as this client knows it (a hold whose lease ended by this client's clock is not).
     let renewed = n >= 1 && held > 0;
@@ -360,7 +360,7 @@ pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
     };
     let n: i64 = t.read(&cmd).await?;
     if n == 1 {
-        let mut holds = t.ctx.holds.lock().unwrap();
+        let mut holds = t.ctx.holds.lock();
         match t.flavor {
             Flavor::Exclusive { .. } => holds.forget_key(&LOCK, t.name),
             // The whole read-write lock went, both sides.
@@ -418,7 +418,7 @@ pub(crate) async fn token(t: Target<'_>) -> Result<Option<u64>> {
 
 /// Whether the registry says `owner`'s hold is lost (see `HoldState::is_lost`).
 pub(crate) fn is_lost(t: Target<'_>, owner: &Owner) -> bool {
-    t.ctx.holds.lock().unwrap().is_lost(&t.hold(owner))
+    t.ctx.holds.lock().is_lost(&t.hold(owner))
 }
 
 /// Replica sync after an acquire (Redisson's `checkLockSyncedSlaves`). On a connection of its

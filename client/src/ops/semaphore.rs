@@ -211,7 +211,7 @@ pub(crate) async fn lease(
         _ => Instant::now(),
     };
     let ids = ids_of(&reply).map_err(|e| s.error(e))?;
-    let mut holds = s.ctx.holds.lock().unwrap();
+    let mut holds = s.ctx.holds.lock();
     Ok(Some(
         ids.into_iter()
             .map(|id| {
@@ -246,7 +246,7 @@ pub(crate) async fn release_ids(s: Obj<'_>, ids: &[PermitId]) -> Result<i64> {
         return available(s).await;
     }
     let n = s.write(&release_ids_cmd(s.name, ids)).await?;
-    let mut holds = s.ctx.holds.lock().unwrap();
+    let mut holds = s.ctx.holds.lock();
     for id in ids {
         holds.forget(&hold(s, id));
     }
@@ -260,7 +260,7 @@ pub(crate) async fn update_lease(s: Obj<'_>, id: &PermitId, lease: Duration) -> 
     let n: i64 = s
         .read(&update_lease_cmd(s.name, id, lease_millis(lease)?))
         .await?;
-    let mut holds = s.ctx.holds.lock().unwrap();
+    let mut holds = s.ctx.holds.lock();
     let h = hold(s, id);
     if n == 1 && holds.holds(&h) > 0 {
         holds.on_acquired(&h, 1, Some(lease), at);

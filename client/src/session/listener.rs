@@ -10,9 +10,10 @@
 //! (8 and 32 sync threads on one lock, client / raw `BLOCK` clients, same run): the async
 //! listener 0.68x and 0.65x; this thread: see `performance.rs`.
 
+use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{RedisError, RedisResult, Value};
@@ -105,14 +106,14 @@ struct Kick {
 
 impl Kick {
     fn notify(&self) {
-        *self.kicked.lock().unwrap() = true;
+        *self.kicked.lock() = true;
         self.cv.notify_one();
     }
 
     /// Pause for `d`, or until notified.
     fn pause(&self, d: Duration) {
-        let kicked = self.kicked.lock().unwrap();
-        let (mut kicked, _) = self.cv.wait_timeout_while(kicked, d, |k| !*k).unwrap();
+        let mut kicked = self.kicked.lock();
+        self.cv.wait_while_for(&mut kicked, |k| !*k, d);
         *kicked = false;
     }
 }
@@ -175,7 +176,7 @@ impl Listener {
     }
 
     fn open_name(&self) -> Option<Arc<str>> {
-        self.open.lock().unwrap().clone()
+        self.open.lock().clone()
     }
 
     /// The session's name once it is open. A listener that could not connect is asked to try
@@ -221,7 +222,7 @@ impl Listener {
         object: Option<&'static str>,
     ) -> RedisResult<Ticket> {
         let (tx, rx) = oneshot::channel();
-        let open = self.open.lock().unwrap();
+        let open = self.open.lock();
         let Some(name) = open.clone() else {
             return Err(server_error("NOSESSION the session is being opened again"));
         };
@@ -231,7 +232,7 @@ impl Listener {
             key: Arc::from(key),
             object,
         };
-        self.slots.lock().unwrap().insert(request, slot);
+        self.slots.lock().insert(request, slot);
         drop(open);
         Ok(Ticket {
             listener: self.clone(),
@@ -244,7 +245,7 @@ impl Listener {
 
     /// The wait `request` is over; an outcome that still comes for it is a stray.
     pub(crate) fn forget(&self, request: u64) {
-        self.slots.lock().unwrap().remove(&request);
+        self.slots.lock().remove(&request);
     }
 
     fn set_phase(&self, p: Phase) {
@@ -255,7 +256,7 @@ impl Listener {
     fn open(&self, conn: &mut redis::Connection, run_id: &Option<String>) -> RedisResult<()> {
         loop {
             let (name, opened, grace_ms) = {
-                let i = self.inner.lock().unwrap();
+                let i = self.inner.lock();
                 (i.name.clone(), i.opened, i.grace_ms)
             };
             let reply = self.query(conn, &wire::open(&name, grace_ms));
@@ -270,7 +271,7 @@ impl Listener {
                             "rlock: the server bounds the session grace period \
                              (rlock.session-max-grace-ms); using its bound"
                         );
-                        self.inner.lock().unwrap().grace_ms = max.max(1);
+                        self.inner.lock().grace_ms = max.max(1);
                         continue;
                     }
                     _ => return Err(e),
@@ -280,7 +281,7 @@ impl Listener {
                 // The session we had is gone, and OPEN just made an empty one under its name:
                 // close that one, so a request sent under the old name can't be queued there.
                 let _ = self.query(conn, &wire::close(&name));
-                let same = run_id.is_some() && self.inner.lock().unwrap().run_id == *run_id;
+                let same = run_id.is_some() && self.inner.lock().run_id == *run_id;
                 self.lose(if same {
                     Loss::Expired
                 } else {
@@ -288,10 +289,10 @@ impl Listener {
                 });
                 continue;
             }
-            let mut i = self.inner.lock().unwrap();
+            let mut i = self.inner.lock();
             i.opened = true;
             i.run_id = run_id.clone();
-            *self.open.lock().unwrap() = Some(i.name.clone());
+            *self.open.lock() = Some(i.name.clone());
             return Ok(());
         }
     }
@@ -305,12 +306,12 @@ impl Listener {
     /// The session was lost: fail every wait it had, and start a new incarnation.
     fn lose(&self, loss: Loss) {
         let slots = {
-            let mut open = self.open.lock().unwrap();
+            let mut open = self.open.lock();
             *open = None;
-            std::mem::take(&mut *self.slots.lock().unwrap())
+            std::mem::take(&mut *self.slots.lock())
         };
         let old = {
-            let mut i = self.inner.lock().unwrap();
+            let mut i = self.inner.lock();
             let old = i.name.clone();
             i.incarnation += 1;
             i.name = session_name(&self.base, i.incarnation);
@@ -351,8 +352,8 @@ impl Listener {
         let mut strays = 0;
         let mut handed = Vec::with_capacity(outcomes.len());
         {
-            let mut i = self.inner.lock().unwrap();
-            let mut slots = self.slots.lock().unwrap();
+            let mut i = self.inner.lock();
+            let mut slots = self.slots.lock();
             for o in outcomes {
                 // A read after a reconnect may return what was dispatched already.
                 if o.seq <= i.cursor {
@@ -422,7 +423,7 @@ impl Listener {
         if held.is_empty() {
             return;
         }
-        let marked = self.holds.lock().unwrap().mark_lost_held(held);
+        let marked = self.holds.lock().mark_lost_held(held);
         for id in marked {
             tracing::warn!(
                 kind = id.kind.name,
@@ -468,7 +469,7 @@ impl Listener {
         let mut timeout = None;
         loop {
             let (name, cursor, grace_ms) = {
-                let i = self.inner.lock().unwrap();
+                let i = self.inner.lock();
                 (i.name.clone(), i.cursor, i.grace_ms)
             };
             if self.closed.load(Ordering::Relaxed) {
@@ -641,7 +642,7 @@ fn run(l: &Listener) {
     let mut delay = Duration::ZERO;
     while !l.closed.load(Ordering::Relaxed) {
         let (e, was_open) = l.serve();
-        *l.open.lock().unwrap() = None;
+        *l.open.lock() = None;
         if l.is_retired() {
             if !l.abandoned.load(Ordering::SeqCst) {
                 l.lose(Loss::Interrupted);
@@ -649,7 +650,7 @@ fn run(l: &Listener) {
             l.set_phase(Phase::Down(e));
             return;
         }
-        let opened = l.inner.lock().unwrap().opened;
+        let opened = l.inner.lock().opened;
         if opened && matches!(e.code(), Some("READONLY" | "UNBLOCKED")) {
             // The server turned into a replica: the demotion ended every wait queued there, and
             // outcomes it holds can't be read from a replica. Whether a wait was granted before

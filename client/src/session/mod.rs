@@ -27,8 +27,9 @@
 mod listener;
 pub(crate) mod wire;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{RedisError, RedisResult, Value};
@@ -84,13 +85,13 @@ impl Sessions {
 
     /// The listener of the node at `addr`, started on first use.
     pub(crate) fn at(&self, transport: &Transport, addr: &Arc<str>) -> RedisResult<Arc<Listener>> {
-        if let Some(l) = self.listeners.lock().unwrap().get(addr) {
+        if let Some(l) = self.listeners.lock().get(addr) {
             if !l.is_retired() {
                 return Ok(l.clone());
             }
         }
         let node = transport.node(addr)?;
-        let mut all = self.listeners.lock().unwrap();
+        let mut all = self.listeners.lock();
         all.retain(|_, l| !l.is_retired());
         let l = all.entry(addr.clone()).or_insert_with(|| {
             let l = Arc::new(Listener::new(
@@ -111,7 +112,7 @@ impl Sessions {
     /// interrupted, and queue again on the primary).
     pub(crate) fn follow_primary(&self, primary: &Arc<str>) {
         let former: Vec<Arc<Listener>> = {
-            let mut all = self.listeners.lock().unwrap();
+            let mut all = self.listeners.lock();
             let former = all
                 .iter()
                 .filter(|(addr, _)| *addr != primary)
@@ -130,13 +131,7 @@ impl Drop for Sessions {
     /// The client is gone (nothing of it waits or holds): each listener ends its session and
     /// its thread, from a thread of its own (a drop does not wait for the network).
     fn drop(&mut self) {
-        let listeners: Vec<_> = self
-            .listeners
-            .lock()
-            .unwrap()
-            .drain()
-            .map(|(_, l)| l)
-            .collect();
+        let listeners: Vec<_> = self.listeners.lock().drain().map(|(_, l)| l).collect();
         listeners.iter().for_each(|l| l.close());
         if listeners.is_empty() {
             return;

@@ -11,9 +11,10 @@
 //! once with the right address). A command that blocks its connection (`WAIT`) gets a
 //! connection of its own on the node.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
@@ -199,20 +200,17 @@ impl Cluster {
 
     /// `key` was found served by `addr`.
     pub(crate) fn learn(&self, key: &str, addr: &str) {
-        self.masters
-            .lock()
-            .unwrap()
-            .insert(master(key), Arc::from(addr));
+        self.masters.lock().insert(master(key), Arc::from(addr));
     }
 
     /// The node last seen serving `key` could not be reached: look again next time.
     pub(crate) fn forget(&self, key: &str) {
-        self.masters.lock().unwrap().remove(&master(key));
+        self.masters.lock().remove(&master(key));
     }
 
     /// Where `key` was last seen, else the next seed.
     pub(crate) fn node_for(&self, key: &str) -> Arc<str> {
-        if let Some(a) = self.masters.lock().unwrap().get(&master(key)) {
+        if let Some(a) = self.masters.lock().get(&master(key)) {
             return a.clone();
         }
         let i = self.next_seed.fetch_add(1, Ordering::Relaxed) % self.seeds.len();
@@ -222,11 +220,11 @@ impl Cluster {
     /// The node serving `key`: from the slot map, read again (`CLUSTER SLOTS`) when the slot is
     /// not in it; else the next seed (which redirects if it is the wrong node).
     pub(crate) async fn node_of(&self, key: &str) -> Arc<str> {
-        if let Some(a) = self.masters.lock().unwrap().get(&master(key)) {
+        if let Some(a) = self.masters.lock().get(&master(key)) {
             return a.clone();
         }
         let due = {
-            let mut last = self.refreshed.lock().unwrap();
+            let mut last = self.refreshed.lock();
             let due = last.is_none_or(|t| t.elapsed() >= REFRESH_EVERY);
             if due {
                 *last = Some(Instant::now());
@@ -249,7 +247,7 @@ impl Cluster {
         let random = RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random);
         let slots = conn.route_command(cmd, random).await?;
         let ranges = slot_ranges(slots);
-        let mut masters = self.masters.lock().unwrap();
+        let mut masters = self.masters.lock();
         for (start, end, addr) in ranges {
             for slot in start..=end {
                 masters.insert(Route::new(slot, SlotAddr::Master), addr.clone());
@@ -273,7 +271,7 @@ impl Cluster {
     }
 
     fn pool(&self, addr: &Arc<str>) -> RedisResult<Arc<Pool<AsyncConn>>> {
-        if let Some(p) = self.pools.lock().unwrap().get(addr) {
+        if let Some(p) = self.pools.lock().get(addr) {
             return Ok(p.clone());
         }
         let SingleNodeRoutingInfo::ByAddress { host, port } = by_address(addr)? else {
@@ -301,7 +299,7 @@ impl Cluster {
             self.response_timeout,
         ));
         let pool = Pool::new(node, MAX_IDLE_DEDICATED);
-        let mut pools = self.pools.lock().unwrap();
+        let mut pools = self.pools.lock();
         Ok(pools.entry(addr.clone()).or_insert(pool).clone())
     }
 }

@@ -7,9 +7,10 @@
 //! shared (`ConnectionManager` multiplexes, which a blocking command would stall), hence this
 //! small one: idle connections kept for reuse.
 
+use parking_lot::Mutex;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -183,7 +184,7 @@ impl<C: Dedicated> Pool<C> {
 
     /// A connection nobody else uses until the lease is dropped.
     pub(crate) async fn get(self: &Arc<Self>) -> RedisResult<Leased<C>> {
-        let idle = self.idle.lock().unwrap().pop();
+        let idle = self.idle.lock().pop();
         let conn = match idle {
             Some(c) => c,
             None => C::connect(&self.node).await?,
@@ -195,7 +196,7 @@ impl<C: Dedicated> Pool<C> {
     }
 
     fn put(&self, c: C) {
-        let mut idle = self.idle.lock().unwrap();
+        let mut idle = self.idle.lock();
         if idle.len() < self.max_idle {
             idle.push(c);
         }

@@ -15,10 +15,11 @@
 //!   ends its sessions on the former primary (their waits queue again on the new one) and
 //!   renews its holds there at once (those that did not survive are reported lost).
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -239,7 +240,7 @@ impl SentinelTransport {
     }
 
     fn current(&self) -> Option<Arc<Single>> {
-        self.primary.lock().unwrap().clone()
+        self.primary.lock().clone()
     }
 
     /// The address to name in errors: the primary's, or the master name before it is known.
@@ -287,12 +288,12 @@ impl SentinelTransport {
     /// Make the node `client` reaches the primary (if it is not already) and tell followers.
     fn adopt(&self, client: redis::Client) -> Arc<Single> {
         let addr: Arc<str> = Arc::from(client.get_connection_info().addr().to_string());
-        let mut primary = self.primary.lock().unwrap();
+        let mut primary = self.primary.lock();
         if let Some(p) = primary.as_ref().filter(|p| p.node.addr == addr) {
             return p.clone();
         }
         let single = {
-            let mut seen = self.seen.lock().unwrap();
+            let mut seen = self.seen.lock();
             match seen.get(&addr) {
                 Some(s) => s.clone(),
                 None => {
@@ -329,7 +330,7 @@ impl SentinelTransport {
             return;
         }
         {
-            let mut looked = self.looked.lock().unwrap();
+            let mut looked = self.looked.lock();
             if looked.is_some_and(|t| t.elapsed() < LOOK_EVERY) {
                 return;
             }
@@ -437,7 +438,7 @@ impl SentinelTransport {
 
     /// The node at `addr`, for the session listener's own connection.
     pub(crate) fn node(&self, addr: &Arc<str>) -> RedisResult<Arc<Node>> {
-        match self.seen.lock().unwrap().get(addr) {
+        match self.seen.lock().get(addr) {
             Some(s) => Ok(s.node.clone()),
             None => Err(unreachable(format!(
                 "no primary of '{}' known at {addr}",
