@@ -1,6 +1,6 @@
 //! The one waiting mechanism every object uses: FIFO queues per (db, key) whose waiters carry an
 //! object's request ([`Pending`]), the serving loop that grants them, and the module's timers
-//! (deadlines, re-checks). The skin (`wait.rs`) parks and wakes clients around these; objects
+//! (deadlines, re-checks). The skin (`wait/`) parks and wakes clients around these; objects
 //! only say, through [`Pending`], whether a waiter can be granted now and what granting writes.
 
 pub mod deadlock;

@@ -2,7 +2,7 @@
 //! (`... SESSION s QUEUE <request> <timeout_ms>`), and one listener connection reads their
 //! outcomes (`RSESSION.READ`), acknowledging what it has processed by its cursor, as XREAD /
 //! XACK do. This file holds what is pure: a session's outcome list and its rules, and the
-//! commands' arguments. The skin (`sessions.rs`) parks the listener, runs the timers and
+//! commands' arguments. The skin (`sessions/`) parks the listener, runs the timers and
 //! undoes what an expired session leaves.
 
 use crate::core::args::{self, Opt};
