@@ -379,6 +379,7 @@ mod context;
 mod error;
 mod failover;
 mod holds;
+mod metrics;
 mod ops;
 mod owner;
 pub mod performance;
@@ -402,6 +403,7 @@ pub use cancel::CancelToken;
 pub use client::Client;
 pub use config::{ClientBuilder, Config};
 pub use error::{Error, Result};
+pub use metrics::NameLabel;
 pub use owner::Owner;
 pub use permit::PermitId;
 /// The `redis` crate this client is built on (its errors appear in [`Error`]).
