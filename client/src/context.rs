@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::holds::Registry;
+use crate::metrics::Metrics;
 use crate::runtime::Background;
 use crate::session::{Sessions, Settings};
 use crate::transport::Transport;
@@ -16,6 +17,8 @@ pub(crate) struct Context {
     /// The client's UUID, the first part of every owner it writes.
     pub(crate) id: String,
     pub(crate) transport: Transport,
+    /// What the client reports through the `metrics` facade (off unless configured).
+    pub(crate) metrics: Metrics,
     /// Shared with the session listeners, which mark holds the server reports lost.
     pub(crate) holds: Arc<Mutex<Registry>>,
     /// Every wait goes through them.
@@ -33,16 +36,22 @@ impl Context {
             Transport::new(&config)?
         };
         let id = uuid::Uuid::new_v4().to_string();
-        let holds = Arc::new(Mutex::new(Registry::default()));
+        let metrics = Metrics::new(config.metrics.clone());
+        if metrics.is_on() {
+            crate::metrics::describe();
+        }
+        let holds = Arc::new(Mutex::new(Registry::with_metrics(metrics.clone())));
         let settings = Settings {
             grace: config.session_grace,
             retry_delay: config.retry_delay,
             response_timeout: config.response_timeout,
+            metrics: metrics.clone(),
         };
         Ok(Context {
             sessions: Sessions::new(&id, settings, holds.clone()),
             id,
             transport,
+            metrics,
             holds,
             bg,
             config,

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use redis::Cmd;
 use tokio::sync::watch;
 
+use crate::metrics::{HoldEnd, Metrics};
+
 /// A kind of object that can be held: its name and how to renew a hold of it.
 pub(crate) struct Kind {
     pub(crate) name: &'static str,
@@ -159,6 +161,8 @@ impl HoldState {
 struct Entry {
     /// Holds this client believes the holder has (the server's count after our last command).
     holds: u64,
+    /// The hold's series in the client's metrics (`None` when they are off).
+    tally: Option<Tally>,
     /// Taken at least once without a lease: renew it.
     watchdog: bool,
     /// The lease each renewal sets, when not the watchdog timeout (watched permits).
@@ -168,14 +172,62 @@ struct Entry {
     state: Arc<HoldState>,
 }
 
+/// One hold as the client's metrics count it: started when its entry is made, ended exactly
+/// once: when it is found lost, else when the entry goes (released, its lease ran out, or the
+/// watchdog gave back an orphan).
+#[derive(Debug)]
+struct Tally {
+    metrics: Metrics,
+    kind: &'static str,
+    key: Arc<str>,
+    since: Instant,
+    state: Arc<HoldState>,
+    ended: bool,
+}
+
+impl Tally {
+    fn end(&mut self, how: HoldEnd) {
+        if !std::mem::replace(&mut self.ended, true) {
+            self.metrics
+                .hold_ended(self.kind, &self.key, how, self.since.elapsed());
+        }
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        let how = if self.state.found_gone() {
+            HoldEnd::Lost
+        } else if self.state.is_lost() {
+            HoldEnd::Expired
+        } else {
+            HoldEnd::Released
+        };
+        self.end(how);
+    }
+}
+
 impl Entry {
-    fn fresh() -> Entry {
+    fn fresh(metrics: &Metrics, id: &HoldId) -> Entry {
+        let state = HoldState::new();
+        let tally = metrics.is_on().then(|| {
+            metrics.hold_started(id.kind.name, &id.key);
+            Tally {
+                metrics: metrics.clone(),
+                kind: id.kind.name,
+                key: id.key.clone(),
+                since: Instant::now(),
+                state: state.clone(),
+                ended: false,
+            }
+        });
         Entry {
+            tally,
             holds: 0,
             watchdog: false,
             renew_ms: None,
             witness: None,
-            state: HoldState::new(),
+            state,
         }
     }
 
@@ -194,6 +246,7 @@ impl Entry {
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     map: HashMap<HoldId, Entry>,
+    metrics: Metrics,
 }
 
 /// A hold as a witness saw it (the watchdog renewing it, later the server's pushed
@@ -222,6 +275,14 @@ pub(crate) struct Round {
 }
 
 impl Registry {
+    /// A registry that counts its holds in `metrics`.
+    pub(crate) fn with_metrics(metrics: Metrics) -> Registry {
+        Registry {
+            map: HashMap::new(),
+            metrics,
+        }
+    }
+
     /// Holds this client knows `id`'s holder has (0 when unknown, lost or expired).
     pub(crate) fn holds(&self, id: &HoldId) -> u64 {
         match self.map.get(id) {
@@ -246,9 +307,13 @@ impl Registry {
         lease: Option<Duration>,
         at: Instant,
     ) -> Arc<HoldState> {
-        let e = self.map.entry(id.clone()).or_insert_with(Entry::fresh);
+        let metrics = &self.metrics;
+        let e = self
+            .map
+            .entry(id.clone())
+            .or_insert_with(|| Entry::fresh(metrics, id));
         if e.over() {
-            *e = Entry::fresh();
+            *e = Entry::fresh(metrics, id);
         }
         e.holds = holds.max(1);
         match lease {
@@ -373,6 +438,9 @@ impl Registry {
             Some(e) if Arc::ptr_eq(&e.state, &r.state) && !e.over() => {
                 e.watchdog = false;
                 e.state.mark_lost();
+                if let Some(t) = &mut e.tally {
+                    t.end(HoldEnd::Lost);
+                }
                 true
             }
             _ => false,

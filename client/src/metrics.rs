@@ -12,7 +12,7 @@
 //! | `rlock_wait_seconds` | histogram | kind, name, outcome: from the call to its outcome |
 //! | `rlock_waiting` | gauge | kind, name: acquires under way |
 //! | `rlock_held` | gauge | kind, name: holds this client has now |
-//! | `rlock_hold_seconds` | histogram | kind, name, ended (`released`, `lost`) |
+//! | `rlock_hold_seconds` | histogram | kind, name, ended (`released`, `lost`, `expired`: a lease of its own ran out) |
 //! | `rlock_lost_holds_total` | counter | kind, name: holds that ended by anything but a release |
 //! | `rlock_watchdog_renewals_total` | counter | outcome (`renewed`, `lost`, `failed`) |
 //! | `rlock_session_reconnects_total` | counter | (none): listeners that had to connect again |
@@ -96,7 +96,7 @@ pub(crate) enum Outcome {
 }
 
 impl Outcome {
-    fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Outcome::Acquired => "acquired",
             Outcome::Busy => "busy",
@@ -110,8 +110,13 @@ impl Outcome {
 /// How a hold ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum HoldEnd {
+    /// Released by its owner (or, for an orphan, by the watchdog).
     Released,
+    /// Ended by anything else: its lease ran out under the watchdog, FORCERELEASE, DEL, a
+    /// failover (found by the watchdog or told by the server).
     Lost,
+    /// A hold taken with a lease of its own whose lease ran out before a release.
+    Expired,
 }
 
 /// The client's reporting: `None` inside when off.
@@ -120,10 +125,11 @@ pub(crate) struct Metrics(Option<NameLabel>);
 
 impl Metrics {
     pub(crate) fn new(names: Option<NameLabel>) -> Self {
-        if names.is_some() {
-            describe();
-        }
         Metrics(names)
+    }
+
+    pub(crate) fn is_on(&self) -> bool {
+        self.0.is_some()
     }
 
     fn labels(&self, kind: &'static str, name: &str) -> Option<[(&'static str, String); 2]> {
@@ -137,7 +143,13 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn wait_ended(&self, kind: &'static str, name: &str, outcome: Outcome, waited: Duration) {
+    pub(crate) fn wait_ended(
+        &self,
+        kind: &'static str,
+        name: &str,
+        outcome: Outcome,
+        waited: Duration,
+    ) {
         let Some([k, n]) = self.labels(kind, name) else {
             return;
         };
@@ -164,6 +176,7 @@ impl Metrics {
         let ended = match end {
             HoldEnd::Released => "released",
             HoldEnd::Lost => "lost",
+            HoldEnd::Expired => "expired",
         };
         histogram!("rlock_hold_seconds", &[k, n, ("ended", ended.to_string())])
             .record(held.as_secs_f64());
@@ -188,8 +201,9 @@ impl Metrics {
     }
 }
 
-/// Units and help texts, for recorders that print them (Prometheus' `# HELP`).
-fn describe() {
+/// Units and help texts, for recorders that print them (Prometheus' `# HELP`): told to the
+/// recorder installed when the client is built.
+pub(crate) fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!("rlock_acquires_total", "Acquires by how they ended.");
     describe_histogram!(
@@ -269,7 +283,12 @@ mod tests {
         let m = Metrics::new(Some(NameLabel::prefix_before(':')));
         let seen = snapshot(|| {
             m.wait_started("lock", "orders:1");
-            m.wait_ended("lock", "orders:1", Outcome::Acquired, Duration::from_millis(250));
+            m.wait_ended(
+                "lock",
+                "orders:1",
+                Outcome::Acquired,
+                Duration::from_millis(250),
+            );
             m.hold_started("lock", "orders:1");
             m.hold_ended("lock", "orders:1", HoldEnd::Lost, Duration::from_secs(2));
             m.renewals("renewed", 3);
@@ -282,7 +301,10 @@ mod tests {
         };
         let kn = [("kind", "lock"), ("name", "orders:*")];
         let acquired = [kn[0], kn[1], ("outcome", "acquired")];
-        assert_eq!(*find("rlock_acquires_total", &acquired), DebugValue::Counter(1));
+        assert_eq!(
+            *find("rlock_acquires_total", &acquired),
+            DebugValue::Counter(1)
+        );
         let DebugValue::Histogram(w) = find("rlock_wait_seconds", &acquired) else {
             panic!()
         };

@@ -42,6 +42,7 @@ use redis::{Cmd, RedisError, RedisResult, Value};
 use crate::cancel::{self, CancelToken};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::metrics::Outcome;
 use crate::session::{wire, Delivered, Ticket};
 #[cfg(doc)]
 use crate::transport::Transport;
@@ -71,6 +72,8 @@ const OUTCOME_LATE: Duration = Duration::from_millis(25);
 pub(crate) trait Attempt: Sync {
     /// The key that routes it.
     fn key(&self) -> &str;
+    /// The object's kind, as metrics label it (`lock`, `read lock`, `semaphore`, ...).
+    fn kind(&self) -> &'static str;
     /// The command. The wait path passes `None` and appends the session options itself;
     /// `Some(ms)` would make it wait with `BLOCK ms` (0: no limit), as redis-cli users do.
     fn command(&self, block: Option<u64>) -> Cmd;
@@ -112,7 +115,34 @@ impl Until {
 }
 
 /// Acquire per `wait`: the server's reply (its "not granted" reply, nil, when the wait ended).
+/// Reported to the client's metrics, and traced as an `rlock.acquire` span with its outcome.
 pub(crate) async fn acquire<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait) -> Result<Value> {
+    let span = tracing::info_span!(
+        "rlock.acquire",
+        kind = a.kind(),
+        name = a.key(),
+        outcome = tracing::field::Empty,
+        wait_ms = tracing::field::Empty,
+    );
+    let m = &ctx.metrics;
+    m.wait_started(a.kind(), a.key());
+    let start = Instant::now();
+    let r = tracing::Instrument::instrument(acquire_untraced(ctx, io, a, wait), span.clone()).await;
+    let outcome = match &r {
+        Ok(v) if a.granted(v) => Outcome::Acquired,
+        Ok(_) if matches!(wait, Wait::No | Wait::For(Duration::ZERO)) => Outcome::Busy,
+        Ok(_) => Outcome::Timeout,
+        Err(Error::Cancelled { .. }) => Outcome::Cancelled,
+        Err(_) => Outcome::Error,
+    };
+    let waited = start.elapsed();
+    m.wait_ended(a.kind(), a.key(), outcome, waited);
+    span.record("outcome", outcome.label());
+    span.record("wait_ms", waited.as_secs_f64() * 1000.0);
+    r
+}
+
+async fn acquire_untraced<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait) -> Result<Value> {
     let until = match wait {
         Wait::No => Until::Now,
         Wait::For(d) if d.is_zero() => Until::Now,

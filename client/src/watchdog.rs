@@ -65,9 +65,11 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
         Err(e) => {
             // Keep every entry: the next period tries again (a hiccup must not drop renewals).
             tracing::warn!(error = %e, holds = cmds.len(), "rlock: can't renew leases; will retry");
+            ctx.metrics.renewals("failed", round.renew.len() as u64);
             return;
         }
     };
+    let (mut renewed, mut lost, mut failed) = (0, 0, 0);
     for (r, reply) in round.renew.iter().zip(replies.by_ref()) {
         let gone = match reply {
             // Held: 1 for a lock, the number of holds renewed for a read-write lock.
@@ -82,11 +84,17 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
                 // Unreachable, cut, or busy with a migration or failover: no answer yet.
                 _ => {
                     tracing::warn!(key = %r.id.key, error = %e, "rlock: can't renew lease; will retry");
-                    false
+                    failed += 1;
+                    continue;
                 }
             },
         };
-        if gone && ctx.holds.lock().mark_lost(r) {
+        if !gone {
+            renewed += 1;
+            continue;
+        }
+        lost += 1;
+        if ctx.holds.lock().mark_lost(r) {
             tracing::warn!(
                 kind = r.id.kind.name,
                 key = %r.id.key,
@@ -96,6 +104,9 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
             );
         }
     }
+    ctx.metrics.renewals("renewed", renewed);
+    ctx.metrics.renewals("lost", lost);
+    ctx.metrics.renewals("failed", failed);
     for o in released {
         let outcomes: Vec<_> = replies.by_ref().take(o.holds as usize).collect();
         let id = &o.seen.id;

@@ -15,7 +15,10 @@ use rlock_tests::{free_port, wait_until, Server};
 /// (`target/<profile>/examples/`); a test run on its own builds it first.
 fn example() -> PathBuf {
     let deps = std::env::current_exe().expect("the test binary");
-    let profile = deps.parent().and_then(|d| d.parent()).expect("target/<profile>");
+    let profile = deps
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>");
     let bin = profile.join("examples").join("metrics");
     if !bin.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -92,8 +95,16 @@ fn the_metrics_example_serves_the_documented_series() {
     assert!(!page.contains("jobs:1\""), "{page}");
     // Nothing held or waiting once it idles; every hold was released, none lost.
     let kn = r#"{kind="lock",name="jobs:*"}"#;
-    assert_eq!(value(&page, &format!("rlock_held{kn}")), Some(0.0), "{page}");
-    assert_eq!(value(&page, &format!("rlock_waiting{kn}")), Some(0.0), "{page}");
+    assert_eq!(
+        value(&page, &format!("rlock_held{kn}")),
+        Some(0.0),
+        "{page}"
+    );
+    assert_eq!(
+        value(&page, &format!("rlock_waiting{kn}")),
+        Some(0.0),
+        "{page}"
+    );
     assert_eq!(
         value(
             &page,

@@ -17,6 +17,10 @@ impl Attempt for Await<'_> {
         self.l.name
     }
 
+    fn kind(&self) -> &'static str {
+        "latch"
+    }
+
     fn command(&self, block: Option<u64>) -> Cmd {
         let mut cmd = redis::cmd("RLATCH.AWAIT");
         cmd.arg(&**self.l.name);

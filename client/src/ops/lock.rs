@@ -172,6 +172,10 @@ impl Attempt for Acquire<'_> {
         self.t.name
     }
 
+    fn kind(&self) -> &'static str {
+        self.t.flavor.kind().name
+    }
+
     fn command(&self, block: Option<u64>) -> Cmd {
         let t = self.t;
         acquire_cmd(t.name, self.owner.as_str(), self.lease_ms, block, t.flavor)

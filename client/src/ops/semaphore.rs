@@ -103,6 +103,10 @@ impl Attempt for Acquire<'_> {
         self.s.name
     }
 
+    fn kind(&self) -> &'static str {
+        "semaphore"
+    }
+
     fn command(&self, block: Option<u64>) -> Cmd {
         acquire_cmd(self.s.name, self.permits, self.lease_ms, block)
     }

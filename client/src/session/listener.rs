@@ -658,6 +658,7 @@ fn run(l: &Listener) {
             l.lose(Loss::Interrupted);
         }
         if was_open {
+            l.settings.metrics.session_reconnect();
             tracing::debug!(server = %l.node.addr, error = %e, "rlock: session listener reconnecting");
             l.set_phase(Phase::Starting);
             delay = Duration::ZERO;

@@ -35,6 +35,7 @@ use std::time::Duration;
 use redis::{RedisError, RedisResult, Value};
 
 use crate::holds::Registry;
+use crate::metrics::Metrics;
 use crate::transport::Transport;
 
 pub(crate) use listener::Listener;
@@ -62,6 +63,8 @@ pub(crate) struct Settings {
     pub(crate) grace: Duration,
     pub(crate) retry_delay: Duration,
     pub(crate) response_timeout: Duration,
+    /// Counts listener reconnects (`rlock_session_reconnects_total`).
+    pub(crate) metrics: Metrics,
 }
 
 /// The sessions of one client: a listener per node that has had a wait or an acquire.

@@ -23,6 +23,7 @@ pub(crate) use waiter::Waiter;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::runtime::Background;
 
 /// How the caller waits for replies: on its own thread (sync API) or by awaiting (async API).
@@ -72,6 +73,7 @@ impl Transport {
                 connect_timeout: cfg.connect_timeout,
                 delay: cfg.retry_delay,
                 attempts: cfg.retry_attempts,
+                metrics: Metrics::new(cfg.metrics.clone()),
             },
             response_timeout: cfg.response_timeout,
         })

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use redis::{RedisError, RetryMethod};
 
 use crate::error::Result;
+use crate::metrics::Metrics;
 use crate::runtime::Background;
 
 /// Whether a command may run twice.
@@ -92,6 +93,8 @@ pub(crate) struct RetryPolicy {
     pub(crate) delay: Duration,
     /// Resends after a connection broke under a command.
     pub(crate) attempts: u32,
+    /// Counts each resend (`rlock_retries_total`).
+    pub(crate) metrics: Metrics,
 }
 
 impl RetryPolicy {
@@ -128,16 +131,20 @@ impl RetryPolicy {
                     if left.is_zero() {
                         return Err(e);
                     }
+                    self.metrics.retry("connection");
                     bg.sleep(self.delay.min(left)).await;
                 }
                 Failure::Cut if delivery == Delivery::Idempotent && cuts < self.attempts => {
+                    self.metrics.retry("connection");
                     cuts += 1;
                 }
                 Failure::Redirected(r) if redirects < self.redirect_budget() => {
+                    self.metrics.retry("redirect");
                     redirects += 1;
                     to = Some(r);
                 }
                 Failure::NotRun if redirects < self.redirect_budget() => {
+                    self.metrics.retry("requeue");
                     redirects += 1;
                     bg.sleep(self.delay).await;
                 }
