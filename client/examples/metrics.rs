@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .metrics(rlock::NameLabel::prefix_before(':'))
         .build()?;
     for i in 0..rounds {
-        let lock = client.lock(&format!("jobs:{}", i % 9 + 1));
+        let lock = client.lock(format!("jobs:{}", i % 9 + 1));
         let guard = lock.guard()?;
         std::thread::sleep(Duration::from_millis(1));
         guard.unlock()?;

@@ -238,7 +238,10 @@ mod tests {
     use super::*;
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 
-    fn snapshot(f: impl FnOnce()) -> Vec<(String, Vec<(String, String)>, DebugValue)> {
+    /// A series as recorded: its name, its labels, its value.
+    type Series = (String, Vec<(String, String)>, DebugValue);
+
+    fn snapshot(f: impl FnOnce()) -> Vec<Series> {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         metrics::with_local_recorder(&recorder, f);
