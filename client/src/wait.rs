@@ -125,6 +125,11 @@ pub(crate) async fn acquire<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait
         wait_ms = tracing::field::Empty,
     );
     let m = &ctx.metrics;
+    // With neither metrics nor a subscriber that wants the span (the common hot path), the
+    // acquire runs as it is: no clock reads, no outcome to work out.
+    if !m.is_on() && span.is_disabled() {
+        return acquire_untraced(ctx, io, a, wait).await;
+    }
     m.wait_started(a.kind(), a.key());
     let start = Instant::now();
     let r = tracing::Instrument::instrument(acquire_untraced(ctx, io, a, wait), span.clone()).await;
