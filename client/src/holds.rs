@@ -245,7 +245,7 @@ impl Entry {
 /// Holds of this client.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    map: HashMap<HoldId, Entry>,
+    map: HashMap<HoldId, Entry, foldhash::fast::RandomState>,
     metrics: Metrics,
 }
 
@@ -278,7 +278,7 @@ impl Registry {
     /// A registry that counts its holds in `metrics`.
     pub(crate) fn with_metrics(metrics: Metrics) -> Registry {
         Registry {
-            map: HashMap::new(),
+            map: HashMap::default(),
             metrics,
         }
     }

@@ -18,7 +18,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use tokio::runtime::{Handle, Runtime};
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 
 /// Where the background work runs: the client's own runtime (shut down when the last handle
 /// goes away), or the caller's (`rt` is then `None`).
@@ -55,7 +55,15 @@ impl Background {
     /// `pollster` parks the thread until the future is woken; unlike tokio's `block_on` it also
     /// works on a thread that is inside another runtime (the caller chose to block it).
     pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
-        let run = || pollster::block_on(self.enter(fut));
+        // Never on a connection driven by the caller's runtime: the blocked thread may be the
+        // worker that driver needs (a dropped wait's withdrawal, blocking inside a task).
+        let run = || {
+            pollster::block_on(InRuntime {
+                bg: self,
+                fut,
+                beside_caller: false,
+            })
+        };
         if self.on_a_worker() {
             // A blocked worker strands the task it was to run next (tokio's LIFO slot is never
             // stolen), and the task this call wakes first goes right there: the driver of the
@@ -77,7 +85,11 @@ impl Background {
 
     /// `fut`, polled inside this runtime's context.
     pub(crate) fn enter<F: Future>(&self, fut: F) -> InRuntime<'_, F> {
-        InRuntime { bg: self, fut }
+        InRuntime {
+            bg: self,
+            fut,
+            beside_caller: true,
+        }
     }
 
     /// A pause timed by this runtime's clock (works whoever polls it).
@@ -116,6 +128,8 @@ pin_project_lite::pin_project! {
         bg: &'a Background,
         #[pin]
         fut: F,
+        // Whether its async commands may go on a connection driven by the runtime polling it.
+        beside_caller: bool,
     }
 }
 
@@ -124,7 +138,46 @@ impl<F: Future> Future for InRuntime<'_, F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let _in = this.bg.handle.enter();
-        this.fut.poll(cx)
+        // The runtime polling this request, seen before the client's context hides it: an
+        // async request polled by a multi-thread runtime sends on a connection driven there
+        // ([`caller`]). Only where the client runs on a runtime of its own (given the caller's,
+        // its connections are driven there already).
+        let caller = match &this.bg.rt {
+            Some(_) if *this.beside_caller => Handle::try_current()
+                .ok()
+                .filter(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
+                .filter(|h| h.id() != this.bg.handle.id()),
+            _ => None,
+        };
+        let outer = CALLER.replace(caller);
+        let r = {
+            let _in = this.bg.handle.enter();
+            this.fut.poll(cx)
+        };
+        CALLER.set(outer);
+        r
     }
+}
+
+thread_local! {
+    /// The multi-thread runtime polling the request being polled on this thread, if any.
+    static CALLER: std::cell::Cell<Option<Handle>> = const { std::cell::Cell::new(None) };
+}
+
+/// The multi-thread tokio runtime whose worker is polling the current request (other than the
+/// client's own), if any: where an async request's connection driver can run beside it.
+///
+/// Why: a request sent through the client's own runtime crosses threads twice per command (the
+/// caller's task wakes the connection's driver there, whose reply wakes the caller's task):
+/// `lock()` + `unlock()` from a tokio task measured 0.36–0.38× the raw commands on a
+/// multiplexed connection of the task's runtime, 0.83× given that runtime (`rlock-bench --only
+/// client`). A driver on the caller's runtime runs only while requests from that runtime use
+/// it; background work (watchdog, a dropped guard's release, reconnects of the shared
+/// connections) stays on the client's runtime.
+pub(crate) fn caller() -> Option<Handle> {
+    CALLER.with(|c| {
+        let h = c.take();
+        c.set(h.clone());
+        h
+    })
 }

@@ -79,16 +79,18 @@ fn the_background_work_runs_on_the_given_runtime() {
         let g = apart.async_lock("bg:b").guard().await.unwrap();
         g.unlock().await.unwrap();
     });
-    // The first client's connection driver and watchdog are tasks of `rt`; the second
-    // client's are on a runtime of its own.
+    // The first client's connection driver and watchdog are tasks of `rt`. The second
+    // client's background work is on a runtime of its own; on `own` runs only the driver of
+    // the connection its requests from `own` were sent on (one thread crossing fewer per
+    // command: `runtime::caller`).
     assert!(
         rt.metrics().num_alive_tasks() > 0,
         "the client's tasks run on the runtime it was given"
     );
     assert_eq!(
         own.metrics().num_alive_tasks(),
-        0,
-        "a client without a runtime runs nothing on its caller's"
+        1,
+        "a client without a runtime runs only its callers' connection on their runtime"
     );
     assert!(!exists(&mut c, "bg:a") && !exists(&mut c, "bg:b"));
     // Dropped, the client leaves nothing running on a runtime that outlives it (the watchdog
@@ -97,6 +99,72 @@ fn the_background_work_runs_on_the_given_runtime() {
     wait_until(Duration::from_secs(5), "the client's tasks end", || {
         rt.metrics().num_alive_tasks() == 0
     });
+    drop(apart);
+    wait_until(Duration::from_secs(5), "the callers' connection ends", || {
+        own.metrics().num_alive_tasks() == 0
+    });
+}
+
+/// A client of its own runtime, called from runtimes that come and go: a multi-thread runtime
+/// that ended (its connection went with it), another one, a current-thread runtime (whose
+/// requests take the client's own connection: its driver could run only while that runtime's
+/// owner drives it), and no runtime at all. Each takes and releases its lock, and the first
+/// runtime's connection is not reused by the next.
+#[test]
+fn async_calls_from_runtimes_that_come_and_go() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let client = client(&s);
+    let take = |name: &'static str| {
+        let lock = client.async_lock(name);
+        async move {
+            let g = lock.guard().await.unwrap();
+            assert!(!g.is_lost());
+            g.unlock().await.unwrap();
+        }
+    };
+    let first = runtime(2);
+    first.block_on(take("rt:first"));
+    assert_eq!(first.metrics().num_alive_tasks(), 1, "its connection's driver");
+    drop(first);
+    let second = runtime(2);
+    second.block_on(take("rt:second"));
+    assert_eq!(second.metrics().num_alive_tasks(), 1, "a connection of its own");
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    current.block_on(take("rt:current"));
+    assert_eq!(
+        current.metrics().num_alive_tasks(),
+        0,
+        "nothing runs on a current-thread runtime"
+    );
+    futures_lite_block_on(take("rt:none"));
+    for name in ["rt:first", "rt:second", "rt:current", "rt:none"] {
+        assert!(!exists(&mut c, name), "{name} released");
+    }
+}
+
+/// Drive `fut` on this thread without any runtime.
+fn futures_lite_block_on<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let waker = std::task::Waker::from(std::sync::Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl std::task::Wake for ThreadWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.unpark();
+    }
 }
 
 #[test]

@@ -26,9 +26,7 @@ pub(crate) static LOCK: Kind = Kind {
 
 /// `RLOCK.RELEASE name owner`: the holds left.
 fn release_cmd(name: &str, owner: &str) -> Cmd {
-    let mut cmd = redis::cmd("RLOCK.RELEASE");
-    cmd.arg(name).arg(owner);
-    cmd
+    super::keyed_cmd("RLOCK.RELEASE", name, owner)
 }
 
 fn renew_cmd(name: &str, owner: &str, lease_ms: u64) -> Cmd {
@@ -142,8 +140,8 @@ fn acquire_cmd(name: &str, owner: &str, lease_ms: u64, block: Option<u64>, f: Fl
         Flavor::Exclusive { fence, .. } => fence,
         Flavor::Rw(side) => return rwlock::acquire_cmd(name, owner, side, lease_ms, block),
     };
-    let mut cmd = redis::cmd("RLOCK.ACQUIRE");
-    cmd.arg(name).arg(owner).arg(lease_ms);
+    let mut cmd = super::keyed_cmd("RLOCK.ACQUIRE", name, owner);
+    cmd.arg(lease_ms);
     if let Some(ms) = block {
         cmd.arg("BLOCK").arg(ms);
     }

@@ -61,8 +61,8 @@ pub(crate) fn acquire_cmd(
     lease_ms: u64,
     block: Option<u64>,
 ) -> Cmd {
-    let mut cmd = redis::cmd("RRWLOCK.ACQUIRE");
-    cmd.arg(name).arg(owner).arg(side.word()).arg(lease_ms);
+    let mut cmd = super::keyed_cmd("RRWLOCK.ACQUIRE", name, owner);
+    cmd.arg(side.word()).arg(lease_ms);
     if let Some(ms) = block {
         cmd.arg("BLOCK").arg(ms);
     }
@@ -71,8 +71,8 @@ pub(crate) fn acquire_cmd(
 
 /// `RRWLOCK.RELEASE name owner READ|WRITE`: the holds of that side that remain.
 pub(crate) fn release_cmd(name: &str, owner: &str, side: Side) -> Cmd {
-    let mut cmd = redis::cmd("RRWLOCK.RELEASE");
-    cmd.arg(name).arg(owner).arg(side.word());
+    let mut cmd = super::keyed_cmd("RRWLOCK.RELEASE", name, owner);
+    cmd.arg(side.word());
     cmd
 }
 

@@ -93,7 +93,7 @@ pub(crate) struct Listener {
     /// order `open`, `slots`; `inner` is never held with `open`).
     open: Mutex<Option<Arc<str>>>,
     /// The waits in flight, by request id.
-    slots: Mutex<HashMap<u64, Slot>>,
+    slots: Mutex<HashMap<u64, Slot, foldhash::fast::RandomState>>,
     next_request: AtomicU64,
 }
 
@@ -165,7 +165,7 @@ impl Listener {
                 cursor: 0,
             }),
             open: Mutex::new(None),
-            slots: Mutex::new(HashMap::new()),
+            slots: Mutex::new(HashMap::default()),
             next_request: AtomicU64::new(1),
         }
     }

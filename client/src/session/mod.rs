@@ -73,7 +73,7 @@ pub(crate) struct Sessions {
     id: String,
     settings: Settings,
     holds: Arc<Mutex<Registry>>,
-    listeners: Mutex<HashMap<Arc<str>, Arc<Listener>>>,
+    listeners: Mutex<HashMap<Arc<str>, Arc<Listener>, foldhash::fast::RandomState>>,
 }
 
 impl Sessions {
@@ -82,7 +82,7 @@ impl Sessions {
             id: id.to_string(),
             settings,
             holds,
-            listeners: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(HashMap::default()),
         }
     }
 

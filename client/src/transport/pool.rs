@@ -144,21 +144,32 @@ async fn yield_once() {
 
 /// An async connection for one user at a time (no response timeout: its command may wait on
 /// the server, the user times it).
+/// A multiplexed connection to `node`, its driver spawned on the runtime this runs in.
+pub(crate) async fn multiplexed(
+    node: &Node,
+    response_timeout: Option<Duration>,
+) -> RedisResult<MultiplexedConnection> {
+    let cfg = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(node.connect_timeout))
+        .set_response_timeout(response_timeout);
+    let mut conn = node
+        .client
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await?;
+    let () = hello().query_async(&mut conn).await?;
+    Ok(conn)
+}
+
 pub(crate) struct AsyncConn {
     pub(crate) conn: MultiplexedConnection,
 }
 
 impl Dedicated for AsyncConn {
     async fn connect(node: &Node) -> RedisResult<Self> {
-        let cfg = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(node.connect_timeout))
-            .set_response_timeout(None);
-        let mut conn = node
-            .client
-            .get_multiplexed_async_connection_with_config(&cfg)
-            .await?;
-        let () = hello().query_async(&mut conn).await?;
-        Ok(AsyncConn { conn })
+        // Its commands block it (`WAIT`): no response timeout of the connection's own.
+        Ok(AsyncConn {
+            conn: multiplexed(node, None).await?,
+        })
     }
 
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {

@@ -19,15 +19,23 @@ use std::sync::Arc;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, RedisResult, Value};
 
-use super::pool::{AsyncConn, BlockingConn, Node, Pool};
+use parking_lot::Mutex;
+use redis::aio::MultiplexedConnection;
+use tokio::runtime::Handle;
+
+use super::pool::{self, AsyncConn, BlockingConn, Node, Pool};
 use super::waiter::Waiter;
 use super::Io;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::runtime;
 
 pub(crate) struct Single {
     pub(crate) node: Arc<Node>,
     shared: ConnectionManager,
+    /// Async requests polled by a multi-thread runtime other than the client's: a multiplexed
+    /// connection per such runtime, driven there (see `runtime::caller`).
+    local: Mutex<Vec<(tokio::runtime::Id, MultiplexedConnection)>>,
     watchdog: ConnectionManager,
     blocking: Arc<Pool<BlockingConn>>,
     dedicated: Arc<Pool<AsyncConn>>,
@@ -36,6 +44,10 @@ pub(crate) struct Single {
 /// Idle blocking connections kept for sync calls: one per thread that calls at the same time
 /// (a call holds one for its round trip only; waits hold none).
 const MAX_IDLE_BLOCKING: usize = 64;
+
+/// Runtimes other than the client's whose requests have a connection of their own: a service
+/// has one or two; more are dropped oldest first.
+const MAX_CALLER_RUNTIMES: usize = 4;
 
 /// Idle dedicated async connections kept (replica sync's `WAIT`).
 const MAX_IDLE_DEDICATED: usize = 4;
@@ -54,6 +66,7 @@ impl Single {
         };
         Ok(Single {
             shared: manager()?,
+            local: Mutex::new(Vec::new()),
             watchdog: manager()?,
             blocking: Pool::new(node.clone(), MAX_IDLE_BLOCKING),
             dedicated: Pool::new(node.clone(), MAX_IDLE_DEDICATED),
@@ -65,8 +78,54 @@ impl Single {
     pub(crate) async fn send(&self, io: Io, cmd: &Cmd) -> RedisResult<Value> {
         match io {
             Io::Blocking => self.blocking.get().await?.query(cmd).await,
-            Io::Async => cmd.query_async(&mut self.shared.clone()).await,
+            Io::Async => match runtime::caller() {
+                Some(rt) => self.send_local(rt, cmd).await,
+                None => cmd.query_async(&mut self.shared.clone()).await,
+            },
         }
+    }
+
+    /// `cmd` on the connection driven by `rt`, the runtime polling the request (opened on first
+    /// use; a broken one is dropped, and the next request opens another).
+    async fn send_local(&self, rt: Handle, cmd: &Cmd) -> RedisResult<Value> {
+        let id = rt.id();
+        let found = self
+            .local
+            .lock()
+            .iter()
+            .find(|(r, _)| *r == id)
+            .map(|(_, c)| c.clone());
+        let mut conn = match found {
+            Some(c) => c,
+            None => {
+                let node = self.node.clone();
+                // Opened by a task of `rt`, so that its driver is spawned there.
+                let opened = rt
+                    .spawn(
+                        async move { pool::multiplexed(&node, Some(node.response_timeout)).await },
+                    )
+                    .await
+                    .map_err(|e| std::io::Error::other(format!("connecting: {e}")))??;
+                let mut local = self.local.lock();
+                if let Some((_, c)) = local.iter().find(|(r, _)| *r == id) {
+                    // Another request of that runtime opened one meanwhile: share it.
+                    c.clone()
+                } else {
+                    if local.len() >= MAX_CALLER_RUNTIMES {
+                        // The oldest goes (a runtime that ended, most likely): its requests, if any
+                        // still come, open it again.
+                        local.remove(0);
+                    }
+                    local.push((id, opened.clone()));
+                    opened
+                }
+            }
+        };
+        let r = cmd.query_async(&mut conn).await;
+        if r.as_ref().is_err_and(pool::broken) {
+            self.local.lock().retain(|(r, _)| *r != id);
+        }
+        r
     }
 
     /// Every command in one pipelined round trip on the watchdog's connection: one reply each.
