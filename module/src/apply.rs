@@ -35,7 +35,12 @@ impl RedisKeys {
     pub fn apply(&mut self, decision: &Decision, change: Change) -> Result<Option<i64>, CmdError> {
         let token = self.write(decision)?;
         if let Some(kind) = self.object {
-            after::mark(self.name, kind, change);
+            // Known here without reading the key again after the command.
+            let deleted = decision
+                .writes
+                .iter()
+                .any(|w| matches!(w, Write::Del { key: Target::Main }));
+            after::mark(self.name, kind, change, deleted);
         }
         Ok(token)
     }

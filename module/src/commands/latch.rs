@@ -63,7 +63,7 @@ pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             watch: None,
             own_lease: None,
         };
-        after::mark(args.get(1), Latch, passed);
+        after::mark(args.get(1), Latch, passed, false);
         return Ok(Answer::Reply(Reply::Int(1)));
     }
     // A replica never serves queues (its data changes by replication only): a wait there

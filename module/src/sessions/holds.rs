@@ -50,22 +50,17 @@ pub(super) fn add(ctx: Ctx, session: u32, id: KeyId, req: Req, until: Option<Opt
     }
 }
 
-/// Watch what an acquire naming session `session` just took.
-pub fn track(ctx: Ctx, session: u32, keys: &RedisKeys, req: Req) {
+/// Watch what an acquire naming session `session` just took on `key` (whose keys `open`
+/// opens, if what the grant tells is not enough).
+pub fn track(ctx: Ctx, session: u32, key: &[u8], req: Req, open: impl FnOnce() -> RedisKeys) {
     let Some(held) = req.holds() else {
         return; // objects without owners hold nothing a session could lose
     };
     let until = held
         .granted_until(ctx.now_ms())
-        .or_else(|| held.held_until(keys));
+        .or_else(|| held.held_until(&open()));
     if until.is_some() {
-        add(
-            ctx,
-            session,
-            KeyId::new(ctx.db(), keys.name.bytes()),
-            req,
-            until,
-        );
+        add(ctx, session, KeyId::new(ctx.db(), key), req, until);
     }
 }
 
@@ -203,23 +198,24 @@ fn moved_away(ctx: Ctx, keys: &RedisKeys) -> bool {
     keys.whole(&[]).is_err()
 }
 
-/// `owner` released a hold on the command's key: holds of `owner` that ended are not lost,
-/// they stop being watched.
-pub fn released(ctx: Ctx, keys: &RedisKeys, owner: &[u8]) {
+/// `owner` released a hold on the command's key `key`: holds of `owner` that ended are not
+/// lost, they stop being watched. `keys`: the key to read them back from; `None` when the
+/// release deleted it.
+pub fn released(ctx: Ctx, key: &[u8], keys: Option<&RedisKeys>, owner: &[u8]) {
     if state(|s| s.tracked.is_empty()) {
         return;
     }
-    let id = KeyId::new(ctx.db(), keys.name.bytes());
+    let id = KeyId::new(ctx.db(), key);
     state(|s| {
         if let Some(holds) = s.tracked.get_mut(&id) {
             // The key is gone with the release (a lock's last hold): none of the owner's holds
             // is left there, no need to read each back (1,400 of an RLOCK.RELEASE's 9,300
             // instructions).
-            let gone = keys.kind(&Target::Main) == KeyType::Empty;
+            let keys = keys.filter(|k| k.kind(&Target::Main) != KeyType::Empty);
             let mut ended = Vec::new();
             holds.retain(|t| {
                 let kept = t.req.owner() != Some(owner)
-                    || (!gone && t.req.holds().and_then(|h| h.held_until(keys)).is_some());
+                    || keys.is_some_and(|k| t.req.holds().and_then(|h| h.held_until(k)).is_some());
                 if !kept {
                     ended.push(t.session);
                 }
