@@ -307,6 +307,33 @@ impl Registry {
         lease: Option<Duration>,
         at: Instant,
     ) -> Arc<HoldState> {
+        self.acquired(id, holds, lease, at).state.clone()
+    }
+
+    /// [`Registry::on_acquired`] and [`Registry::witnessed`] in one look-up (a lock's acquire).
+    pub(crate) fn on_acquired_by(
+        &mut self,
+        id: &HoldId,
+        holds: u64,
+        lease: Option<Duration>,
+        at: Instant,
+        witness: Witness,
+    ) -> Arc<HoldState> {
+        let e = self.acquired(id, holds, lease, at);
+        match &mut e.witness {
+            Some(w) => w.merge(witness),
+            None => e.witness = Some(witness),
+        }
+        e.state.clone()
+    }
+
+    fn acquired(
+        &mut self,
+        id: &HoldId,
+        holds: u64,
+        lease: Option<Duration>,
+        at: Instant,
+    ) -> &mut Entry {
         let metrics = &self.metrics;
         let e = self
             .map
@@ -324,7 +351,7 @@ impl Registry {
             Some(l) if !e.watchdog => *e.state.lease_end.lock() = at.checked_add(l),
             Some(_) => {}
         }
-        e.state.clone()
+        e
     }
 
     /// A release answered: `remaining` holds are left (0 = fully released: stop renewing).

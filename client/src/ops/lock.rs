@@ -241,10 +241,10 @@ pub(crate) async fn acquire(
         value.max(1) as u64
     };
     let state = {
-        let mut registry = ctx.holds.lock();
-        let state = registry.on_acquired(&id, holds, lease, granted_at);
-        registry.witnessed(&id, t.policy.witness(t.anchor));
-        state
+        let witness = t.policy.witness(t.anchor);
+        ctx.holds
+            .lock()
+            .on_acquired_by(&id, holds, lease, granted_at, witness)
     };
     // Ours to give back until the caller has it (it may go away while replicas sync).
     let mut unclaimed = Unclaimed {

@@ -108,14 +108,16 @@ pub(crate) fn object_of(cmd: &Cmd) -> Option<&'static str> {
     let redis::Arg::Simple(name) = cmd.args_iter().next()? else {
         return None;
     };
-    let family = name.split(|b| *b == b'.').next()?.to_ascii_uppercase();
-    match &family[..] {
-        b"RLOCK" => Some("lock"),
-        b"RRWLOCK" => Some("rwlock"),
-        b"RSEM" => Some("semaphore"),
-        b"RLATCH" => Some("latch"),
-        _ => None,
-    }
+    let family = name.split(|b| *b == b'.').next()?;
+    [
+        (&b"RLOCK"[..], "lock"),
+        (b"RRWLOCK", "rwlock"),
+        (b"RSEM", "semaphore"),
+        (b"RLATCH", "latch"),
+    ]
+    .into_iter()
+    .find(|(f, _)| family.eq_ignore_ascii_case(f))
+    .map(|(_, object)| object)
 }
 
 fn bad(what: &str, v: &Value) -> RedisError {
