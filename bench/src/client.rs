@@ -100,8 +100,9 @@ pub fn run(b: &crate::bench::Bench, r: &mut Report) {
         .enable_all()
         .build()
         .unwrap();
-    // The same client, its connections driven on the caller's runtime (as an async service
-    // sets it up): what the async default path costs without the hop between runtimes.
+    // The same client given the caller's runtime (as an async service may set it up): its
+    // async requests go over a connection driven there, as the default client's requests
+    // from a multi-thread runtime do; only where its background work runs differs.
     let on_rt = rlock::Client::builder()
         .url(b.url.as_str())
         .runtime(rt.handle().clone())

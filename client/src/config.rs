@@ -627,12 +627,10 @@ impl ClientBuilder {
     /// releases of dropped async guards) on this multi-thread tokio runtime instead of a
     /// runtime of its own ([`worker_threads`](Self::worker_threads) is then unused).
     ///
-    /// For async services that wait a lot: an async request is written by its connection's
-    /// driver, which then runs on the caller's runtime, a thread wake-up fewer per request and
-    /// per hand-off of a contended lock. 5,000 tasks taking one lock in turn through the
-    /// session: 0.94–0.99× the hand-off rate of raw `BLOCK` waiters with a connection each,
-    /// against 0.73–0.79× on the client's own runtime (`rlock-bench --only many`, see
-    /// [`performance`](crate::performance)).
+    /// An async request polled by a multi-thread tokio runtime is sent over a connection driven
+    /// on that runtime either way (see "Connections and cancellation" in the crate docs); given the
+    /// runtime, the client starts no threads of its own for the rest (the watchdog, the shared
+    /// connections, a dropped guard's release).
     ///
     /// - The runtime must outlive the client, as for a redis-rs connection opened on it: once
     ///   it shuts down, the client's connections and watchdog are gone with it (its holds are

@@ -275,12 +275,10 @@
 //!   server lost in a restart or failover is opened again and its waits queue again, after the
 //!   client checked whether each was granted before.
 //! - **Lost holds are pushed** (see "Watchdog").
-//! - **Many async tasks on one hot lock: give the client their runtime.** A hand-off through
-//!   the session wakes the listener thread, then the waiting task, then the connection driver
-//!   that writes its release. On a runtime of the client's own that driver is one more thread
-//!   to wake; on the tasks' runtime ([`ClientBuilder::runtime`]) it is not, and 5,000 tasks
-//!   taking one lock in turn hand it on as fast as raw `BLOCK` waiters with a connection each
-//!   (0.94–0.99× against 0.73–0.79×, see [`performance`]).
+//! - **Many async tasks on one hot lock.** A hand-off through the session wakes the listener
+//!   thread, then the waiting task, whose release goes over a connection driven on the task's
+//!   own runtime: 5,000 tasks taking one lock in turn hand it on as fast as raw `BLOCK` waiters
+//!   with a connection each (see [`performance`]).
 //!
 //! `BLOCK` waits (a connection parked per waiter, a blocked client on the server) remain in
 //! the module for redis-cli and simple clients; this client's waits are all session requests
@@ -300,15 +298,18 @@
 //! [`ClientBuilder::connect_timeout`]) with [`Error::Connection`], which names the address; see
 //! "When Redis can't be reached" on [`ClientBuilder`] for the whole retry policy.
 //!
-//! The client's watchdog and async connections run on a small runtime of its own, and each
+//! The client's watchdog and shared connections run on a small runtime of its own, and each
 //! session listener on a thread of its own, so the sync API needs no runtime and the async API
-//! works from any executor. Don't call the blocking API from async code: it blocks the calling
-//! worker thread.
+//! works from any executor. An async request polled by a multi-thread tokio runtime goes over a
+//! connection whose driver is a task of that runtime (one per runtime that calls, opened on its
+//! first request, gone with the client or the runtime): its commands and replies wake no thread
+//! of the client's, as with a redis-rs connection opened there. Requests from a current-thread
+//! runtime or another executor use the client's own connection. Don't call the blocking API
+//! from async code: it blocks the calling worker thread.
 //!
-//! An async service on a multi-thread tokio runtime can give the client that runtime instead
-//! ([`ClientBuilder::runtime`]): an async request's reply then wakes no thread of the client's,
-//! one thread wake-up fewer per request and per hand-off (5,000 tasks taking one lock in turn:
-//! see [`performance`]). That runtime must then outlive the client.
+//! An async service on a multi-thread tokio runtime can also give the client that runtime
+//! ([`ClientBuilder::runtime`]): the watchdog and the shared connections then run there too,
+//! and no thread of the client's own is started. That runtime must then outlive the client.
 //!
 //! ```no_run
 //! #[tokio::main]

@@ -26,7 +26,7 @@
 //! | 10,000 tasks waiting: connections per waiter | 1 | 0.0001 | |
 //! | 5,000 distinct locks released at once: grant p99 / last | 150 ms / 157 ms | 29 ms / 29 ms (24–38 ms / 24–41 ms) | |
 //! | hot lock, 5,000 async tasks each taking it once: hand-offs/s, client on the tasks' runtime | 16 862 | 16 719 | 0.99× (0.94–0.99×) |
-//! | the same, client on a runtime of its own (the default) | 16 862 | 13 316 | 0.79× (0.73–0.79×) |
+//! | the same, client on a runtime of its own (the default), before its async requests went over a connection of the tasks' runtime | 16 862 | 13 316 | 0.79× (0.73–0.79×; now 0.86–1.03×) |
 //! | lost-hold signal, `RLOCK.FORCERELEASE` → `lost()`, p50 / p99 | never (found at the next renewal, 10 s by default) | 0.04 / 0.08 ms | |
 //!
 //! **A sync wait parks its own connection for its first 50 ms.** A sync call's pooled blocking
@@ -44,12 +44,12 @@
 //! `RLOCK.ACQUIRE ... SESSION s` against 12.4k before, 7.2k without a session.
 //!
 //! **The hot lock.** 5,000 async tasks each take one lock once, in FIFO order. Every hand-off
-//! goes server → the listener thread → the waiting task on the tasks' runtime → the runtime
-//! that runs the client's connection driver, which writes the release. With the client on a
-//! runtime of its own (the default) that is three thread wake-ups in a row where a raw `BLOCK`
-//! waiter needs one (its socket wakes the runtime that runs its task and writes its release):
-//! 0.73–0.79×. Given the tasks' runtime ([`ClientBuilder::runtime`](crate::ClientBuilder::runtime)),
-//! the driver is woken by the task on the worker it runs on, no thread wake-up at all: 0.94–0.99×.
+//! goes server → the listener thread → the waiting task on the tasks' runtime, which writes its
+//! release on a connection driven on that runtime. It used to go on through the runtime that
+//! ran the client's connection driver: with the client on a runtime of its own, three thread
+//! wake-ups in a row where a raw `BLOCK` waiter needs one, 0.73–0.79×. Given the tasks' runtime
+//! ([`ClientBuilder::runtime`](crate::ClientBuilder::runtime)) it measured 0.94–0.99×; the
+//! default now takes the same path.
 //! (Section 7 runs the raw waiters first, then the client each way.) Outcomes pushed to the
 //! listener instead of read (an experiment: `RSESSION.OPEN ... PUSH` publishing each outcome,
 //! acknowledged by a read every 5 ms) saved about 10 % of server CPU per hand-off but no
@@ -66,41 +66,44 @@
 //!
 //! Where the time goes in an uncontended call: a sync call runs on the calling thread over a
 //! pooled blocking connection (no thread hop); an async call is awaited on the caller's
-//! executor and its reply comes through the multiplexed connection's driver on the client's
-//! runtime, or on the caller's when the client was given it (as with a raw multiplexed
-//! connection, whose driver is a task too). On top of the
-//! round trip the client adds the owner's name (cached per thread), the session's name in the
-//! acquire, a registry entry per hold (for the watchdog, the lost-hold signal and "did my
-//! acquire happen anyway?" after a broken connection) and the pool checkout.
+//! executor, and when a multi-thread tokio runtime polls it, it goes over a multiplexed
+//! connection whose driver is a task of that runtime (as with a raw multiplexed connection
+//! opened there). On top of the round trip the client adds the owner's name (cached per
+//! thread), the session's name in the acquire, a registry entry per hold (for the watchdog, the
+//! lost-hold signal and "did my acquire happen anyway?" after a broken connection) and the pool
+//! checkout.
 //!
-//! **The default path: `lock()` + `unlock()`.** Section 6 now measures the call most users
-//! write, `lock()` + `unlock()` with the watchdog, sync and async, on distinct keys and on one
-//! key, beside the raw pair on the same keys and beside `try_lock_with(0, lease)`, every path
-//! once per slice with the order reversed every other slice; the async paths run in a tokio
-//! task, as application code does (it used to be awaited from the runtime's `block_on` thread,
-//! where the raw connection's driver is a thread away too, which hid the cost below). Where the
-//! time went, measured:
+//! **The default path: `lock()` + `unlock()`.** Section 6 measures the call most users write,
+//! `lock()` + `unlock()` with the watchdog, sync and async, on distinct keys and on one key,
+//! beside the raw pair on the same keys and beside `try_lock_with(0, lease)`, every path once
+//! per slice with the order reversed every other slice; the async paths run in a tokio task,
+//! as application code does. Four runs on the shared 2-core machine, client / raw: sync
+//! `lock()` 0.79–0.86× (distinct keys) and 0.82–0.87× (one key), `try_lock_with` 0.83–0.91×;
+//! async `lock()` 0.83–0.88× and 0.79–0.90×, `try_lock_with` 0.87–0.92×. The goal is 0.9×.
 //!
-//! - **Async: the hop between runtimes, almost all of it.** The client's multiplexed connection
-//!   is driven on the client's own runtime, so each command wakes that runtime's thread and
-//!   each reply wakes the caller's: client CPU 65–89 µs per pair against 18–25 µs for the raw
-//!   pair (whose driver runs on the task's own runtime), 0.35–0.50× in six runs. That is the
-//!   default by promise: a client without a runtime runs nothing on its caller's
-//!   (`tests/tests/client_runtime.rs`). Given the caller's runtime
-//!   ([`ClientBuilder::runtime`](crate::ClientBuilder::runtime)) the same calls measured
-//!   0.75–0.88×: the nearest design, and section 6 reports it beside the default. Tried and
-//!   not kept: an async request polled on another multi-thread runtime went over a multiplexed
-//!   connection driven there, 0.76–0.93× by default, but that ran the client's connection
-//!   drivers on the caller's runtime without being asked, which the promise above rules out.
-//! - **Sync: no extra round trip; about 1.5 µs of client CPU per pair for the wait's
-//!   bookkeeping.** In three runs `lock()` + `unlock()` measured 0.79–0.83× and
-//!   `try_lock_with(0, lease)` 0.85–0.88×, client CPU 21.6–25.7 against 20.4–24.0 µs per pair
-//!   (the raw pair 16.8–20.0 µs). What only `lock()` does: it may wait, so its request is
-//!   registered with the session's listener before it is sent (a reply channel, the slot, the
-//!   send kept apart so that a caller going away can't lose a grant) and the acquire carries
-//!   `QUEUE <request> 0 BLOCK 50`; a grant at once skips the rest. Both paths pay the session's
-//!   name in the acquire (the server watches the hold: `RLOCK.ACQUIRE ... SESSION s` 4.6–7.9 µs
-//!   per call in `INFO commandstats` against 3.0–4.2 µs without, on this busy machine, 10.4k
-//!   instructions against 7.2k), which the lost-hold signal needs, and the registry entry,
-//!   which the watchdog needs. A hold's lost-flag channel is now made only for a guard that
-//!   asks (`Guard::lost`), not for every acquire (not measured on its own).
+//! - **Async: no thread crossing per command.** Driven on the client's own runtime, the shared
+//!   connection made each command wake that runtime's thread and each reply wake the caller's:
+//!   client CPU 65–89 µs per pair against 18–25 µs raw, 0.35–0.50× in six runs. An async
+//!   request polled by a multi-thread runtime now sends on a connection driven there, opened
+//!   by that runtime's first request (`runtime::caller`; at most 4 runtimes are remembered,
+//!   oldest dropped first). Background work stays on the client's runtime, and so do requests
+//!   from a current-thread runtime (its driver would run only while its owner drives it), from
+//!   another executor, and from blocking drops (the blocked thread may be the worker that
+//!   driver needs). The same paths also took the hot lock's hand-offs from 0.73–0.79× to
+//!   0.86–1.03× (section 7).
+//! - **Client bookkeeping, counted by callgrind** (a loop of 20,000 pairs under `valgrind
+//!   --tool=callgrind`): `lock()` 19.8k → 15.0k instructions, `unlock()` 11.8k → 10.1k. SipHash
+//!   over the holds, waits-in-flight and listener maps was 2.3k per pair (now foldhash); a
+//!   queued acquire grew its command 8 times (now sized once, `ops::keyed_cmd`); a grant was
+//!   registered and then witnessed in two look-ups (now one). What `lock()` still does beyond
+//!   `try_lock_with`: it may wait, so its request is registered with the session's listener
+//!   before it is sent (a reply channel, the slot, the send kept apart so that a caller going
+//!   away can't lose a grant) and the acquire carries `QUEUE <request> 0 BLOCK 50`. redis-rs'
+//!   reader zero-fills its 8 KB buffer on every read (3.9k instructions per reply), for the raw
+//!   pair as much as for the client.
+//! - **The server's session watch**, which the lost-hold signal needs: `RLOCK.ACQUIRE ...
+//!   SESSION s QUEUE ...` + `RLOCK.RELEASE` cost 24.6k server instructions per pair, 23.0k now
+//!   that a watched lock's grant and last release no longer open the key again after the
+//!   command, against 15.7k without a session (callgrind on `redis-server`). The rest: parsing
+//!   the session's arguments (1.0k), finding the session and checking its ACL user (0.9k),
+//!   watching the hold and its lease-end re-check (1.3k), ending the watch (1.5k).

@@ -3,10 +3,11 @@
 //! A request runs on the caller's thread: the async API polls it on the caller's executor and
 //! the sync API drives it right there with [`Background::block_on`]. Neither spawns a task nor
 //! crosses to another thread for a request. What has to run when nobody is calling (connection
-//! drivers and reconnects of the multiplexed connections, the watchdog, releases started by a
-//! dropped async guard) runs on a small runtime the client owns ([`Background`]), or on the
-//! caller's multi-thread runtime when the builder is given one (`ClientBuilder::runtime`):
-//! an async request's connection driver then wakes on the runtime its caller already runs on.
+//! drivers and reconnects of the shared multiplexed connections, the watchdog, releases started
+//! by a dropped async guard) runs on a small runtime the client owns ([`Background`]), or on the
+//! caller's multi-thread runtime when the builder is given one (`ClientBuilder::runtime`).
+//! Either way an async request polled by a multi-thread tokio runtime is sent on a connection
+//! whose driver runs on that runtime ([`caller`]): its commands and replies cross no thread.
 //!
 //! Every request future is polled inside that runtime's context ([`Background::enter`]), so the
 //! timers and connections it creates belong to the client's runtime: the async API then works
