@@ -438,7 +438,15 @@ fn brace_names_interoperate() {
     // Seen once under a loaded full run: one key left. Name it (and its TTL) if it happens.
     let left: Vec<String> = cmd!("KEYS", "*").query(&mut c).unwrap();
     let ttls: Vec<i64> = left.iter().map(|k| pttl(&mut c, k)).collect();
-    assert_eq!(dbsize(&mut c), 0, "left behind: {left:?}, PTTL {ttls:?}");
+    let what: Vec<Value> = left
+        .iter()
+        .map(|k| cmd!("HGETALL", k).query(&mut c).unwrap_or(Value::Nil))
+        .collect();
+    assert_eq!(
+        dbsize(&mut c),
+        0,
+        "left behind: {left:?}, PTTL {ttls:?}, fields {what:?}"
+    );
     assert_eq!(
         sub.drain(&mut c),
         [("redisson_rwlock:{app}:rw".to_string(), "0".to_string())]

@@ -631,8 +631,15 @@ pub fn release<'a>(
         // The hold that goes ends before the hash: the hold the TTL was set for (the longest)
         // lives on, so the lock stays held and its TTL stays. Only the longest hold's release
         // reads the others (with thousands of readers, the rest cost O(1)).
+        //
+        // Only if some hold is left to be that longest one: this owner's others, or another
+        // field than `mode` and this owner's. Redisson's read unlock sets the hash's TTL from a
+        // PTTL it read, which can land a millisecond or more past the hold it measured (seen
+        // under load: after a Redisson reader and an rlock reader let go, the hash was left
+        // with `mode` alone and its whole lease to run, a lock held by nobody).
         let gone_end = store.expire_at(&hold_key(store, owner, n));
-        if let (Some(gone), Some(ttl)) = (gone_end, current_end) {
+        let others = left > 0 || store.hlen(&Target::Main) > 2;
+        if let (Some(gone), Some(ttl), true) = (gone_end, current_end, others) {
             if gone < ttl {
                 writes.push(owner_count(field, left));
                 let released = Released {
@@ -1189,6 +1196,25 @@ mod tests {
         m.hset(b"rw", b"dead", b"1");
         assert_eq!(take(&mut m, b"w", Mode::Write, 100), Reply::Int(1));
         assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
+    }
+
+    #[test]
+    fn the_last_reader_frees_a_hash_whose_ttl_runs_past_its_hold() {
+        // Redisson's read unlock sets the hash's TTL from a PTTL it read: a millisecond or
+        // more past the last hold's own end. That hold's release still frees the lock.
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"j", Mode::Read, 10_000);
+        let end = m.expire_at(&hold_key(&m, b"j", 1)).unwrap();
+        m.set_expire(b"rw", end + 2);
+        assert_eq!(give(&mut m, b"j", Mode::Read), Ok(Reply::Int(0)));
+        assert!(!m.exists(b"rw"), "no hold is left: the lock is free");
+        assert_eq!(m.published, vec![(b"redisson_rwlock:{rw}".to_vec(), 0)]);
+        // Another reader's field keeps it, with its TTL, as before.
+        let mut m = Mem::new(b"rw");
+        take(&mut m, b"j", Mode::Read, 1_000);
+        take(&mut m, b"k", Mode::Read, 10_000);
+        assert_eq!(give(&mut m, b"j", Mode::Read), Ok(Reply::Int(0)));
+        assert!(m.exists(b"rw"), "k still reads");
     }
 
     #[test]
