@@ -6,17 +6,16 @@ pub mod args;
 pub mod decision;
 pub mod error;
 pub mod fencing;
-pub mod histogram;
 pub mod latch;
 pub mod lock;
 pub mod names;
 pub mod objects;
+pub mod observe;
 pub mod rwlock;
 pub mod semaphore;
 pub mod slots;
 pub mod stats;
 pub mod store;
-pub mod topk;
 pub mod wait;
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ impl Default for Counter {
 }
 
 /// The objects rlock serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
     Lock,
     RwLock,

@@ -144,10 +144,17 @@ mod tests {
         within(h.percentile(0.5).unwrap(), 500_000);
         within(h.percentile(0.99).unwrap(), 990_000);
         within(h.percentile(0.999).unwrap(), 999_000);
-        assert_eq!(h.percentile(1.0), Some(1_000_000), "capped at the largest value");
+        assert_eq!(
+            h.percentile(1.0),
+            Some(1_000_000),
+            "capped at the largest value"
+        );
         assert_eq!(h.count(), 1000);
         let s = h.latencystats().unwrap();
-        assert!(s.starts_with("p50=5") && s.contains(",p99=") && s.contains(",p99.9="), "{s}");
+        assert!(
+            s.starts_with("p50=5") && s.contains(",p99=") && s.contains(",p99.9="),
+            "{s}"
+        );
     }
 
     #[test]
@@ -158,7 +165,10 @@ mod tests {
         }
         assert_eq!(h.percentile(0.5), Some(4));
         assert_eq!(h.percentile(1.0), Some(31));
-        assert_eq!(h.latencystats().unwrap(), "p50=4.000,p99=31.000,p99.9=31.000");
+        assert_eq!(
+            h.latencystats().unwrap(),
+            "p50=4.000,p99=31.000,p99.9=31.000"
+        );
     }
 
     proptest! {
