@@ -41,7 +41,7 @@ use std::collections::HashSet;
 /// window's waits (or hand-offs) is found, with its count off by at most that share.
 const SKETCH_KEYS: usize = 256;
 /// One window of the contention sketches: a report covers the last one to two.
-pub const WINDOW_MS: i64 = 60_000;
+const WINDOW_MS: i64 = 60_000;
 
 /// A key of a kind of object, as the sketches count it.
 pub type Spot = (KeyId, ObjectKind);
