@@ -145,7 +145,7 @@ fn after(ctx: Ctx, Mark { name, kind, change }: Mark) {
                 c.acquired.incr();
                 c.grants_immediate.incr();
                 if let Some(h) = hold {
-                    observe::took(ctx.db(), name.bytes(), kind, h.owner.bytes(), h.exclusive);
+                    observe::took(ctx, name, kind, h.owner, h.exclusive);
                 }
             }
             if watch.is_none() && own_lease.is_none() {
@@ -161,7 +161,7 @@ fn after(ctx: Ctx, Mark { name, kind, change }: Mark) {
         }
         Change::Released { owner, exclusive } => {
             c.releases.incr();
-            observe::released(ctx.db(), name.bytes(), owner.bytes(), exclusive);
+            observe::released(ctx, name, owner, exclusive);
             let keys = sessions::watching().then(|| {
                 let keys = open();
                 sessions::released(ctx, &keys, owner.bytes());
@@ -171,7 +171,7 @@ fn after(ctx: Ctx, Mark { name, kind, change }: Mark) {
         }
         Change::ForceReleased => {
             c.force_releases.incr();
-            observe::force_released(ctx.db(), name.bytes());
+            observe::force_released(ctx, name);
             let keys = sessions::watching().then(|| {
                 let keys = open();
                 sessions::after_write(ctx, &keys);

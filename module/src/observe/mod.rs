@@ -32,10 +32,11 @@ use crate::core::observe::topk::{Count, Recent};
 use crate::core::stats::{Counter, ObjectKind};
 use crate::core::wait::KeyId;
 use crate::ffi::boundary::InfoWriter;
-use crate::ffi::Ctx;
+use crate::ffi::{Ctx, RStr};
 use crate::timers;
 use std::cell::RefCell;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Keys each window of the contention sketches keeps: any key with more than 1/256 of the
 /// window's waits (or hand-offs) is found, with its count off by at most that share.
@@ -80,8 +81,17 @@ thread_local! {
 }
 
 fn state<R>(f: impl FnOnce(&mut State) -> R) -> R {
-    STATE.with(|s| f(&mut s.borrow_mut()))
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let r = f(&mut s);
+        TRACKED.store(s.live.len(), Relaxed);
+        r
+    })
 }
+
+/// Holds tracked now, readable without the state: a release with nothing tracked (tracking
+/// off, or a lock taken before the module loaded) returns before reading its key's name.
+static TRACKED: AtomicUsize = AtomicUsize::new(0);
 
 /// Grants not tracked because the table of live holds was full (`rlock.top-max-holds`).
 pub static UNTRACKED: Counter = Counter::new();
@@ -129,12 +139,18 @@ pub fn granted(id: &KeyId, kind: ObjectKind, queued_us: u64, hold: Option<(&[u8]
     });
 }
 
-/// `owner` took its exclusive or shared side of `key` (db `db`) at once.
-pub fn took(db: i32, key: &[u8], kind: ObjectKind, owner: &[u8], exclusive: bool) {
+/// `owner` took its exclusive or shared side of `key` (the command's) at once.
+pub fn took(ctx: Ctx, key: RStr, kind: ObjectKind, owner: RStr, exclusive: bool) {
+    if cap() == 0 {
+        // Tracking is off (`rlock.top-max-holds 0`): the uncontended path pays nothing more,
+        // not even the clock.
+        UNTRACKED.incr();
+        return;
+    }
     let hold = HoldId {
-        db,
-        key,
-        owner,
+        db: ctx.db(),
+        key: key.bytes(),
+        owner: owner.bytes(),
         exclusive,
     };
     state(|s| start(s, hold, kind, now_us()));
@@ -152,26 +168,30 @@ fn start(s: &mut State, hold: HoldId, kind: ObjectKind, now: u64) {
     }
 }
 
-/// `owner` released the last of its exclusive or shared side of `key`.
-pub fn released(db: i32, key: &[u8], owner: &[u8], exclusive: bool) {
+/// `owner` released the last of its exclusive or shared side of `key` (the command's).
+pub fn released(ctx: Ctx, key: RStr, owner: RStr, exclusive: bool) {
+    if TRACKED.load(Relaxed) == 0 {
+        return;
+    }
     let hold = HoldId {
-        db,
-        key,
-        owner,
+        db: ctx.db(),
+        key: key.bytes(),
+        owner: owner.bytes(),
         exclusive,
     };
     state(|s| {
-        if s.live.is_empty() {
-            return;
-        }
         if let Some(ended) = s.live.end(hold) {
             s.timed(ended, now_us());
         }
     });
 }
 
-/// Every hold on `key` ended at once (a force release).
-pub fn force_released(db: i32, key: &[u8]) {
+/// Every hold on `key` (the command's) ended at once (a force release).
+pub fn force_released(ctx: Ctx, key: RStr) {
+    if TRACKED.load(Relaxed) == 0 {
+        return;
+    }
+    let (db, key) = (ctx.db(), key.bytes());
     let now = now_us();
     state(|s| {
         let mut ended = Vec::new();
@@ -218,6 +238,7 @@ pub fn key_event(ctx: Ctx, db: i32, key: &[u8], event: &[u8], ours: bool) {
             for e in ended {
                 s.timed(e, now);
             }
+            TRACKED.store(s.live.len(), Relaxed);
             return false;
         }
         if !s.live.has_key(db, key) {
