@@ -15,7 +15,7 @@ use crate::core::stats::ObjectKind;
 use crate::core::wait::{Req, Upkeep};
 use crate::ffi::{Answer, Ctx, RStr};
 use crate::keys::RedisKeys;
-use crate::{sessions, wait};
+use crate::{observe, sessions, wait};
 use std::cell::RefCell;
 
 /// What a command's write did to its object, beyond the write itself.
@@ -26,14 +26,17 @@ pub enum Change {
     /// The caller was granted what it asked for (`reentry`: a hold it had already).
     /// `watch`: the session it named watches the hold for loss. `own_lease`: a hold with a
     /// lease of its own (a read hold), whose end is looked at even if nobody waits.
+    /// `hold`: the hold an owner keeps (objects with owners), timed and listed by `observe`.
     Took {
         reentry: bool,
         watch: Option<(u32, Req)>,
         own_lease: Option<(i64, Upkeep)>,
+        hold: Option<HoldBy>,
     },
-    /// `owner` (an argv string of the command) released its last hold: its watched holds
-    /// there stop being watched, and the queue is served.
-    Released { owner: RStr },
+    /// `owner` (an argv string of the command) released its last hold of a side (`exclusive`:
+    /// a lock or a write lock; else a read lock): its watched holds there stop being watched,
+    /// and the queue is served.
+    Released { owner: RStr, exclusive: bool },
     /// Every hold ended at once: watched holds are looked at, the queue is served.
     ForceReleased,
     /// A lease was renewed; a shorter one moves the object's next change earlier, so the
@@ -47,6 +50,14 @@ pub enum Change {
         counted: bool,
         announce: Option<Announce>,
     },
+}
+
+/// Whose hold a grant is, and which side: `exclusive` for a lock or a write lock, not for a
+/// read lock.
+#[derive(Clone, Copy)]
+pub struct HoldBy {
+    pub owner: RStr,
+    pub exclusive: bool,
 }
 
 /// An object's news of what a write left, decided once the waiters took their share.
@@ -146,11 +157,16 @@ fn after(
             reentry,
             watch,
             own_lease,
+            hold,
         } => {
             if reentry {
                 c.reentries.incr();
             } else {
                 c.acquired.incr();
+                c.grants_immediate.incr();
+                if let Some(h) = hold {
+                    observe::took(ctx, name, kind, h.owner, h.exclusive);
+                }
             }
             if let Some((session, req)) = watch {
                 sessions::track(ctx, session, name.bytes(), req, open);
@@ -159,8 +175,9 @@ fn after(
                 wait::upkeep(ctx, &open(), at, object);
             }
         }
-        Change::Released { owner } => {
+        Change::Released { owner, exclusive } => {
             c.releases.incr();
+            observe::released(ctx, name, owner, exclusive);
             let mut keys = None;
             if sessions::watching() {
                 // A deleted key holds nothing: its holds need no reading back.
@@ -171,6 +188,7 @@ fn after(
         }
         Change::ForceReleased => {
             c.force_releases.incr();
+            observe::force_released(ctx, name);
             let keys = sessions::watching().then(|| {
                 let keys = open();
                 sessions::after_write(ctx, &keys);

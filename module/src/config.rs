@@ -39,6 +39,11 @@ pub static DEADLOCK_MAX_STEPS: AtomicI64 = AtomicI64::new(200);
 /// default bounds the largest such call to about 10 ms. At most `semaphore::MAX_LEASED`.
 pub static SEM_MAX_LEASED_PERMITS: AtomicI64 = AtomicI64::new(2_000);
 
+/// Live holds `RLOCK.TOP HELD` and the hold-time percentiles track at most (about 170 bytes of
+/// server memory each, plus the key's and owner's bytes). Holds come in start order, so a full
+/// table refuses new holds and keeps the oldest (`rlock_holds_untracked` counts the refused).
+pub static TOP_MAX_HOLDS: AtomicI64 = AtomicI64::new(100_000);
+
 pub fn deadlock_max_steps() -> usize {
     DEADLOCK_MAX_STEPS.load(Relaxed).max(0) as usize
 }
@@ -94,6 +99,7 @@ pub fn register(ctx: Ctx) -> Result<(), String> {
             1,
             crate::core::semaphore::MAX_LEASED,
         )
+        && config::numeric(ctx, "top-max-holds", &TOP_MAX_HOLDS, 0, 10_000_000)
         && config::load(ctx);
     if ok {
         Ok(())

@@ -5,7 +5,7 @@
 use crate::core::objects;
 use crate::core::stats::ObjectKind;
 use crate::ffi::{Ctx, RStr, ServerEvent};
-use crate::{propagation, sessions, wait};
+use crate::{observe, propagation, sessions, wait};
 use std::cell::Cell;
 use std::ffi::c_int;
 
@@ -91,6 +91,7 @@ fn touched_key(ctx: Ctx, event: &[u8], key: RStr, ours: bool) {
     let (db, key) = (ctx.db(), key.bytes());
     wait::key_touched(ctx, db, key, event == b"expired", ours);
     sessions::key_touched(ctx, db, key);
+    observe::key_event(ctx, db, key, event, ours);
     // An auxiliary key of an object changed (a semaphore's leased-permit set, by Redisson's
     // script): the object's queue may be served, or its next lease end moved. (rlock's own
     // writes serve the queue themselves, and may hold its state now.)
@@ -105,10 +106,14 @@ fn touched_key(ctx: Ctx, event: &[u8], key: RStr, ours: bool) {
 
 pub fn on_server_event(ctx: Ctx, event: ServerEvent) {
     match event {
-        ServerEvent::Flushed(db) => touched(ctx, db),
+        ServerEvent::Flushed(db) => {
+            touched(ctx, db);
+            observe::flushed(db);
+        }
         ServerEvent::Swapped(a, b) => {
             touched(ctx, Some(a));
             touched(ctx, Some(b));
+            observe::swapped(a, b);
         }
         ServerEvent::ClientClosing(id) => wait::client_closing(id),
         ServerEvent::Forked => {

@@ -1,10 +1,11 @@
 //! The `INFO rlock` section: waiters now, then each object kind's counters (the lock's under
-//! their bare names, the others prefixed with the kind), then errors.
+//! their bare names, the others prefixed with the kind), the wait- and hold-time distributions
+//! and the table of live holds (`observe`), sessions, then errors.
 
 use crate::core::stats::{self, ObjectKind};
 use crate::ffi::boundary::InfoWriter;
 use crate::ffi::Ctx;
-use crate::{events, sessions, timers, wait};
+use crate::{events, observe, sessions, timers, wait};
 
 pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     let by_kind = wait::waiters_by_kind();
@@ -22,6 +23,7 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
             );
         }
     }
+    observe::write_info(out);
     let (open, queued, pending, holds) = sessions::totals();
     out.int("sessions", open as i64);
     out.int("session_requests", queued as i64);

@@ -5,7 +5,8 @@
 //! `ffi/` (every raw call and callback trampoline), `registry` (command table), `commands/`
 //! (one handler file per object), `keys` (reading an object's keys), `apply` (the only
 //! writer), `wait` (parking, serving, delivery, deadlines), `events`, `propagation` (when
-//! replication can reach anyone) and `info` (INFO rlock).
+//! replication can reach anyone), `observe` (wait and hold times, contended keys, live holds)
+//! and `info` (INFO rlock).
 //!
 //! `unsafe` lives in `ffi/` only, each block with the reason it is sound beside it: the
 //! compiler keeps both rules (`unsafe_code` is denied everywhere else, and clippy's
@@ -33,6 +34,8 @@ mod ffi;
 mod info;
 #[cfg(not(test))]
 mod keys;
+#[cfg(not(test))]
+mod observe;
 #[cfg(not(test))]
 mod propagation;
 #[cfg(not(test))]
@@ -67,6 +70,7 @@ mod module {
     fn init(c: Ctx) -> Result<(), String> {
         boundary::install_panic_hook();
         crate::core::stats::reset();
+        crate::observe::init();
         command::register(c, registry::COMMANDS)?;
         command::set_around(crate::after::around);
         config::register(c)?;

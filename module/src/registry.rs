@@ -1,7 +1,7 @@
 //! The command table: every command's handler, flags, ACL categories, key position and the
 //! `COMMAND DOCS` entries. A new object adds its rows here.
 
-use crate::commands::{latch, lock, rwlock, semaphore, session};
+use crate::commands::{latch, lock, rwlock, semaphore, session, top};
 use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 
 const KEY: ArgSpec = ArgSpec::new(c"key", Key);
@@ -114,6 +114,28 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: 2,
         key: KeyAccess::ReadOnly,
         args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rlock.top",
+        handler: top::top,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Lists, for every kind of object on this node, the keys with the most waits (WAITS, the default) or hand-offs (HANDOFFS) over the last one to two minutes, or the longest-held live holds (HELD) with owner, age, lease and waiters; only keys the caller may read",
+        complexity: c"O(N) where N is COUNT, plus for HELD the holds found ended or hidden from the caller",
+        arity: -1,
+        key: KeyAccess::None,
+        args: &[
+            ArgSpec {
+                optional: true,
+                subargs: &[
+                    ArgSpec::word(c"waits", c"WAITS"),
+                    ArgSpec::word(c"held", c"HELD"),
+                    ArgSpec::word(c"handoffs", c"HANDOFFS"),
+                ],
+                ..ArgSpec::new(c"report", OneOf)
+            },
+            ArgSpec::option(c"count", Integer, c"COUNT"),
+        ],
     },
     CommandSpec {
         name: c"rrwlock.acquire",

@@ -324,11 +324,21 @@ fn counters_start_from_zero_when_the_module_is_loaded_again() {
     let mut c = s.conn();
     assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o", 30_000)), 1);
     assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "lk", "o")), 0);
-    assert_eq!(rlock_stat(&mut c, "acquired"), 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "held", "o", 30_000)), 1);
+    assert_eq!(rlock_stat(&mut c, "acquired"), 2);
+    assert_eq!(rlock_stat(&mut c, "hold_count_lock"), 1);
+    assert_eq!(rlock_stat(&mut c, "holds_tracked"), 1);
     assert_eq!(string(&mut c, &cmd!("MODULE", "UNLOAD", "rlock")), "OK");
     let path = module_path().to_string_lossy().into_owned();
     assert_eq!(string(&mut c, &cmd!("MODULE", "LOAD", path)), "OK");
     assert_eq!(rlock_stat(&mut c, "acquired"), 0);
+    // The distributions and the table of live holds start afresh too.
+    assert_eq!(rlock_stat(&mut c, "hold_count_lock"), 0);
+    assert_eq!(rlock_stat(&mut c, "holds_tracked"), 0);
+    assert_eq!(
+        raw(&mut c, &cmd!("RLOCK.TOP", "HELD")),
+        Value::Array(vec![])
+    );
     assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "o", 30_000)), 1);
     assert_eq!(rlock_stat(&mut c, "acquired"), 1);
 }

@@ -35,6 +35,16 @@ fn info_section_exists_with_all_counters() {
         "waiters",
         "force_releases",
         "errors",
+        "grants_immediate",
+        "waits_cancelled",
+        "waits_failed",
+        "wait_count_lock",
+        "wait_count_latch",
+        "hold_count_lock",
+        "hold_count_rwlock",
+        "holds_tracked",
+        "holds_untracked",
+        "holds_dropped",
     ] {
         assert_eq!(rlock_stat(&mut c, field), 0, "{field} on a fresh server");
     }

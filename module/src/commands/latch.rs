@@ -62,6 +62,7 @@ pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             reentry: false,
             watch: None,
             own_lease: None,
+            hold: None,
         };
         after::mark(args.get(1), Latch, passed, false);
         return Ok(Answer::Reply(Reply::Int(1)));

@@ -1,7 +1,7 @@
 //! `RLOCK.*`: the exclusive reentrant lock (Redisson's RLock layout).
 
 use super::{check_slots, session_of, wait_or_nil};
-use crate::after::{serve_first, Change};
+use crate::after::{serve_first, Change, HoldBy};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::lock::{self, Acquire, LockWait, Took};
@@ -36,6 +36,10 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 reentry: took == Took::Reentry,
                 watch: session.map(|s| (s, req() as _)),
                 own_lease: None,
+                hold: Some(HoldBy {
+                    owner: args.get(2),
+                    exclusive: true,
+                }),
             };
             let token = keys.apply(&d, took)?;
             Ok(Answer::Reply(resolve(d.reply.unwrap_or(Reply::Nil), token)))
@@ -51,7 +55,10 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[args.get(2)]);
     let (d, full) = lock::release(&keys, argv[2])?;
     let change = match full {
-        true => Change::Released { owner: args.get(2) },
+        true => Change::Released {
+            owner: args.get(2),
+            exclusive: true,
+        },
         false => Change::Wrote,
     };
     keys.apply(&d, change)?;

@@ -8,6 +8,7 @@ pub mod lock;
 pub mod rwlock;
 pub mod semaphore;
 pub mod session;
+pub mod top;
 
 use crate::core::args::{Wait, WaitArgs};
 use crate::core::error::CmdError;

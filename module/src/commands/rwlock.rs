@@ -1,7 +1,7 @@
 //! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
 
 use super::{check_slots, session_of, wait_or_nil};
-use crate::after::{serve_first, Change};
+use crate::after::{serve_first, Change, HoldBy};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::rwlock::{self, Acquire, Mode, RwWait, Took};
@@ -48,6 +48,10 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 reentry: took == Took::Reentry,
                 watch: session.map(|s| (s, req())),
                 own_lease,
+                hold: Some(HoldBy {
+                    owner: args.get(2),
+                    exclusive: a.mode == Mode::Write,
+                }),
             };
             keys.apply(&d, took)?;
             Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
@@ -64,7 +68,10 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let (d, released) = rwlock::release(&keys, argv[2], mode)?;
     // Freed, or turned into a read lock after a downgrade: queued readers may go.
     let change = match released.last {
-        true => Change::Released { owner: args.get(2) },
+        true => Change::Released {
+            owner: args.get(2),
+            exclusive: mode == Mode::Write,
+        },
         false => Change::Wrote,
     };
     keys.apply(&d, change)?;

@@ -70,6 +70,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 reentry: false,
                 watch: None,
                 own_lease: None,
+                hold: None,
             };
             keys.apply(&d, took)?;
             Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))

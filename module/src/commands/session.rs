@@ -177,10 +177,12 @@ pub fn cancel(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let (name, request) = rules::parse_cancel(&argv)?;
     let session = resolve(ctx, name)?;
-    let withdrawn = wait::withdraw(ctx, Handle::Session { session, request }).is_some();
-    if withdrawn {
+    let withdrawn = wait::withdraw(ctx, Handle::Session { session, request });
+    if let Some(kind) = withdrawn {
+        kind.counters().waits_cancelled.incr();
         left_queue(session, request);
     }
+    let withdrawn = withdrawn.is_some();
     Ok(Answer::Reply(Reply::Int(withdrawn as i64)))
 }
 

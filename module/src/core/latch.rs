@@ -308,7 +308,7 @@ mod prop_tests {
                     Op::Await { block } => {
                         if !is_open(&m).unwrap() && block {
                             let req: Req = std::rc::Rc::new(LatchWait);
-                            q.push(&id, Waiter { handle: next, serial: next as u64, req, deadline: None });
+                            q.push(&id, Waiter { handle: next, serial: next as u64, req, deadline: None, queued_us: 0 });
                             queued.push(next);
                             next += 1;
                         }

@@ -762,6 +762,7 @@ mod prop_tests {
                                         serial: h as u64,
                                         req,
                                         deadline: None,
+                                        queued_us: 0,
                                     },
                                 );
                                 self.model.push_back((h, o));

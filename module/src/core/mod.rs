@@ -10,6 +10,7 @@ pub mod latch;
 pub mod lock;
 pub mod names;
 pub mod objects;
+pub mod observe;
 pub mod rwlock;
 pub mod semaphore;
 pub mod slots;

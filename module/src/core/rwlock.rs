@@ -1336,6 +1336,7 @@ mod tests {
                     serial: i as u64,
                     req,
                     deadline: None,
+                    queued_us: 0,
                 },
             );
         }
@@ -1499,6 +1500,7 @@ mod prop_tests {
                             serial: h as u64,
                             req,
                             deadline: None,
+                            queued_us: 0,
                         },
                     );
                     self.model.push_back((h, o, mode));
@@ -2154,7 +2156,7 @@ mod many_readers_prop_tests {
             }
             let mut q: Queues<u32, Req> = Queues::default();
             let req: Req = std::rc::Rc::new(RwWait { owner: b"w".to_vec().into(), mode: Mode::Write, lease_ms: 60_000 });
-            q.push(&id(), Waiter { handle: 1, serial: 1, req, deadline: None });
+            q.push(&id(), Waiter { handle: 1, serial: 1, req, deadline: None, queued_us: 0 });
             let mut released = [false; READERS];
             let mut granted = false;
             let serve_now = |m: &mut Mem, q: &mut Queues<u32, Req>, granted: &mut bool| {

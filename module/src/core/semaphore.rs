@@ -1006,6 +1006,7 @@ mod tests {
                     serial: h as u64,
                     req,
                     deadline: None,
+                    queued_us: 0,
                 },
             );
         }
@@ -1047,6 +1048,7 @@ mod tests {
             serial: 7,
             req,
             deadline: None,
+            queued_us: 0,
         };
         assert_eq!(w.req.wake_at(&m), Some(m.now + 200));
         q.push(&id, w);
@@ -1269,6 +1271,7 @@ mod prop_tests {
                                         serial: h as u64,
                                         req,
                                         deadline: None,
+                                        queued_us: 0,
                                     },
                                 );
                                 self.model.push_back((h, permits, lease.is_some()));

@@ -12,6 +12,9 @@ impl Counter {
     pub fn incr(&self) {
         self.0.fetch_add(1, Relaxed);
     }
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Relaxed);
+    }
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)
     }
@@ -27,7 +30,7 @@ impl Default for Counter {
 }
 
 /// The objects rlock serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ObjectKind {
     Lock,
     RwLock,
@@ -73,9 +76,16 @@ impl ObjectKind {
 /// hand-off) as `acquired`, `RSEM.RELEASE` calls as `releases`, and grants made with permits
 /// reclaimed from expired leases as `grants_after_expiry`. The latch counts awaits that passed
 /// (at once or when it opened) as `acquired`, and countdowns that opened it as `releases`.
+///
+/// Grants by path: `acquired` = `grants_immediate` + `handoffs`, and `grants_after_expiry` is
+/// part of `handoffs`. Every wait ends one way: `waits_started` = `handoffs` +
+/// `waits_timed_out` + `waits_cancelled` + `waiters_disconnected` + `waits_failed` + the
+/// waiters queued now.
 pub struct Counters {
     /// Acquired while free (immediately or by hand-off).
     pub acquired: Counter,
+    /// Of those, granted at once, without waiting in the queue.
+    pub grants_immediate: Counter,
     /// Acquires by an owner already holding it.
     pub reentries: Counter,
     /// Full releases by the holder.
@@ -88,10 +98,17 @@ pub struct Counters {
     pub busy: Counter,
     /// Requests that were queued.
     pub waits_started: Counter,
-    /// Waits that ended with nil (deadline or CLIENT UNBLOCK).
+    /// Waits that reached their deadline (nil, or a `timeout` outcome).
     pub waits_timed_out: Counter,
-    /// Waiters whose connection closed while queued.
+    /// Waits withdrawn by their client: `CLIENT UNBLOCK` of a blocked waiter (nil),
+    /// `RSESSION.CANCEL`.
+    pub waits_cancelled: Counter,
+    /// Waiters that vanished while queued: a blocked waiter's connection closed, or the session
+    /// of a queued request ended (it expired, or was closed).
     pub waiters_disconnected: Counter,
+    /// Waits that ended with an error (the key changed type, its slot moved, the server became
+    /// a replica); each is also in `ERRORS`.
+    pub waits_failed: Counter,
     /// Grants undone because the waiter disconnected before its reply was sent.
     pub grants_revoked: Counter,
     pub renewals: Counter,
@@ -102,6 +119,7 @@ impl Counters {
     const fn new() -> Counters {
         Counters {
             acquired: Counter::new(),
+            grants_immediate: Counter::new(),
             reentries: Counter::new(),
             releases: Counter::new(),
             handoffs: Counter::new(),
@@ -109,7 +127,9 @@ impl Counters {
             busy: Counter::new(),
             waits_started: Counter::new(),
             waits_timed_out: Counter::new(),
+            waits_cancelled: Counter::new(),
             waiters_disconnected: Counter::new(),
+            waits_failed: Counter::new(),
             grants_revoked: Counter::new(),
             renewals: Counter::new(),
             force_releases: Counter::new(),
@@ -117,9 +137,10 @@ impl Counters {
     }
 
     /// (name, counter) in `INFO` order.
-    pub fn fields(&self) -> [(&'static str, &Counter); 12] {
+    pub fn fields(&self) -> [(&'static str, &Counter); 15] {
         [
             ("acquired", &self.acquired),
+            ("grants_immediate", &self.grants_immediate),
             ("reentries", &self.reentries),
             ("releases", &self.releases),
             ("handoffs", &self.handoffs),
@@ -127,7 +148,9 @@ impl Counters {
             ("busy", &self.busy),
             ("waits_started", &self.waits_started),
             ("waits_timed_out", &self.waits_timed_out),
+            ("waits_cancelled", &self.waits_cancelled),
             ("waiters_disconnected", &self.waiters_disconnected),
+            ("waits_failed", &self.waits_failed),
             ("grants_revoked", &self.grants_revoked),
             ("renewals", &self.renewals),
             ("force_releases", &self.force_releases),

@@ -32,9 +32,12 @@ pub(super) fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, left: Left) -> bool 
     state(|s| s.watched.remove(&bc.id()));
     let c = kind.counters();
     match left {
-        Left::Unblocked => c.waits_timed_out.incr(),
+        Left::Unblocked => c.waits_cancelled.incr(),
         Left::Disconnected => c.waiters_disconnected.incr(),
-        Left::Demoted => stats::ERRORS.incr(),
+        Left::Demoted => {
+            stats::ERRORS.incr();
+            c.waits_failed.incr();
+        }
     }
     block::unblock(bc, None);
     true

@@ -174,6 +174,14 @@ pub fn shown_upto(db: i32, key: &[u8], limit: usize) -> (Vec<Reply>, usize) {
     })
 }
 
+/// Waiters queued on `key` of database `db` now.
+pub fn queue_len(db: i32, key: &[u8]) -> usize {
+    if total() == 0 {
+        return 0;
+    }
+    state(|s| s.queues.len(&KeyId::new(db, key)))
+}
+
 /// Queued waiters per object kind.
 pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
     state(|s| {

@@ -8,12 +8,13 @@ use super::total;
 use super::{retire, state, Ended, Handle, State};
 use crate::core::args::Wait;
 use crate::core::decision::Reply;
+use crate::core::observe::clock::now_us;
 use crate::core::stats::ObjectKind;
 use crate::core::store::Store;
 use crate::core::wait::{queue, KeyId, Req, TimerKey, Waiter};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
-use crate::timers;
+use crate::{observe, timers};
 use std::hash::BuildHasher;
 
 impl State {
@@ -91,6 +92,8 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
     let id = KeyId::new(ctx.db(), keys.key_name());
     let wake_at = req.wake_at(keys);
     req.kind().counters().waits_started.incr();
+    observe::wait_started(&id, req.kind());
+    let queued_us = now_us();
     state(|s| {
         s.serial += 1;
         let serial = s.serial;
@@ -104,6 +107,7 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
             serial,
             req,
             deadline,
+            queued_us,
         };
         s.index(id.db, &waiter);
         s.queues.push(&id, waiter);
@@ -162,6 +166,8 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
         let hasher = s.by_owner.hasher().clone();
         let mut owners: Vec<(u64, OwnerId, Handle)> = Vec::new();
         let left = s.queues.remove_group(Some(session), |id, waiter| {
+            // Its waiter vanished with its session.
+            waiter.req.kind().counters().waiters_disconnected.incr();
             if let Some(o) = waiter.req.owner() {
                 let oid = owner_id(id.db, o);
                 owners.push((hasher.hash_one(oid) & mask, oid, waiter.handle));

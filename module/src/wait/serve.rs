@@ -12,7 +12,7 @@ use crate::core::store::{KeyType, Store, Target};
 use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
-use crate::timers;
+use crate::{observe, timers};
 
 /// Serve the queue of the command's key, if it has one: before deciding a newcomer (who must
 /// not overtake anyone) and after a write that may have freed the object. Returns whether
@@ -60,12 +60,15 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
                 reply,
                 after_expiry,
             } => {
-                let c = waiter.req.kind().counters();
+                let kind = waiter.req.kind();
+                let c = kind.counters();
                 c.acquired.incr();
                 c.handoffs.incr();
                 if after_expiry {
                     c.grants_after_expiry.incr();
                 }
+                let hold = waiter.req.holds().map(|h| (h.owner(), h.exclusive()));
+                observe::granted(id, kind, waiter.queued_us, hold);
                 retire(id.db, &waiter);
                 let ended = Ended::Granted {
                     id: id.clone(),
@@ -77,6 +80,7 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
             Outcome::Failed { waiter, error } => {
                 retire(id.db, &waiter);
                 stats::ERRORS.incr();
+                waiter.req.kind().counters().waits_failed.incr();
                 deliver(ctx, waiter.handle, Ended::Failed(error));
             }
         }
@@ -152,6 +156,7 @@ pub(super) fn fail_all(ctx: Ctx, id: &KeyId, err: CmdError) {
     for w in drained {
         retire(id.db, &w);
         stats::ERRORS.incr();
+        w.req.kind().counters().waits_failed.incr();
         deliver(ctx, w.handle, Ended::Failed(err.clone()));
     }
 }
@@ -202,6 +207,9 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
     if let Some(undo) = req.undo(reply, &keys) {
         if keys.write(&undo).is_ok() {
             req.kind().counters().grants_revoked.incr();
+            if let Some(h) = req.holds() {
+                observe::revoked(id.db, &id.key, h.owner(), h.exclusive());
+            }
         }
     }
     drop(keys);

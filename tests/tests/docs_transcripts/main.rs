@@ -1,5 +1,6 @@
-//! Every redis-cli transcript in README.md and docs/commands.md, pasted into a server with the
-//! module, must get the replies the page shows: the docs cannot drift from the server.
+//! Every redis-cli transcript in README.md, docs/commands.md and docs/operations.md, pasted into
+//! a server with the module, must get the replies the page shows: the docs cannot drift from
+//! the server.
 //!
 //! What is replayed. A fenced block is a transcript when it has a command line:
 //! `127.0.0.1:6390> CMD` (the reader's redis-cli) or `$ redis-cli -p 6390 CMD` (another
@@ -29,7 +30,7 @@
 //! that goes on from the one above). `<!-- transcript: skip (reason) -->` before a block shows
 //! it without replaying it: for what cannot be replayed, used sparingly.
 //!
-//! Masking: two rules, nothing else. Every other value must match exactly.
+//! Masking: three rules, nothing else. Every other value must match exactly.
 //! 1. Times and tokens: an integer shown as 1000 or more (TTLs and remaining leases in ms,
 //!    fencing tokens, which carry the clock as ms × 1000) matches a server integer within a
 //!    quarter of it. Counts, `-1`/`-2` and the like are below 1000 and match exactly; a lease
@@ -39,6 +40,8 @@
 //!    from then on, commands and replies of the page use the server's id in its place, so a
 //!    later `RSEM.RELEASE pool ID <id>` releases the real permit and a reply naming the id
 //!    must name the real one.
+//! 3. Ages: the integer after an `"age_ms"` field (`RLOCK.TOP HELD`: how long a hold has
+//!    lasted, which depends on how fast the page is pasted) matches any age of 0 or more.
 //!
 //! Ids, ports, client ids and memory figures appear in no transcript; a page that shows one
 //! needs a rule here first. A mismatch names the file and line of the command and of the
@@ -312,4 +315,9 @@ fn readme_transcripts_get_the_replies_shown() {
 #[test]
 fn command_reference_transcripts_get_the_replies_shown() {
     replay("docs/commands.md");
+}
+
+#[test]
+fn operations_guide_transcripts_get_the_replies_shown() {
+    replay("docs/operations.md");
 }

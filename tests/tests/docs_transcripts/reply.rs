@@ -108,6 +108,18 @@ fn close_enough(shown: &str, real: &str) -> bool {
     s >= 1000 && (r - s).abs() <= s / 4
 }
 
+/// Masking rule 3: the value after an `"age_ms"` field (`RLOCK.TOP HELD`): how long a hold has
+/// lasted, which depends on how long the reader took to get there. Any age that is an integer
+/// of 0 or more.
+fn an_age(previous: Option<&String>, shown: &str, real: &str) -> bool {
+    let age = |v: &str| {
+        v.strip_prefix("(integer) ")
+            .and_then(|n| n.parse::<i64>().ok())
+            .is_some_and(|n| n >= 0)
+    };
+    previous.is_some_and(|p| split(p).1 == "\"age_ms\"") && age(shown) && age(real)
+}
+
 /// Masking rule 2: a permit id; its text is bound for the rest of the page.
 fn permit_id(v: &str) -> Option<&str> {
     let id = v.strip_prefix('"')?.strip_suffix('"')?;
@@ -129,7 +141,7 @@ pub fn compare(shown: &[String], real: &[String], bindings: &mut Bindings) -> Op
         if sp != rp {
             return Some(k);
         }
-        if close_enough(sv, rv) {
+        if close_enough(sv, rv) || an_age(k.checked_sub(1).and_then(|p| shown.get(p)), sv, rv) {
             continue;
         }
         match (permit_id(sv), permit_id(rv)) {
@@ -185,6 +197,31 @@ mod tests {
         assert_eq!(
             compare(&s(&["(integer) -1"]), &s(&["(integer) -2"]), &mut b),
             Some(0)
+        );
+        // Rule 3: an age, and only after "age_ms".
+        assert_eq!(
+            compare(
+                &s(&["11) \"age_ms\"", "12) (integer) 4210"]),
+                &s(&["11) \"age_ms\"", "12) (integer) 3"]),
+                &mut b
+            ),
+            None
+        );
+        assert_eq!(
+            compare(
+                &s(&["13) \"ttl_ms\"", "14) (integer) 4"]),
+                &s(&["13) \"ttl_ms\"", "14) (integer) 3"]),
+                &mut b
+            ),
+            Some(1)
+        );
+        assert_eq!(
+            compare(
+                &s(&["11) \"age_ms\"", "12) (integer) 4210"]),
+                &s(&["11) \"age_ms\"", "12) (integer) -1"]),
+                &mut b
+            ),
+            Some(1)
         );
         // Rule 2: a permit id is bound once, then must be the same.
         let shown = "\"7034183b6982aae9385b7798796c1ef5\"";

@@ -66,6 +66,19 @@ impl Hash for KeyId {
     }
 }
 
+/// By database, then key bytes (the order reports list ties in).
+impl Ord for KeyId {
+    fn cmp(&self, other: &KeyId) -> std::cmp::Ordering {
+        (self.db, &self.key[..]).cmp(&(other.db, &other.key[..]))
+    }
+}
+
+impl PartialOrd for KeyId {
+    fn partial_cmp(&self, other: &KeyId) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl KeyId {
     pub fn new(db: i32, key: &[u8]) -> KeyId {
         KeyId {
@@ -85,6 +98,9 @@ pub struct Waiter<H, R> {
     pub req: R,
     /// The job that ends this wait at its deadline (none for a wait without limit).
     pub deadline: Option<TimerKey>,
+    /// When it was queued (`observe::clock`, microseconds): its wait time is measured from
+    /// here when it is granted.
+    pub queued_us: u64,
 }
 
 /// A place in a key's queue: a waiter, or the serial of one that left from the middle (a
@@ -525,6 +541,7 @@ mod tests {
             serial: handle as u64,
             req: owner,
             deadline: None,
+            queued_us: 0,
         }
     }
 
@@ -637,7 +654,7 @@ mod group_tests {
             let mut model: Vec<(Member, usize)> = Vec::new();
             for (serial, (group, key)) in pushes.iter().enumerate() {
                 let handle = Member(*group, serial as u32);
-                q.push(&ids[*key], Waiter { handle, serial: serial as u64, req: serial as u32, deadline: None });
+                q.push(&ids[*key], Waiter { handle, serial: serial as u64, req: serial as u32, deadline: None, queued_us: 0 });
                 model.push((handle, *key));
             }
             for ix in removes {
@@ -735,7 +752,7 @@ mod prop_tests {
             for op in ops {
                 match op {
                     Op::Push { key } => {
-                        q.push(&ids[key], Waiter { handle: next, serial: next as u64, req: next, deadline: None });
+                        q.push(&ids[key], Waiter { handle: next, serial: next as u64, req: next, deadline: None, queued_us: 0 });
                         model[key].push_back(next);
                         next += 1;
                     }
@@ -823,7 +840,7 @@ mod prop_tests {
             let mut model: VecDeque<u32> = VecDeque::new();
             let mut next = 0u32;
             for _ in 0..n {
-                q.push(&id, Waiter { handle: next, serial: next as u64, req: next, deadline: None });
+                q.push(&id, Waiter { handle: next, serial: next as u64, req: next, deadline: None, queued_us: 0 });
                 model.push_back(next);
                 next += 1;
             }
@@ -836,7 +853,7 @@ mod prop_tests {
                         prop_assert_eq!(q.pop_front(&id).map(|w| w.handle), model.pop_front());
                     }
                     true => {
-                        q.push(&id, Waiter { handle: next, serial: next as u64, req: next, deadline: None });
+                        q.push(&id, Waiter { handle: next, serial: next as u64, req: next, deadline: None, queued_us: 0 });
                         model.push_back(next);
                         next += 1;
                     }

@@ -156,6 +156,7 @@ impl Sim {
             serial: request,
             req,
             deadline: None,
+            queued_us: 0,
         };
         self.queues.push(id, waiter);
     }
