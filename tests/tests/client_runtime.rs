@@ -100,9 +100,11 @@ fn the_background_work_runs_on_the_given_runtime() {
         rt.metrics().num_alive_tasks() == 0
     });
     drop(apart);
-    wait_until(Duration::from_secs(5), "the callers' connection ends", || {
-        own.metrics().num_alive_tasks() == 0
-    });
+    wait_until(
+        Duration::from_secs(5),
+        "the callers' connection ends",
+        || own.metrics().num_alive_tasks() == 0,
+    );
 }
 
 /// A client of its own runtime, called from runtimes that come and go: a multi-thread runtime
@@ -125,11 +127,19 @@ fn async_calls_from_runtimes_that_come_and_go() {
     };
     let first = runtime(2);
     first.block_on(take("rt:first"));
-    assert_eq!(first.metrics().num_alive_tasks(), 1, "its connection's driver");
+    assert_eq!(
+        first.metrics().num_alive_tasks(),
+        1,
+        "its connection's driver"
+    );
     drop(first);
     let second = runtime(2);
     second.block_on(take("rt:second"));
-    assert_eq!(second.metrics().num_alive_tasks(), 1, "a connection of its own");
+    assert_eq!(
+        second.metrics().num_alive_tasks(),
+        1,
+        "a connection of its own"
+    );
     let current = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -105,6 +105,19 @@ pub(crate) fn lease_millis(d: Duration) -> Result<u64> {
 #[cfg(test)]
 pub(crate) use crate::session::wire::words;
 
+/// `name key owner ...` as a command whose buffers are sized once: an acquire then takes the
+/// session's `SESSION name QUEUE request timeout BLOCK ms` without growing them (redis-rs grows
+/// a command's two vectors one argument at a time: 8 reallocations for a queued acquire).
+pub(crate) fn keyed_cmd(name: &'static str, key: &str, owner: &str) -> Cmd {
+    /// An acquire's arguments at most, with the session's.
+    const ARGS: usize = 14;
+    /// The numbers and words around the key, the owner and the session's name.
+    const ROOM: usize = 160;
+    let mut cmd = Cmd::with_capacity(ARGS, name.len() + key.len() + 2 * owner.len() + ROOM);
+    cmd.arg(name).arg(key).arg(owner);
+    cmd
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,17 +137,4 @@ mod tests {
             Err(Error::InvalidArgument(_))
         ));
     }
-}
-
-/// `name key owner ...` as a command whose buffers are sized once: an acquire then takes the
-/// session's `SESSION name QUEUE request timeout BLOCK ms` without growing them (redis-rs grows
-/// a command's two vectors one argument at a time: 8 reallocations for a queued acquire).
-pub(crate) fn keyed_cmd(name: &'static str, key: &str, owner: &str) -> Cmd {
-    /// An acquire's arguments at most, with the session's.
-    const ARGS: usize = 14;
-    /// The numbers and words around the key, the owner and the session's name.
-    const ROOM: usize = 160;
-    let mut cmd = Cmd::with_capacity(ARGS, name.len() + key.len() + 2 * owner.len() + ROOM);
-    cmd.arg(name).arg(key).arg(owner);
-    cmd
 }
