@@ -627,10 +627,10 @@ impl ClientBuilder {
     /// releases of dropped async guards) on this multi-thread tokio runtime instead of a
     /// runtime of its own ([`worker_threads`](Self::worker_threads) is then unused).
     ///
-    /// An async request polled by a multi-thread tokio runtime is sent over a connection driven
-    /// on that runtime either way (see "Connections and cancellation" in the crate docs); given the
-    /// runtime, the client starts no threads of its own for the rest (the watchdog, the shared
-    /// connections, a dropped guard's release).
+    /// Without it, an async request polled by a multi-thread tokio runtime is already sent over
+    /// a connection driven on that runtime (see "Connections and cancellation" in the crate
+    /// docs). Given the runtime, the client also starts no threads of its own for the rest (the
+    /// watchdog, the shared connections, a dropped guard's release).
     ///
     /// - The runtime must outlive the client, as for a redis-rs connection opened on it: once
     ///   it shuts down, the client's connections and watchdog are gone with it (its holds are

@@ -6,8 +6,9 @@
 //! drivers and reconnects of the shared multiplexed connections, the watchdog, releases started
 //! by a dropped async guard) runs on a small runtime the client owns ([`Background`]), or on the
 //! caller's multi-thread runtime when the builder is given one (`ClientBuilder::runtime`).
-//! Either way an async request polled by a multi-thread tokio runtime is sent on a connection
-//! whose driver runs on that runtime ([`caller`]): its commands and replies cross no thread.
+//! With a runtime of its own, the client sends an async request polled by another multi-thread
+//! tokio runtime on a connection whose driver runs there ([`caller`]): its commands and replies
+//! cross no thread.
 //!
 //! Every request future is polled inside that runtime's context ([`Background::enter`]), so the
 //! timers and connections it creates belong to the client's runtime: the async API then works
@@ -150,13 +151,22 @@ impl<F: Future> Future for InRuntime<'_, F> {
                 .filter(|h| h.id() != this.bg.handle.id()),
             _ => None,
         };
-        let outer = CALLER.replace(caller);
-        let r = {
-            let _in = this.bg.handle.enter();
-            this.fut.poll(cx)
-        };
-        CALLER.set(outer);
-        r
+        // Put back when the poll ends, a panicking one too (no runtime handle is kept alive in
+        // the thread's local).
+        let _outer = Restore(Some(CALLER.replace(caller)));
+        let _in = this.bg.handle.enter();
+        this.fut.poll(cx)
+    }
+}
+
+/// The caller seen by an outer poll, put back by [`Restore::drop`].
+struct Restore(Option<Option<Handle>>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some(outer) = self.0.take() {
+            CALLER.set(outer);
+        }
     }
 }
 
