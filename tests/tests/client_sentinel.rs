@@ -128,7 +128,13 @@ fn follows_a_failover(fail: impl FnOnce(&mut SentinelGroup, u16)) {
         || {
             assert!(after.try_lock_for(Duration::from_secs(30)).unwrap());
             let there = exists(&mut on_new, "after");
-            after.unlock().unwrap();
+            match after.unlock() {
+                Ok(()) => {}
+                // Taken on the former primary in Sentinel's window, released once the client
+                // had moved to the new one, which never had it (seen once in a fresh clone).
+                Err(rlock::Error::NotOwner { .. }) if !there => {}
+                Err(e) => panic!("unlock: {e}"),
+            }
             there
         },
     );
