@@ -25,6 +25,7 @@ mod rwlock;
 mod sem_protocols;
 mod semaphore;
 mod subscriber;
+mod tracking;
 mod uncontended;
 mod waiters;
 mod watchdog;
@@ -79,7 +80,7 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 14] = [
+    let steps: [(&str, Step); 15] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("hand-off floor", handoff::run),
@@ -93,6 +94,7 @@ fn main() {
         ("client vs raw", client::run),
         ("family", family::run),
         ("many waiters", waiters::run),
+        ("tracking", tracking::run),
         // Last: it flushes the server between its sizes.
         ("costs", costs::run),
     ];

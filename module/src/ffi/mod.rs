@@ -35,6 +35,7 @@ macro_rules! has {
 pub mod alarm;
 pub mod block;
 pub mod boundary;
+pub mod clock;
 pub mod command;
 pub mod config;
 pub mod ctx;

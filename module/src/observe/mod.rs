@@ -25,13 +25,13 @@ mod report;
 pub use report::held;
 
 use crate::config::{self, TOP_MAX_HOLDS};
-use crate::core::observe::clock::now_us;
 use crate::core::observe::histogram::Histogram;
 use crate::core::observe::live::{Ended, HoldId, Live, Start};
 use crate::core::observe::topk::{Count, Recent};
 use crate::core::stats::{Counter, ObjectKind};
 use crate::core::wait::KeyId;
 use crate::ffi::boundary::InfoWriter;
+use crate::ffi::clock::now_us;
 use crate::ffi::{Ctx, RStr};
 use crate::timers;
 use std::cell::RefCell;

@@ -6,9 +6,9 @@
 
 use super::{state, DROPPED};
 use crate::core::objects;
-use crate::core::observe::clock::now_us;
 use crate::core::observe::live::Held;
 use crate::core::wait::KeyId;
+use crate::ffi::clock::now_us;
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
 

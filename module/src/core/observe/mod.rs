@@ -3,7 +3,6 @@
 //! piece has fixed or capped memory and O(1) work per event; the skin (`crate::observe`)
 //! feeds them.
 
-pub mod clock;
 pub mod histogram;
 pub mod live;
 pub mod top;

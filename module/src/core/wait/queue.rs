@@ -98,7 +98,7 @@ pub struct Waiter<H, R> {
     pub req: R,
     /// The job that ends this wait at its deadline (none for a wait without limit).
     pub deadline: Option<TimerKey>,
-    /// When it was queued (`observe::clock`, microseconds): its wait time is measured from
+    /// When it was queued (`ffi::clock`, microseconds): its wait time is measured from
     /// here when it is granted.
     pub queued_us: u64,
 }
