@@ -2,7 +2,10 @@
 # Server-side instructions per call, counted by valgrind's callgrind: repeatable whatever else
 # the machine does (wall-clock figures on a shared VM are not). RLOCK.ACQUIRE / RLOCK.RELEASE
 # against Redisson's acquire and unlock scripts (EVALSHA) and native HSET / DEL, each phase
-# pipelined through one connection and dumped separately.
+# pipelined through one connection and dumped separately. Then the session-watched pair, the
+# client's default path: RSESSION.OPEN on the same connection, RLOCK.ACQUIRE ... SESSION s QUEUE
+# request timeout_ms (granted at once: its hold is watched for loss) and RLOCK.RELEASE (ends the
+# watch), beside the plain pair.
 # Usage: scripts/instructions.sh [calls]   (default 20000 per phase; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,8 +37,19 @@ rs_r() { for ((i = 0; i < N; i++)); do
   echo "EVALSHA $SHA_R 3 r:$i redisson_lock__channel:{r:$i} redisson_unlock_latch:{r:$i}:q$i 0 30000 $OWNER PUBLISH 13000"; done; }
 hs() { for ((i = 0; i < N; i++)); do echo "HSET h:$i $OWNER 1"; done; }
 dl() { for ((i = 0; i < N; i++)); do echo "DEL h:$i"; done; }
+SESSION=instructions-session
+# The session is opened on the connection that sends the acquires (its own phase, not counted).
+ws_a() { echo "RSESSION.OPEN $SESSION 60000"; for ((i = 0; i < N; i++)); do
+  echo "RLOCK.ACQUIRE w:$i $OWNER 30000 SESSION $SESSION QUEUE $i 10000"; done; }
+ws_r() { for ((i = 0; i < N; i++)); do echo "RLOCK.RELEASE w:$i $OWNER"; done; }
 callgrind_control --zero "$VG" >/dev/null 2>&1
-for p in rl_a rl_r rs_a rs_r hs dl; do phase "$p" "$p"; done
+# The watched pair runs right after the plain one: later, the unlock latches Redisson's unlock
+# script leaves (13 s leases) expire during the phase, and their keyspace events were counted
+# against it (300 instructions per call).
+for p in rl_a rl_r ws_a ws_r rs_a rs_r hs dl; do phase "$p" "$p"; done
+# Both watched phases must have run with the session alive (grace_ms from its open, no reads).
+[ "$(cli RSESSION.INFO $SESSION 2>&1 | head -c 8)" != "NOSESSIO" ] ||
+  echo "warning: the session expired during the watched phases: its figures are not a watched pair" >&2
 cli shutdown nosave >/dev/null 2>&1 || true
 wait $VG 2>/dev/null || true
 # Inclusive instructions of the command function in each phase's dump, per call.
@@ -47,6 +61,14 @@ per_call() { # phase function
 A=$(per_call rl_a 'RedisModuleCommandDispatcher'); R=$(per_call rl_r 'RedisModuleCommandDispatcher')
 EA=$(per_call rs_a 'evalShaCommand'); ER=$(per_call rs_r 'evalShaCommand')
 H=$(per_call hs 'hsetCommand'); D=$(per_call dl 'delCommand')
+# (The watched acquire phase holds one RSESSION.OPEN too: under 0.1% of its calls' count at the
+# default N.)
+WA=$(per_call ws_a 'RedisModuleCommandDispatcher'); WR=$(per_call ws_r 'RedisModuleCommandDispatcher')
 echo "server-side instructions per call (callgrind, $N calls per phase):"
 printf '  acquire:  RLOCK.ACQUIRE %6s   Redisson acquire script %6s   ratio %s   (native HSET %s)\n' "$A" "$EA" "$(awk -v a="$A" -v e="$EA" 'BEGIN{printf "%.2fx", e/a}')" "$H"
 printf '  release:  RLOCK.RELEASE %6s   Redisson unlock script  %6s   ratio %s   (native DEL %s)\n' "$R" "$ER" "$(awk -v a="$R" -v e="$ER" 'BEGIN{printf "%.2fx", e/a}')" "$D"
+printf '  watched (SESSION s QUEUE request timeout_ms, session opened on the connection):\n'
+printf '  acquire:  RLOCK.ACQUIRE %6s   plain %6s   +%s\n' "$WA" "$A" "$((WA - A))"
+printf '  release:  RLOCK.RELEASE %6s   plain %6s   +%s\n' "$WR" "$R" "$((WR - R))"
+printf '  pair:     watched %6s   plain %6s   +%s\n' "$((WA + WR))" "$((A + R))" "$((WA + WR - A - R))"
+[ -z "${KEEP:-}" ] || echo "  dumps kept in $DIR (cg.out.* per phase; callgrind_annotate --inclusive=yes --tree=caller)"

@@ -5,7 +5,6 @@ use crate::config::{self, SESSION_MAX_GRACE_MS, SESSION_MAX_NAME_BYTES, SESSION_
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::wait::session::{self as rules, Outcomes};
-use crate::core::wait::HashMap;
 use crate::ffi::block::BlockedClient;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::sessions::{
@@ -39,7 +38,7 @@ pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         let resumed = s.by_name.contains_key(name);
         let id = match s.by_name.get(name) {
             Some(id) => {
-                if !owns(&user, &s.sessions[id]) {
+                if !owns(user.as_deref(), &s.sessions[id]) {
                     return Err(CmdError::SessionNoPerm(name.to_vec()));
                 }
                 *id
@@ -66,7 +65,8 @@ pub fn open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                         listener: 0,
                         reader: None,
                         expiry: None,
-                        watching: HashMap::default(),
+                        watched: 0,
+                        watch_keys: Vec::new(),
                         queued: HashSet::default(),
                         outcomes: Outcomes::default(),
                     },
@@ -215,7 +215,7 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         let Some(sess) = s.sessions.get(&id) else {
             return Err(CmdError::NoSession);
         };
-        let holds: u32 = sess.watching.values().sum();
+        let holds = sess.watched;
         Ok(Reply::Map(vec![
             ("session", Reply::Bulk(sess.name.to_vec())),
             ("listener", Reply::Int(sess.listener as i64)),
@@ -243,7 +243,7 @@ pub fn list(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let names = state(|s| {
         s.sessions
             .values()
-            .filter(|x| all || owns(&user, x))
+            .filter(|x| all || owns(user.as_deref(), x))
             .map(|x| Reply::Bulk(x.name.to_vec()))
             .collect()
     });

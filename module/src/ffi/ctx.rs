@@ -425,19 +425,27 @@ impl Ctx {
     /// The calling client's ACL user name; `None` when the context has no user (the module's
     /// own timers and events) or the server cannot tell (no such API).
     pub fn user_name(self) -> Option<Vec<u8>> {
+        self.with_user_name(|name| name.map(<[u8]>::to_vec))
+    }
+
+    /// `f` of the calling client's ACL user name, borrowed (`None` as for [`Ctx::user_name`]):
+    /// a comparison copies nothing (the copy and its free were 300 of the 900 instructions of
+    /// checking a session's user, callgrind).
+    pub fn with_user_name<R>(self, f: impl FnOnce(Option<&[u8]>) -> R) -> R {
         if !has!(RedisModule_GetCurrentUserName) {
-            return None;
+            return f(None);
         }
-        // SAFETY: the API exists (checked above); a NULL name means no user is attached; the
-        // name's bytes are copied before it is freed, once.
+        // SAFETY: the API exists (checked above); a NULL name means no user is attached. The
+        // name is a new string of ours: its bytes are read while it lives, then it is freed,
+        // once (`f` cannot keep them: they are borrowed for its call only).
         unsafe {
             let name = api!(RedisModule_GetCurrentUserName)(self.0);
             if name.is_null() {
-                return None;
+                return f(None);
             }
-            let bytes = RStr(name).bytes().to_vec();
+            let r = f(Some(RStr(name).bytes()));
             api!(RedisModule_FreeString)(self.0, name);
-            Some(bytes)
+            r
         }
     }
 

@@ -13,9 +13,9 @@ mod session_model;
 pub mod timers;
 
 pub use pending::{Hold, Pending, Serve, Tidy, Upkeep};
-pub use queue::{Grouped, KeyId, Queues, Waiter};
+pub use queue::{Grouped, KeyId, KeyRef, KeyView, Queues, Waiter};
 pub use serve::{serve, ObjectKeys, Outcome, Req, Served};
-pub use timers::{TimerKey, Timers};
+pub use timers::{Deadline, Deadlines, TimerKey, Timers};
 
 /// The hash maps of the waiting mechanism. foldhash instead of std's SipHash: a hand-off looks
 /// up the queues by key about two dozen times, and SipHash was 17 % of a contended hand-off's
