@@ -7,9 +7,8 @@
 
 use crate::bench::Bench;
 use crate::exclusion::Exclusion;
-use crate::protocols::{owner, pipeline_pairs, Kind};
+use crate::protocols::Kind;
 use crate::report::{Report, Table};
-use redis::Value;
 use std::time::{Duration, Instant};
 
 const CONFIG: &str = "rlock.top-max-holds";
@@ -114,37 +113,7 @@ fn unpipelined(b: &Bench, run: Duration, _: &mut Report) -> f64 {
 /// Several connections sending pipelines of pairs on distinct keys: the server's CPU is the
 /// limit, so this shows most of what the table costs.
 fn pipelined(b: &Bench, run: Duration, _: &mut Report) -> f64 {
-    let s = &b.sizes;
-    let start = Instant::now();
-    let total: u64 = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..s.pipe_conns)
-            .map(|c| {
-                scope.spawn(move || {
-                    let mut conn = b.conn();
-                    let who = owner(c);
-                    let mut done = 0u64;
-                    while start.elapsed() < run {
-                        let mut pipe = redis::pipe();
-                        let prefix = format!("tr2:{c}");
-                        pipeline_pairs(
-                            Kind::Rlock,
-                            &mut pipe,
-                            &b.shas,
-                            &who,
-                            &prefix,
-                            done,
-                            s.pipe_pairs,
-                        );
-                        let _: Vec<Value> = pipe.query(&mut conn).expect("pipeline");
-                        done += s.pipe_pairs;
-                    }
-                    done
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).sum()
-    });
-    total as f64 / start.elapsed().as_secs_f64()
+    crate::uncontended::pipelined_rate(b, Kind::Rlock, "tr2", run)
 }
 
 /// Eight connections taking one lock in turn with `BLOCK`: every grant a hand-off.

@@ -80,38 +80,15 @@ fn pipelined(b: &Bench, r: &mut Report) -> Vec<(Kind, f64)> {
         ),
         &["protocol", "pairs/s", "vs redisson", "vs ceiling"],
     );
-    let mut rates = Vec::new();
-    for kind in [Kind::Rlock, Kind::Redisson, Kind::Ceiling] {
-        let start = Instant::now();
-        let total: u64 = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..s.pipe_conns)
-                .map(|c| {
-                    scope.spawn(move || {
-                        let mut conn = b.conn();
-                        let who = owner(c);
-                        let mut done = 0u64;
-                        while start.elapsed() < s.run {
-                            let mut pipe = redis::pipe();
-                            pipeline_pairs(
-                                kind,
-                                &mut pipe,
-                                &b.shas,
-                                &who,
-                                &format!("u2:{}:{c}", kind.name()),
-                                done,
-                                s.pipe_pairs,
-                            );
-                            let _: Vec<Value> = pipe.query(&mut conn).expect("pipeline");
-                            done += s.pipe_pairs;
-                        }
-                        done
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).sum()
-        });
-        rates.push((kind, total as f64 / start.elapsed().as_secs_f64()));
-    }
+    let rates: Vec<(Kind, f64)> = [Kind::Rlock, Kind::Redisson, Kind::Ceiling]
+        .into_iter()
+        .map(|kind| {
+            (
+                kind,
+                pipelined_rate(b, kind, &format!("u2:{}", kind.name()), s.run),
+            )
+        })
+        .collect();
     let of = |k: Kind| rates.iter().find(|(kk, _)| *kk == k).map(|x| x.1).unwrap();
     for &(kind, rate) in &rates {
         t.row(vec![
@@ -142,6 +119,34 @@ fn pipelined(b: &Bench, r: &mut Report) -> Vec<(Kind, f64)> {
         vs_ceiling >= 0.5,
     );
     rates
+}
+
+/// Pairs/s of `kind` over `run`: `b.sizes.pipe_conns` connections, each sending pipelines of
+/// `b.sizes.pipe_pairs` acquire+release pairs on distinct keys (`prefix:<connection>:<n>`).
+pub fn pipelined_rate(b: &Bench, kind: Kind, prefix: &str, run: std::time::Duration) -> f64 {
+    let s = &b.sizes;
+    let start = Instant::now();
+    let total: u64 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..s.pipe_conns)
+            .map(|c| {
+                scope.spawn(move || {
+                    let mut conn = b.conn();
+                    let who = owner(c);
+                    let prefix = format!("{prefix}:{c}");
+                    let mut done = 0u64;
+                    while start.elapsed() < run {
+                        let mut pipe = redis::pipe();
+                        pipeline_pairs(kind, &mut pipe, &b.shas, &who, &prefix, done, s.pipe_pairs);
+                        let _: Vec<Value> = pipe.query(&mut conn).expect("pipeline");
+                        done += s.pipe_pairs;
+                    }
+                    done
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    total as f64 / start.elapsed().as_secs_f64()
 }
 
 /// Server-side µs per call from INFO commandstats: acquires alone, then releases alone, one
