@@ -111,10 +111,13 @@ impl Transport {
     }
 
     async fn send(&self, io: Io, key: &str, cmd: &Cmd, to: Option<Redirect>) -> RedisResult<Value> {
+        // The cluster's and Sentinel's calls are boxed here and below: inline, their larger
+        // states made every caller's future carry them (a single server's acquire included;
+        // see `ops::lock`'s `an_awaited_acquire_stays_small`).
         match &self.via {
             Via::Single(s) => s.send(io, cmd).await,
-            Via::Cluster(c) => c.send(key, cmd, to).await,
-            Via::Sentinel(s) => s.send(io, cmd).await,
+            Via::Cluster(c) => Box::pin(c.send(key, cmd, to)).await,
+            Via::Sentinel(s) => Box::pin(s.send(io, cmd)).await,
         }
     }
 
@@ -142,8 +145,8 @@ impl Transport {
     pub(crate) async fn node_of(&self, key: &str) -> Arc<str> {
         match &self.via {
             Via::Single(s) => s.node.addr.clone(),
-            Via::Cluster(c) => c.node_of(key).await,
-            Via::Sentinel(s) => s.node_of().await,
+            Via::Cluster(c) => Box::pin(c.node_of(key)).await,
+            Via::Sentinel(s) => Box::pin(s.node_of()).await,
         }
     }
 
@@ -167,8 +170,8 @@ impl Transport {
     ) -> RedisResult<Value> {
         match &self.via {
             Via::Single(s) => s.send(io, cmd).await,
-            Via::Cluster(c) => c.send_at(addr, cmd, asking).await,
-            Via::Sentinel(s) => s.send_at(io, addr, cmd).await,
+            Via::Cluster(c) => Box::pin(c.send_at(addr, cmd, asking)).await,
+            Via::Sentinel(s) => Box::pin(s.send_at(io, addr, cmd)).await,
         }
     }
 
