@@ -64,7 +64,11 @@ fn a_thread_that_ends_holding_a_lock_has_it_released_within_a_renewal_period() {
     wait_until(margin(PERIOD * 2), "the read hold is released too", || {
         !exists(&mut c, "orphan:rw")
     });
-    assert_eq!(client.renewing_count(), 0);
+    // The watchdog forgets an orphan once its release is answered, a moment after the key is
+    // gone (the count was still 2 once, under load, when read at once).
+    wait_until(margin(PERIOD), "the watchdog renews nothing", || {
+        client.renewing_count() == 0
+    });
     theirs.unlock().unwrap();
 }
 

@@ -84,8 +84,12 @@ fn replica_sync_waits_for_a_replica_and_undoes_when_none_acknowledges() {
         rlock_tests::info_field(&mut rc, "replication", "master_link_status").as_deref()
             == Some("up")
     });
+    // A lease far longer than WAIT's 500 ms: the frozen replica's case must end by WAIT's
+    // timeout, not by the lease (600 ms, the helpers' default, left 100 ms for WAIT to answer:
+    // under load the lease ended first once, `LeaseEndedBeforeSync`, which the next test covers).
     let client = client_with(master.url(), |b| {
         b.replica_sync(Some(Duration::from_millis(500)))
+            .watchdog_timeout(Duration::from_secs(5))
     });
     let lock = client.lock("synced");
     lock.lock().unwrap();
