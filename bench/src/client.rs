@@ -170,11 +170,9 @@ pub fn run(b: &crate::bench::Bench, r: &mut Report) {
             let (url, session) = (b.url.clone(), session.clone());
             // In a task of its own, as application code runs (a task's owner is the task).
             let s = rt
-                .block_on(
-                    rt.spawn(async move {
-                        async_pair(&client, &url, path, &prefix, &session, slice).await
-                    }),
-                )
+                .block_on(rt.spawn(async move {
+                    async_pair(&client, &url, path, &prefix, &session, slice).await
+                }))
                 .unwrap();
             sums[1][i].add(s);
         }
@@ -207,8 +205,9 @@ pub fn run(b: &crate::bench::Bench, r: &mut Report) {
             }
         }
     }
-    let _: redis::RedisResult<redis::Value> =
-        redis::cmd("RSESSION.CLOSE").arg(&session).query(&mut b.conn());
+    let _: redis::RedisResult<redis::Value> = redis::cmd("RSESSION.CLOSE")
+        .arg(&session)
+        .query(&mut b.conn());
     r.tables.push(t);
 }
 
@@ -282,7 +281,11 @@ fn raw_acquire(key: &str, who: &str, watch: Option<(&str, u64, bool)>) -> redis:
     let mut c = redis::cmd("RLOCK.ACQUIRE");
     c.arg(key).arg(who).arg(LEASE.as_millis() as u64);
     if let Some((session, request, blocking)) = watch {
-        c.arg("SESSION").arg(session).arg("QUEUE").arg(request).arg(0);
+        c.arg("SESSION")
+            .arg(session)
+            .arg("QUEUE")
+            .arg(request)
+            .arg(0);
         if blocking {
             c.arg("BLOCK").arg(50);
         }
