@@ -5,7 +5,9 @@
 # pipelined through one connection and dumped separately. Then the session-watched pair, the
 # client's default path: RSESSION.OPEN on the same connection, RLOCK.ACQUIRE ... SESSION s QUEUE
 # request timeout_ms (granted at once: its hold is watched for loss) and RLOCK.RELEASE (ends the
-# watch), beside the plain pair.
+# watch), beside the plain pair. And hold tracking's cost: interleaved acquire + release pairs
+# (as a pipelined client sends them) with the table of live holds on (rlock.top-max-holds at
+# its default) and off (0), counted per pair.
 # Usage: scripts/instructions.sh [calls]   (default 20000 per phase; needs valgrind)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,10 +44,19 @@ SESSION=instructions-session
 ws_a() { echo "RSESSION.OPEN $SESSION 60000"; for ((i = 0; i < N; i++)); do
   echo "RLOCK.ACQUIRE w:$i $OWNER 30000 SESSION $SESSION QUEUE $i 10000"; done; }
 ws_r() { for ((i = 0; i < N; i++)); do echo "RLOCK.RELEASE w:$i $OWNER"; done; }
+pairs() { for ((i = 0; i < N; i++)); do echo "RLOCK.ACQUIRE $1:$i $OWNER 30000"; echo "RLOCK.RELEASE $1:$i $OWNER"; done; }
+tp_on() { pairs tp_on; }
+tp_off() { pairs tp_off; }
 callgrind_control --zero "$VG" >/dev/null 2>&1
 # The watched pair runs right after the plain one: later, the unlock latches Redisson's unlock
 # script leaves (13 s leases) expire during the phase, and their keyspace events were counted
 # against it (300 instructions per call).
+# Tracking's pairs first, before any phase leaves keys to expire during them.
+MAX_HOLDS=$(cli CONFIG GET rlock.top-max-holds | tail -1)
+phase tp_on tp_on
+cli CONFIG SET rlock.top-max-holds 0 >/dev/null
+phase tp_off tp_off
+cli CONFIG SET rlock.top-max-holds "$MAX_HOLDS" >/dev/null
 for p in rl_a rl_r ws_a ws_r rs_a rs_r hs dl; do phase "$p" "$p"; done
 # Both watched phases must have run with the session alive (grace_ms from its open, no reads).
 [ "$(cli RSESSION.INFO $SESSION 2>&1 | head -c 8)" != "NOSESSIO" ] ||
@@ -71,4 +82,8 @@ printf '  watched (SESSION s QUEUE request timeout_ms, session opened on the con
 printf '  acquire:  RLOCK.ACQUIRE %6s   plain %6s   +%s\n' "$WA" "$A" "$((WA - A))"
 printf '  release:  RLOCK.RELEASE %6s   plain %6s   +%s\n' "$WR" "$R" "$((WR - R))"
 printf '  pair:     watched %6s   plain %6s   +%s\n' "$((WA + WR))" "$((A + R))" "$((WA + WR - A - R))"
+# (N pairs per phase: per_call gives instructions per pair.)
+TON=$(per_call tp_on 'RedisModuleCommandDispatcher'); TOFF=$(per_call tp_off 'RedisModuleCommandDispatcher')
+printf '  hold tracking (interleaved acquire + release pairs, per pair):\n'
+printf '  pair:     tracking on %6s   off %6s   +%s\n' "$TON" "$TOFF" "$((TON - TOFF))"
 [ -z "${KEEP:-}" ] || echo "  dumps kept in $DIR (cg.out.* per phase; callgrind_annotate --inclusive=yes --tree=caller)"
