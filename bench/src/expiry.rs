@@ -11,7 +11,7 @@
 
 use crate::bench::Bench;
 use crate::protocols::{Kind, Protocol};
-use crate::report::{ms, percentile, Report, Table};
+use crate::report::{ms, percentile, rounds, Report, Table};
 use crate::rw_protocols::{self, Mode, RwKind, RwProtocol, RwShas};
 use redis::Connection;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -78,13 +78,7 @@ pub fn run(b: &Bench, r: &mut Report) {
         t.row(vec![
             protocol.into(),
             shape.into(),
-            match missed {
-                0 => delays.len().to_string(),
-                n => format!(
-                    "{} (+{n} void: the lease was over before it was read)",
-                    delays.len()
-                ),
-            },
+            rounds(delays.len(), missed),
             ms(min),
             ms(percentile(&mut delays, 50.0)),
             ms(p99),

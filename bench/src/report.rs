@@ -28,6 +28,15 @@ pub fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1000.0)
 }
 
+/// A table's "rounds" cell: the rounds timed, and the void ones run again in their place (a
+/// lease over before the benchmark could read it, on a stalled machine).
+pub fn rounds(timed: usize, void: usize) -> String {
+    match void {
+        0 => timed.to_string(),
+        n => format!("{timed} (+{n} void: the lease was over before it was read)"),
+    }
+}
+
 pub struct Table {
     pub title: String,
     pub headers: Vec<String>,

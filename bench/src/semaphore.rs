@@ -6,7 +6,7 @@
 
 use crate::bench::{commands_executed, reset_stats, Bench};
 use crate::exclusion::{critical, Permits};
-use crate::report::{jain, ms, percentile, Bar, Report, Table};
+use crate::report::{jain, ms, percentile, rounds, Bar, Report, Table};
 use crate::sem_protocols::{Scripts, SemClient, Side};
 use rlock_tests::redisson::semaphore as rs;
 use std::time::{Duration, Instant};
@@ -262,7 +262,7 @@ fn expiring(b: &Bench, r: &mut Report, scripts: &Scripts) {
         let p99 = percentile(&mut delays, 99.0);
         t.row(vec![
             side.name().into(),
-            delays.len().to_string(),
+            rounds(delays.len(), missed),
             ms(percentile(&mut delays, 50.0)),
             ms(p99),
             ms(max),
