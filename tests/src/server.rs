@@ -422,6 +422,14 @@ pub fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid}");
 }
 
+/// WAIT until `replicas` replicas acknowledge this connection's writes; returns how many did.
+/// The bound is 5 s rather than 1 s because right after a full sync Redis 7.4 may hold the
+/// command stream back until the replica's next once-a-second `REPLCONF ACK`, so a first
+/// `WAIT 1 1000` can time out on a healthy pair (5 in 30 runs did, and one CI run).
+pub fn wait_replicas(m: &mut redis::Connection, replicas: i64) -> i64 {
+    crate::int(m, &cmd!("WAIT", replicas, 5000))
+}
+
 /// A master with the module and a replica without it, linked, the master syncing at once.
 pub fn start_pair() -> (Server, Server) {
     let master = Server::with(ServerOptions {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::{cmd, hgetall, int, pttl, redisson, string, Server, ServerOptions};
+use crate::{cmd, hgetall, pttl, redisson, string, wait_replicas, Server, ServerOptions};
 
 /// The AOF files of a server's directory: (the incremental files, every file), as text.
 pub fn aof_text(server: &Server) -> (String, String) {
@@ -145,7 +145,7 @@ pub fn reload_aof_without_module(server: &mut Server) -> (Server, Option<tempfil
 #[track_caller]
 pub fn assert_replica_matches(step: &str, m: &mut redis::Connection, r: &mut redis::Connection) {
     assert!(
-        int(m, &cmd!("WAIT", 1, 1000)) >= 1,
+        wait_replicas(m, 1) >= 1,
         "{step}: replica did not acknowledge"
     );
     let started = Instant::now();

@@ -247,7 +247,7 @@ fn a_promoted_replica_never_repeats_a_token_its_counter_lost() {
         t
     };
     let t1 = fence(&mut p, "a");
-    assert!(int(&mut p, &cmd!("WAIT", 1, 5000)) >= 1);
+    assert!(wait_replicas(&mut p, 1) >= 1);
     assert_eq!(
         token(&mut r, "lk"),
         Some(t1),

@@ -94,7 +94,7 @@ fn a_replica_with_the_module_reads_but_refuses_to_park_a_latch_waiter() {
     });
     assert_eq!(int(&mut m, &cmd!("RSEM.TRYSETPERMITS", "s", 2)), 1);
     assert_eq!(int(&mut m, &cmd!("RLATCH.TRYSETCOUNT", "l", 1)), 1);
-    assert!(int(&mut m, &cmd!("WAIT", 1, 1000)) >= 1);
+    assert!(wait_replicas(&mut m, 1) >= 1);
     // Read-only commands work on the replica; a latch wait there is refused, since only the
     // master releases waiters (the replica's copy changes by replication alone).
     assert_eq!(int(&mut r, &cmd!("RLATCH.COUNT", "l")), 1);
@@ -109,6 +109,6 @@ fn a_replica_with_the_module_reads_but_refuses_to_park_a_latch_waiter() {
     );
     // Once the master opens the latch, the replica's AWAIT passes.
     assert_eq!(int(&mut m, &cmd!("RLATCH.COUNTDOWN", "l")), 0);
-    assert!(int(&mut m, &cmd!("WAIT", 1, 1000)) >= 1);
+    assert!(wait_replicas(&mut m, 1) >= 1);
     assert_eq!(int(&mut r, &cmd!("RLATCH.AWAIT", "l", "BLOCK", 0)), 1);
 }

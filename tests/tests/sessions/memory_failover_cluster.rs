@@ -131,11 +131,7 @@ fn a_demoted_master_ends_queued_session_requests_with_an_unblocked_outcome() {
     let l = Listener::open(&m, "app", 10_000);
     hold_and_queue(&mut c, 2, "app");
     let reader = l.park(&m, &mut c);
-    assert_eq!(
-        int(&mut c, &cmd!("WAIT", 1, 5000)),
-        1,
-        "the locks reached the replica"
-    );
+    assert_eq!(wait_replicas(&mut c, 1), 1, "the locks reached the replica");
 
     assert_eq!(string(&mut rc, &cmd!("REPLICAOF", "NO", "ONE")), "OK");
     assert_eq!(
