@@ -2413,7 +2413,7 @@ fn run_round(
         );
         if std::time::Instant::now() > end {
             violation(
-                &sh,
+                sh,
                 "quiescence",
                 format!("{grace:?} after the stop: {last}"),
             );
@@ -2429,7 +2429,7 @@ fn run_round(
         let expected = k == SEM || *k == token_key(LOCK);
         let latch = k.starts_with("redisson_unlock_latch") && rlock_tests::pttl(c, k) > 0;
         if !expected && !latch {
-            violation(&sh, "quiescence", format!("key {k} left behind"));
+            violation(sh, "quiescence", format!("key {k} left behind"));
         }
     }
     // Every permit back: at most the permits of acquires whose outcome a fault hid are missing.
