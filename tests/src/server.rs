@@ -423,9 +423,10 @@ pub fn signal(pid: u32, sig: &str) {
 }
 
 /// WAIT until `replicas` replicas acknowledge this connection's writes; returns how many did.
-/// The bound is 5 s rather than 1 s because right after a full sync Redis 7.4 may hold the
-/// command stream back until the replica's next once-a-second `REPLCONF ACK`, so a first
-/// `WAIT 1 1000` can time out on a healthy pair (5 in 30 runs did, and one CI run).
+/// The bound is 5 s rather than 1 s because right after a full sync the primary may hold the
+/// command stream back until the replica's next once-a-second `REPLCONF ACK` (seen on Redis
+/// 7.0, 7.4 and Valkey), so a first `WAIT 1 1000` can time out on a healthy pair (on Redis 7.4,
+/// 5 runs in 30 did, and one CI run).
 pub fn wait_replicas(m: &mut redis::Connection, replicas: i64) -> i64 {
     crate::int(m, &cmd!("WAIT", replicas, 5000))
 }
