@@ -38,7 +38,7 @@ pub use resp::{
     assert_between, dbsize, err, error_text, exists, fields, hgetall, holder, int, nil, pairs,
     permit_ids, pttl, raw, show, string, text,
 };
-pub use rng::{env_u64, Rng};
+pub use rng::{env_seed, env_u64, Rng};
 pub use rwlock::{park_rw, rw_acquire, rw_info, rw_release, rwlock_channel, rwlock_hold, RwInfo};
 pub use server::{
     acl_user, cli_binary, free_port, module_path, server_binary, signal, start_pair, start_replica,

@@ -40,3 +40,14 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// The seed of a randomized test: environment variable `name`, else one from the clock (a
+/// new interleaving each run; the test prints it, so a failure replays with `name` set).
+pub fn env_seed(name: &str) -> u64 {
+    env_u64(
+        name,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    )
+}

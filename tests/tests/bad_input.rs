@@ -317,15 +317,7 @@ fn random_arg(rng: &mut Rng) -> Vec<u8> {
 
 /// The seed of a randomized test: `RLOCK_FUZZ_SEED` or the clock, printed for reruns.
 fn fuzz_seed(what: &str) -> u64 {
-    let seed = std::env::var("RLOCK_FUZZ_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+    let seed = env_seed("RLOCK_FUZZ_SEED");
     println!("{what} seed: {seed} (rerun with RLOCK_FUZZ_SEED={seed})");
     seed
 }

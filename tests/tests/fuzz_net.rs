@@ -18,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rlock_tests::{
-    cmd, env_u64, error_text, info_int, int, raw, redis, rlock_stat, text, Flavor, LockInfo, Rng,
-    Server, ServerKind, Value,
+    cmd, env_seed, env_u64, error_text, info_int, int, raw, redis, rlock_stat, text, Flavor,
+    LockInfo, Rng, Server, ServerKind, Value,
 };
 
 const KEYS: [&str; 3] = ["fz:a", "fz:b", "fz:{c}"];
@@ -379,13 +379,7 @@ fn flushdb_blocks_its_client(kind: ServerKind) -> bool {
 #[test]
 fn network_fuzz_keeps_the_server_alive_and_consistent() {
     let secs = env_u64("RLOCK_FUZZ_SECS", 8);
-    let seed = env_u64(
-        "RLOCK_FUZZ_SEED",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    );
+    let seed = env_seed("RLOCK_FUZZ_SEED");
     println!("network fuzz: {CONNS} connections, {secs} s, seed {seed}");
     let mut s = Server::start();
     let flush_async = flushdb_blocks_its_client(s.kind());

@@ -27,7 +27,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rlock::Error;
-use rlock_tests::{cmd, env_u64, info_int, int, raw, redis, rlock_stat, text, Rng, Server, Value};
+use rlock_tests::{
+    cmd, env_seed, env_u64, info_int, int, raw, redis, rlock_stat, text, Rng, Server, Value,
+};
 
 const LOCKS: [&str; 4] = ["soak:0", "soak:1", "soak:2", "soak:{3}"];
 const MIN_LEASE_MS: u64 = 60;
@@ -480,13 +482,7 @@ fn check_holds(holds: &[Hold], forces: &[Vec<(Instant, Instant)>]) -> (usize, Ve
 fn soak_mutual_exclusion_under_kills() {
     let secs = env_u64("RLOCK_SOAK_SECS", 12);
     let clients = env_u64("RLOCK_SOAK_CLIENTS", 32) as usize;
-    let seed = env_u64(
-        "RLOCK_SOAK_SEED",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    );
+    let seed = env_seed("RLOCK_SOAK_SEED");
     println!(
         "soak: {clients} clients, {} locks, {secs} s, seed {seed}",
         LOCKS.len()

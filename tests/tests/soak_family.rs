@@ -63,7 +63,9 @@ use std::time::Duration;
 use rlock::Error;
 use rlock_tests::redis;
 use rlock_tests::redisson;
-use rlock_tests::{cmd, env_u64, info_int, rlock_stat, rwlock_hold, text, token_key, Rng, Server};
+use rlock_tests::{
+    cmd, env_seed, env_u64, info_int, rlock_stat, rwlock_hold, text, token_key, Rng, Server,
+};
 use rlock_tests::{LockInfo, RwInfo, Value};
 
 const RW: &str = "fam:rw";
@@ -2453,13 +2455,7 @@ fn run_round(
 fn soak_family_under_faults() {
     started();
     let secs = env_u64("RLOCK_SOAK_SECS", 30);
-    let seed = env_u64(
-        "RLOCK_SOAK_SEED",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64,
-    );
+    let seed = env_seed("RLOCK_SOAK_SEED");
     let brk = std::env::var("RLOCK_SOAK_BREAK").unwrap_or_default();
     println!("soak_family: {secs} s, seed {seed}, break {brk:?}");
     let s = Server::start();
