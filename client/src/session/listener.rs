@@ -118,8 +118,9 @@ impl Kick {
     }
 }
 
-/// What a caller of an abandoned listener gets: `NOSESSION` (not run: it sends again, to the
-/// primary Sentinel names now).
+/// What a caller of a listener that stopped for good gets (abandoned: Sentinel names another
+/// primary; retired: its node turned into a replica): `NOSESSION` (not run: it sends again, to
+/// the node that serves its key now).
 fn left() -> RedisError {
     server_error(
         "NOSESSION the client left its session on this node: it is not the primary any more",
@@ -189,8 +190,11 @@ impl Listener {
         let mut rx = self.phase.subscribe();
         let mut kicked = false;
         loop {
-            if self.abandoned.load(Ordering::SeqCst) {
-                // Nothing opens this session again: the caller goes to the primary now.
+            // Nothing opens this session again: the caller goes to the primary now. (A retired
+            // thread's last word is `Down`: a caller that kicked it and waited for another
+            // would wait forever. The cluster torture found one such acquire, hung 15 minutes
+            // after its node was demoted.)
+            if self.abandoned.load(Ordering::SeqCst) || self.is_retired() {
                 return Err(left());
             }
             let phase = rx.borrow_and_update().clone();
@@ -672,5 +676,60 @@ fn run(l: &Listener) {
         if !delay.is_zero() && !l.closed.load(Ordering::Relaxed) {
             l.kick.pause(delay);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listener() -> Arc<Listener> {
+        let client = redis::Client::open("redis://127.0.0.1:1/").unwrap();
+        let node = Arc::new(Node::new(
+            client,
+            Duration::from_millis(100),
+            Duration::from_millis(100),
+        ));
+        let settings = Settings {
+            grace: Duration::from_secs(1),
+            retry_delay: Duration::from_millis(10),
+            response_timeout: Duration::from_millis(100),
+            metrics: Default::default(),
+        };
+        Arc::new(Listener::new("t", node, settings, Default::default()))
+    }
+
+    /// A caller waiting for the session when the thread retires (its node was demoted) is
+    /// answered, not left waiting for a phase that never comes.
+    #[test]
+    fn a_caller_waiting_in_ready_is_answered_when_the_listener_retires() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let l = listener();
+        rt.block_on(async {
+            let waiting = {
+                let l = l.clone();
+                tokio::spawn(async move { l.ready().await })
+            };
+            // The caller sees the thread fail once and kicks it (as after any failed attempt).
+            tokio::task::yield_now().await;
+            l.set_phase(Phase::Down(server_error("ERR connection refused")));
+            tokio::task::yield_now().await;
+            // Then the thread finds a replica and stops for good: what `run` does last.
+            l.retired.store(true, Ordering::Relaxed);
+            l.lose(Loss::Interrupted);
+            l.set_phase(Phase::Down(server_error(
+                "READONLY the server turned into a replica",
+            )));
+            let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+                .await
+                .expect("ready() answered after the retirement")
+                .unwrap();
+            assert_eq!(got.unwrap_err().code(), Some("NOSESSION"));
+            // A later caller is answered at once.
+            assert_eq!(l.ready().await.unwrap_err().code(), Some("NOSESSION"));
+        });
     }
 }
