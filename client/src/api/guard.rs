@@ -109,8 +109,10 @@ impl Watch {
 ///   renewal finding it gone does the same, as a backstop. A lost hold is no longer renewed and
 ///   a `tracing` warning is logged; the lock handle's `is_lost` tells too.
 /// - **with an explicit lease**, also once its lease has run out (by this client's clock,
-///   counted from the grant), as nothing renews it. A leased permit is lost when its lease
-///   ends.
+///   counted from the grant as the client sees it: when an attempt that does not wait was
+///   sent, when a wait's reply came), as nothing renews it. A leased permit is lost when its
+///   lease ends. The server counts from its own grant, up to a one-way network time apart:
+///   an `unlock` right after an attempt's hold turned lost may still succeed.
 /// - a **multi-lock** is lost when any of its locks is; a **RedLock** when it no longer holds a
 ///   majority, or when its validity ([`valid_until`](Guard::valid_until)) has passed.
 /// - plain semaphore permits are never lost (they have no lease).
@@ -204,9 +206,10 @@ impl<M: CallStyle> Guard<M> {
         self.watch.is_lost()
     }
 
-    /// When the hold ends at the latest, by this client's clock: the end of its lease (counted
-    /// from the grant), or of a [`RedLock`](crate::RedLock)'s validity. `None` while the
-    /// watchdog keeps it (or for permits of a plain semaphore, which never end by themselves).
+    /// When the hold ends, by this client's clock: the end of its lease (counted from the grant
+    /// as the client sees it, see "Lost holds" above), or of a [`RedLock`](crate::RedLock)'s
+    /// validity. `None` while the watchdog keeps it (or for permits of a plain semaphore, which
+    /// never end by themselves).
     pub fn valid_until(&self) -> Option<Instant> {
         self.watch.next_end()
     }
