@@ -291,7 +291,9 @@
 //! on the caller's executor and share one multiplexed connection. Nothing is spawned per call.
 //! Dropping an async acquire future withdraws its request from the server's queue before the
 //! drop returns, and if the server granted the lock at the same moment, releases it before the
-//! drop returns too. After a server restart the client reconnects; a wait broken by the
+//! drop returns too. The same holds for an attempt that does not wait (`try_lock`,
+//! `try_acquire`) dropped while its command is on the way: the drop reads the reply and gives
+//! back what it granted. After a server restart the client reconnects; a wait broken by the
 //! restart queues again.
 //!
 //! A call against a server that is down fails after at most the connect timeout (default 1 s,

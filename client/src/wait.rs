@@ -24,7 +24,8 @@
 //!   client withdraws the request itself, so a wait returns within its time plus a few
 //!   milliseconds whatever else waits;
 //! - an acquire dropped while it waits is withdrawn before the drop returns, and a grant that
-//!   raced the withdrawal is given back ([`Attempt::give_back`]);
+//!   raced the withdrawal is given back ([`Attempt::give_back`]); an attempt that does not wait,
+//!   dropped while its command is on the way, reads the reply and gives back a grant in it;
 //! - a blocking wait that runs under a [`CancelToken`] that is cancelled is withdrawn the same
 //!   way and fails with [`Error::Cancelled`].
 //!
@@ -302,10 +303,18 @@ async fn send_at<'a, A: Attempt>(
     let listener = ctx.sessions.at(&ctx.transport, addr)?;
     let name = listener.ready().await?;
     let mut cmd = a.command(None);
+    let transport = &ctx.transport;
+    let to = addr.clone();
     let Some(timeout_ms) = until.queue_ms() else {
         wire::name_session(&mut cmd, &name, None);
-        let reply = ctx.transport.send_at(io, addr, &cmd, asking).await?;
-        return Ok(Sent::Reply(reply));
+        let mut attempt = Attempting {
+            ctx,
+            a,
+            sending: Mutex::new(Some(Box::pin(async move {
+                transport.send_at(io, &to, &cmd, asking).await
+            }))),
+        };
+        return Ok(Sent::Reply(attempt.reply().await?));
     };
     // Registered before sending: the outcome may reach the listener before the reply here.
     let ticket = listener.register(a.key(), wire::object_of(&cmd))?;
@@ -315,8 +324,6 @@ async fn send_at<'a, A: Attempt>(
         park_ms: ctx.transport.park_ms(io),
     };
     wire::name_session(&mut cmd, &ticket.name, Some(queue));
-    let transport = &ctx.transport;
-    let to = addr.clone();
     let mut queued = Queued {
         ctx,
         a,
@@ -347,6 +354,57 @@ async fn send_at<'a, A: Attempt>(
 /// The acquire on its way: owned by [`Queued`], so that a caller who goes away while it is in
 /// flight does not take its reply with it.
 type Sending<'a> = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send + 'a>>;
+
+/// A grant in a reply whose caller went away: give it back.
+async fn give_back_if_granted<A: Attempt>(ctx: &Context, a: &A, reply: &Value) {
+    if a.granted(reply) {
+        tracing::debug!(
+            key = a.key(),
+            "rlock: an acquire was granted as its caller left; giving it back"
+        );
+        a.give_back_granted(ctx, reply).await;
+    }
+}
+
+/// An attempt that does not queue (`try_lock`, `try_acquire`, ...), on its way. Dropped before
+/// its reply was read (its caller went away), it reads the reply before the drop returns and
+/// gives back a grant in it: the command runs on the server whether or not anyone waits for
+/// the reply, and a grant nobody received would be held by nobody until its lease ends (plain
+/// permits: for good). A reply the connection lost is settled by [`Attempt::took_effect`].
+struct Attempting<'a, A: Attempt> {
+    ctx: &'a Context,
+    a: &'a A,
+    /// `None` once the reply is read. In a mutex only so that the future stays `Sync`.
+    sending: Mutex<Option<Sending<'a>>>,
+}
+
+impl<A: Attempt> Attempting<'_, A> {
+    async fn reply(&mut self) -> RedisResult<Value> {
+        let sending = self.sending.get_mut();
+        let reply = sending.as_mut().expect("read once").as_mut().await;
+        *sending = None;
+        reply
+    }
+}
+
+impl<A: Attempt> Drop for Attempting<'_, A> {
+    fn drop(&mut self) {
+        let Some(sending) = self.sending.get_mut().take() else {
+            return;
+        };
+        let (ctx, a) = (self.ctx, self.a);
+        ctx.bg.block_on(async {
+            match sending.await {
+                Ok(v) => give_back_if_granted(ctx, a, &v).await,
+                Err(_) => {
+                    if matches!(a.took_effect(ctx).await, Ok(Some(_))) {
+                        a.give_back(ctx).await;
+                    }
+                }
+            }
+        });
+    }
+}
 
 /// A request queued in a session. Dropped while armed (its caller went away), it is withdrawn
 /// before the drop returns, and a grant that came first is given back: the acquire's own reply
@@ -427,13 +485,7 @@ impl<A: Attempt> Queued<'_, A> {
             None => self.withdraw().await,
         };
         match d {
-            Delivered::Granted(v) if self.a.granted(&v) => {
-                tracing::debug!(
-                    key = self.a.key(),
-                    "rlock: a wait was granted as its caller gave up; giving it back"
-                );
-                self.a.give_back_granted(ctx, &v).await;
-            }
+            Delivered::Granted(v) => give_back_if_granted(ctx, self.a, &v).await,
             // No word from the listener: ask the server whether the grant came first.
             Delivered::Interrupted => {
                 if matches!(self.a.took_effect(ctx).await, Ok(Some(_))) {
@@ -513,16 +565,7 @@ impl<A: Attempt> Drop for Queued<'_, A> {
                 // The caller went away while the acquire was in flight: its reply decides.
                 match sending.await {
                     Ok(v) if wire::is_queued(&v) => {} // queued: withdraw it, below
-                    Ok(v) => {
-                        if self.a.granted(&v) {
-                            tracing::debug!(
-                                key = self.a.key(),
-                                "rlock: an acquire was granted as its caller left; giving it back"
-                            );
-                            self.a.give_back_granted(ctx, &v).await;
-                        }
-                        return;
-                    }
+                    Ok(v) => return give_back_if_granted(ctx, self.a, &v).await,
                     Err(_) => {} // unknown: withdraw, then ask the server, below
                 }
             }

@@ -144,6 +144,107 @@ fn dropping_a_pending_acquire_leaves_no_holder_and_no_waiter() {
     assert_eq!(rlock_tests::rlock_stat(&mut c, "session_requests"), 0);
 }
 
+/// An attempt that does not wait (`try_lock`, `try_acquire`) dropped while its command is on
+/// the way: the server runs the command anyway, so the drop must read the reply and give back
+/// what it granted. Before, the reply was dropped with the future and the grant was held by
+/// nobody (a lock until its lease ended, a plain permit for good); the family soak saw it as
+/// "rwlock held after its acquire was cancelled".
+#[test]
+fn an_attempt_dropped_in_flight_gives_its_grant_back() {
+    use std::future::Future;
+    use std::pin::Pin;
+    type Attempt = Pin<Box<dyn Future<Output = rlock::Result<bool>> + Send>>;
+    let s = Server::start();
+    let mut c = s.conn();
+    let client = client(&s);
+    let rt = runtime(1);
+    let lease = Duration::from_secs(30);
+    for name in ["sem", "psem"] {
+        let set: i64 = redis::cmd("RSEM.TRYSETPERMITS")
+            .arg(name)
+            .arg(1)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(set, 1);
+    }
+    let permits = |c: &mut redis::Connection, name: &str| -> i64 {
+        redis::cmd("RSEM.AVAILABLE").arg(name).query(c).unwrap()
+    };
+    // Each attempt on an object of its own, with what says that object is free again.
+    let attempts: Vec<(&str, Attempt, Box<dyn Fn(&mut redis::Connection) -> bool>)> = vec![
+        (
+            "try_lock",
+            {
+                let l = client.async_lock("lock");
+                Box::pin(async move { l.try_lock().await })
+            },
+            Box::new(|c| !exists(c, "lock")),
+        ),
+        (
+            "try_lock_with(0, lease)",
+            {
+                let l = client.async_lock("leased");
+                Box::pin(async move { l.try_lock_with(Duration::ZERO, lease).await })
+            },
+            Box::new(|c| !exists(c, "leased")),
+        ),
+        (
+            "fenced try_lock",
+            {
+                let l = client.async_fenced_lock("fenced");
+                Box::pin(async move { l.try_lock().await })
+            },
+            Box::new(|c| !exists(c, "fenced")),
+        ),
+        (
+            "write try_lock",
+            {
+                let l = client.async_read_write_lock("rw").write_lock();
+                Box::pin(async move { l.try_lock().await })
+            },
+            Box::new(|c| !exists(c, "rw")),
+        ),
+        (
+            "semaphore try_acquire",
+            {
+                let sem = client.async_semaphore("sem");
+                Box::pin(async move { sem.try_acquire().await })
+            },
+            Box::new(move |c| permits(c, "sem") == 1),
+        ),
+        (
+            "leased try_acquire",
+            {
+                let sem = client.async_permit_expirable_semaphore("psem");
+                Box::pin(async move { Ok(sem.try_acquire(lease).await?.is_some()) })
+            },
+            Box::new(move |c| permits(c, "psem") == 1),
+        ),
+    ];
+    // The connection is up and the session open: what follows only sends the attempts.
+    rt.block_on(async {
+        let warm = client.async_lock("warm");
+        assert!(warm.try_lock().await.unwrap());
+        warm.unlock().await.unwrap();
+    });
+    for (what, attempt, free) in attempts {
+        assert!(free(&mut c), "{what}: free before");
+        // The server sleeps 300 ms; the attempt is written meanwhile and dropped after 50 ms,
+        // before the server has read it.
+        let sleeper = rlock_tests::Pending::send(&s, &redis::cmd("DEBUG").arg("SLEEP").arg("0.3"));
+        std::thread::sleep(Duration::from_millis(50));
+        rt.block_on(async {
+            let r = tokio::time::timeout(Duration::from_millis(50), attempt).await;
+            assert!(r.is_err(), "{what}: dropped by its timeout: {r:?}");
+        });
+        let _ = sleeper.reply();
+        assert!(
+            free(&mut c),
+            "{what}: the grant of an attempt dropped in flight was not given back"
+        );
+    }
+}
+
 #[test]
 fn a_grant_that_races_the_cancel_is_given_back() {
     let s = Server::start();
