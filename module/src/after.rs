@@ -21,7 +21,7 @@ use std::cell::RefCell;
 /// What a command's write did to its object, beyond the write itself.
 pub enum Change {
     /// Nothing that can free the object or end a watched hold (a re-entry's count, a tidy
-    /// before deciding, an announcement, a semaphore's longer leases).
+    /// before deciding, an announcement).
     Wrote,
     /// The caller was granted what it asked for (`reentry`: a hold it had already).
     /// `watch`: the session it named watches the hold for loss. `own_lease`: a hold with a

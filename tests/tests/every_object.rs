@@ -193,9 +193,11 @@ fn semaphore_and_latch_dataset(
     assert_eq!(int(c, &cmd!("RSEM.ADDPERMITS", "s", 3)), 5);
     // A lease that ended and was reclaimed for a waiter.
     assert_eq!(int(c, &cmd!("RSEM.TRYSETPERMITS", "e", 1)), 1);
-    permit_ids(&raw(c, &cmd!("RSEM.ACQUIRE", "e", "LEASE", 50)));
+    // Leased long enough for the waiter to queue on a loaded machine, then shortened.
+    let ended = permit_ids(&raw(c, &cmd!("RSEM.ACQUIRE", "e", "LEASE", 60_000)));
     let w = Pending::send(first, &cmd!("RSEM.ACQUIRE", "e", "BLOCK", 0));
     wait_blocked(c, 1);
+    assert_eq!(int(c, &cmd!("RSEM.RENEW", "e", 50, "ID", &ended[0])), 1);
     assert_eq!(w.reply_int(), 1);
     assert_eq!(int(c, &cmd!("RLATCH.TRYSETCOUNT", "l", 3)), 1);
     assert_eq!(int(c, &cmd!("RLATCH.COUNTDOWN", "l")), 2);

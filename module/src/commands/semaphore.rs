@@ -104,8 +104,9 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     prepare(&mut keys)?;
     let d = semaphore::renew(&keys, lease_ms, &ids)?;
     if !d.writes.is_empty() {
-        // Later lease ends free nothing.
-        keys.apply(&d, Change::Wrote)?;
+        // A shorter lease moves the next reclaim earlier: serving the queue re-arms its check
+        // (else a waiter would wait for the end the lease had before).
+        keys.apply(&d, Change::Renewed { own_lease: None })?;
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
