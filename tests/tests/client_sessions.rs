@@ -262,20 +262,35 @@ fn a_sync_wait_granted_within_its_first_50_ms_gets_the_grant_on_its_own_connecti
     let key = "parked:grant";
     assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "raw", 60_000)), 1);
     let client = client(&s);
-    // One owner for the waiting thread and this one (which asks whether the hold was lost).
-    let lock = client.lock(key).with_owner(client.new_owner());
-    let waiter = {
-        let lock = lock.clone();
-        std::thread::spawn(move || lock.lock().unwrap())
+    // A release that reaches the server after the wait's first 50 ms (a stalled machine) is
+    // granted through the listener and proves nothing here: such rounds repeat.
+    let mut rounds = 0;
+    let lock = loop {
+        rounds += 1;
+        assert!(
+            rounds <= 20,
+            "no release of {rounds} came within a wait's first 50 ms"
+        );
+        // One owner for the waiting thread and this one (which asks whether the hold was lost).
+        let lock = client.lock(key).with_owner(client.new_owner());
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || lock.lock().unwrap())
+        };
+        wait_until(Duration::from_secs(5), "the wait parked", || {
+            rlock_stat(&mut c, "session_requests_parked") == 1
+        });
+        let direct = rlock_stat(&mut c, "session_grants_direct");
+        assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
+        waiter.join().unwrap();
+        assert!(lock.is_locked().unwrap());
+        assert_eq!(rlock_stat(&mut c, "session_outcomes_pending"), 0);
+        if rlock_stat(&mut c, "session_grants_direct") == direct + 1 {
+            break lock;
+        }
+        lock.unlock().unwrap();
+        assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "raw", 60_000)), 1);
     };
-    wait_until(Duration::from_secs(5), "the wait parked", || {
-        rlock_stat(&mut c, "session_requests_parked") == 1
-    });
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "raw")), 0);
-    waiter.join().unwrap();
-    assert!(lock.is_locked().unwrap());
-    assert_eq!(rlock_stat(&mut c, "session_grants_direct"), 1);
-    assert_eq!(rlock_stat(&mut c, "session_outcomes_pending"), 0);
     // Its hold is watched by the session like any other: a force release is reported at once.
     assert_eq!(int(&mut c, &cmd!("RLOCK.FORCERELEASE", key)), 1);
     wait_until(Duration::from_secs(2), "lost reported", || lock.is_lost());

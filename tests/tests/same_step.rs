@@ -161,8 +161,13 @@ fn an_expiry_found_by_a_command_hands_on_before_the_next_one() {
     let mut barges = 0;
     for i in 0..5 {
         let key = format!("rw:{i}");
+        // Held long while the reader queues (on a loaded machine that may take longer than a
+        // short lease), then shortened to 100 ms by the pipeline's first command.
         assert_eq!(
-            int(&mut c, &cmd!("RRWLOCK.ACQUIRE", &key, "w:1", "WRITE", 100)),
+            int(
+                &mut c,
+                &cmd!("RRWLOCK.ACQUIRE", &key, "w:1", "WRITE", 30_000)
+            ),
             1
         );
         let reader = Pending::send(
@@ -174,6 +179,11 @@ fn an_expiry_found_by_a_command_hands_on_before_the_next_one() {
         // connection's buffer and run before the server returns to its event loop (where the
         // module's timer would serve the queue).
         let (acquire, mode): (Value, Option<String>) = redis::pipe()
+            .cmd("RRWLOCK.RENEW")
+            .arg(&key)
+            .arg("w:1")
+            .arg(100)
+            .ignore()
             .cmd("DEBUG")
             .arg("SLEEP")
             .arg("0.25")
@@ -227,12 +237,19 @@ fn a_lease_that_ends_in_a_stall_goes_to_whoever_runs_first() {
         ..Default::default()
     });
     let mut c = s.conn();
+    // Held long while the waiter queues, then shortened to 100 ms by the pipeline's first
+    // command: the lease ends in the sleep whatever the machine's load.
     assert_eq!(
-        int(&mut c, &cmd!("RLOCK.ACQUIRE", "st", "holder:1", 100)),
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "st", "holder:1", 30_000)),
         1
     );
     let waiter = park(&s, &mut c, "st", "mod:1", 30_000, &[], 1);
     let (acquire, holders): (Value, std::collections::BTreeMap<String, String>) = redis::pipe()
+        .cmd("RLOCK.RENEW")
+        .arg("st")
+        .arg("holder:1")
+        .arg(100)
+        .ignore()
         .cmd("DEBUG")
         .arg("SLEEP")
         .arg("0.25")
@@ -405,9 +422,18 @@ fn grants_made_at_the_end_of_a_unit_reach_replicas_and_the_aof_after_the_free() 
     assert_eq!(int(&mut m, &cmd!("DEL", "d")), 1);
     assert_eq!(w.reply_int(), 1);
     // A read-only command finds the lease over (the server was busy across its end).
-    assert_eq!(int(&mut m, &cmd!("RLOCK.ACQUIRE", "x", "holder:1", 100)), 1);
+    // Held long while the waiter queues, then shortened to end in the sleep.
+    assert_eq!(
+        int(&mut m, &cmd!("RLOCK.ACQUIRE", "x", "holder:1", 60_000)),
+        1
+    );
     let w = park(&master, &mut m, "x", "w:x", 50_000, &[], 1);
     let (found,): (i64,) = redis::pipe()
+        .cmd("RLOCK.RENEW")
+        .arg("x")
+        .arg("holder:1")
+        .arg(100)
+        .ignore()
         .cmd("DEBUG")
         .arg("SLEEP")
         .arg("0.25")
