@@ -46,7 +46,8 @@ fn a_thread_blocked_in_lock_is_cancelled_from_another_thread() {
     }
     let took = returned_at - cancelled_at;
     assert!(
-        took <= margin(Duration::from_millis(150)),
+        // A withdrawal round trip and two thread wake-ups (the wait itself has no end).
+        took <= margin(Duration::from_millis(500)),
         "returned {took:?} after the cancel"
     );
     assert_eq!(waiters(&mut c, "cancel:lock"), 0, "the wait was withdrawn");
@@ -68,7 +69,7 @@ fn a_thread_blocked_in_lock_is_cancelled_from_another_thread() {
     let t0 = Instant::now();
     let r = token.run(|| other.try_lock_for(Duration::from_secs(5)));
     assert!(matches!(r, Err(Error::Cancelled { .. })), "{r:?}");
-    assert!(t0.elapsed() < Duration::from_millis(50));
+    assert!(t0.elapsed() < margin(Duration::from_millis(250)));
     assert_eq!(calls(&mut c, "rlock.acquire"), acquires, "nothing sent");
     assert_eq!(queued(&mut c), before);
     assert!(

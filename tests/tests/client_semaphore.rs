@@ -600,8 +600,10 @@ fn async_watched_permits() {
             .async_permit_expirable_semaphore("awatched")
             .with_watchdog();
         sem.try_set_permits(1).await.unwrap();
-        let g = sem.guard(Duration::from_millis(400)).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        // Three leases long: kept only by renewals (every 200 ms, with 600 ms of slack for a
+        // loaded machine; a 400 ms lease left one late renewal's worth).
+        let g = sem.guard(Duration::from_millis(800)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2400)).await;
         assert_eq!(sem.available_permits().await.unwrap(), 0);
         assert!(!g.is_lost());
         g.unlock().await.unwrap();

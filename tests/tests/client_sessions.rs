@@ -121,7 +121,8 @@ fn a_thousand_waits_take_a_fixed_few_connections_and_leave_free_locks_one_round_
         assert!(!busy.try_lock_for(wait).unwrap());
         let took = t.elapsed();
         assert!(
-            took + Duration::from_millis(2) >= wait && took < wait + Duration::from_millis(150),
+            took + Duration::from_millis(2) >= wait
+                && took < wait + margin(Duration::from_millis(750)),
             "try_lock_for({wait:?}) took {took:?}"
         );
     }
@@ -130,7 +131,10 @@ fn a_thousand_waits_take_a_fixed_few_connections_and_leave_free_locks_one_round_
         let t = Instant::now();
         assert!(!busy.try_lock_for(Duration::from_millis(200)).await.unwrap());
         let took = t.elapsed();
-        assert!(took < Duration::from_millis(350), "async took {took:?}");
+        assert!(
+            took < Duration::from_millis(200) + margin(Duration::from_millis(750)),
+            "async took {took:?}"
+        );
     });
 
     // Everything released at once: every task gets its lock and gives it back.
@@ -621,12 +625,12 @@ fn a_force_released_hold_is_reported_lost_within_milliseconds() {
                 (Instant::now(), g)
             });
             ready.await.unwrap();
-            let t = Instant::now();
             let mut c = redis::Client::open(s.url())
                 .unwrap()
                 .get_multiplexed_async_connection()
                 .await
                 .unwrap();
+            let t = Instant::now();
             let n: i64 = redis::cmd("RLOCK.FORCERELEASE")
                 .arg(key)
                 .query_async(&mut c)
@@ -643,7 +647,8 @@ fn a_force_released_hold_is_reported_lost_within_milliseconds() {
             at.duration_since(t)
         });
         assert!(
-            took < margin(Duration::from_millis(200)),
+            // Milliseconds on a quiet machine; the watchdog's next renewal is 10 s away.
+            took < margin(Duration::from_millis(1000)),
             "{key}: lost() fired {took:?} after the force release"
         );
     }
