@@ -14,14 +14,17 @@ fn lease_expiry_hands_off_within_lease_plus_50ms() {
     let s = Server::start();
     let mut c = s.conn();
     const LEASE: u64 = 200;
-    let asked = Instant::now();
+    // Held long while the waiter queues (a loaded machine may take longer than the lease to
+    // show it blocked), then the lease set to LEASE by a renewal.
     assert_eq!(
-        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", LEASE)),
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 30_000)),
         1
     );
-    // The holder's lease started between `asked` and `acquired`.
-    let acquired = Instant::now();
     let w = park(&s, &mut c, "lk", "w", 5_000, &[], 1);
+    let asked = Instant::now();
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "lk", "holder", LEASE)), 1);
+    // The holder's LEASE ms started between `asked` and `acquired`.
+    let acquired = Instant::now();
     let reply = w.reply_int();
     let granted = Instant::now();
     assert_eq!(reply, 1);
@@ -43,10 +46,17 @@ fn lease_expiry_hands_off_within_lease_plus_50ms() {
 fn lease_expiry_hands_off_down_a_chain_of_waiters() {
     let s = Server::start();
     let mut c = s.conn();
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 300)), 1);
-    let acquired = Instant::now();
+    // Held long while both waiters queue (a loaded machine may take longer than 300 ms to park
+    // two), then the holder's lease set to 300 ms by a renewal; the waiters' 100 ms leases count
+    // from their grants.
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 30_000)),
+        1
+    );
     let w1 = park(&s, &mut c, "lk", "w1", 100, &[], 1);
     let w2 = park(&s, &mut c, "lk", "w2", 100, &[], 2);
+    let acquired = Instant::now();
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "lk", "holder", 300)), 1);
     assert_eq!(w1.reply_int(), 1);
     assert_eq!(w2.reply_int(), 1);
     // Leases of 300 ms and 100 ms back to back, each handed off within +50 ms.
@@ -261,8 +271,13 @@ fn release_publishes_on_the_brace_style_channel() {
 fn the_expired_holder_can_no_longer_release_or_renew() {
     let s = Server::start();
     let mut c = s.conn();
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 100)), 1);
+    // Held long while the waiter queues, then shortened to end in 100 ms.
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 30_000)),
+        1
+    );
     let w = park(&s, &mut c, "lk", "w", 5_000, &[], 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "lk", "holder", 100)), 1);
     assert_eq!(w.reply_int(), 1);
     let e = err(&mut c, &cmd!("RLOCK.RELEASE", "lk", "holder"));
     assert!(e.starts_with("NOTOWNER"), "{e}");
@@ -271,15 +286,30 @@ fn the_expired_holder_can_no_longer_release_or_renew() {
     assert_eq!(hgetall(&mut c, "lk"), holder("w", 1));
 }
 
-/// The holder's expiry moves after the waiter parked (by `extend`); the waiter must not get the
-/// lock at the old expiry time. Timing is the behaviour here: we look after the old expiry has
-/// passed by a wide margin.
-fn moved_expiry_is_respected(what: &str, extend: impl FnOnce(&mut redis::Connection)) {
+/// The holder's expiry moves after the waiter parked (by `extend`, which must reply `extended`);
+/// the waiter must not get the lock at the old expiry time. Timing is the behaviour here: we
+/// look after the old expiry has passed by a wide margin.
+fn moved_expiry_is_respected(what: &str, extend: redis::Cmd, extended: Value) {
     let s = Server::start();
     let mut c = s.conn();
-    assert_eq!(redisson::acquire(&mut c, "lk", "holder", 150), Value::Nil);
+    // Held long while the waiter queues (a loaded machine may take longer than a short lease
+    // to show it blocked); then, in one pipeline, the lease is shortened to 150 ms (the queue
+    // looks again at that end) and `extend` moves it before it can end.
+    assert_eq!(
+        redisson::acquire(&mut c, "lk", "holder", 30_000),
+        Value::Nil
+    );
     let w = park(&s, &mut c, "lk", "w", 5_000, &[], 1);
-    extend(&mut c);
+    let (shortened, reply): (i64, Value) = redis::pipe()
+        .cmd("RLOCK.RENEW")
+        .arg("lk")
+        .arg("holder")
+        .arg(150)
+        .add_command(extend)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(shortened, 1, "{what}: the lease shortened to 150 ms");
+    assert_eq!(reply, extended, "{what}: the lease moved");
     std::thread::sleep(Duration::from_millis(400));
     assert_eq!(
         hgetall(&mut c, "lk"),
@@ -299,30 +329,31 @@ fn moved_expiry_is_respected(what: &str, extend: impl FnOnce(&mut redis::Connect
 
 #[test]
 fn rlock_renew_moves_the_expiry_hand_off() {
-    moved_expiry_is_respected("RLOCK.RENEW", |c| {
-        assert_eq!(int(c, &cmd!("RLOCK.RENEW", "lk", "holder", 10_000)), 1);
-    });
+    moved_expiry_is_respected(
+        "RLOCK.RENEW",
+        cmd!("RLOCK.RENEW", "lk", "holder", 10_000),
+        Value::Int(1),
+    );
 }
 
 #[test]
 fn redisson_watchdog_renewal_moves_the_expiry_hand_off() {
-    moved_expiry_is_respected("Redisson watchdog renewal", |c| {
-        assert!(redisson::renew(c, "lk", "holder", 10_000));
-    });
+    // The script redisson::renew runs; it replies {1} when it renewed.
+    moved_expiry_is_respected(
+        "Redisson watchdog renewal",
+        cmd!("EVAL", redisson::RENEW, 1, "lk", 10_000, "holder"),
+        Value::Array(vec![Value::Int(1)]),
+    );
 }
 
 #[test]
 fn native_pexpire_moves_the_expiry_hand_off() {
-    moved_expiry_is_respected("PEXPIRE", |c| {
-        assert_eq!(int(c, &cmd!("PEXPIRE", "lk", 10_000)), 1);
-    });
+    moved_expiry_is_respected("PEXPIRE", cmd!("PEXPIRE", "lk", 10_000), Value::Int(1));
 }
 
 #[test]
 fn persist_keeps_the_lock_from_waiters() {
-    moved_expiry_is_respected("PERSIST", |c| {
-        assert_eq!(int(c, &cmd!("PERSIST", "lk")), 1);
-    });
+    moved_expiry_is_respected("PERSIST", cmd!("PERSIST", "lk"), Value::Int(1));
 }
 
 #[test]
@@ -404,12 +435,17 @@ fn hand_offs_happen_in_the_waiters_database() {
     let s = Server::start();
     let mut c = s.conn();
     assert_eq!(string(&mut c, &cmd!("SELECT", 3)), "OK");
-    // Lease expiry: the module's timer must write in db 3, not db 0.
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 100)), 1);
+    // Lease expiry: the module's timer must write in db 3, not db 0. Held long while the
+    // waiter selects db 3 and queues, then shortened to end in 100 ms.
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 30_000)),
+        1
+    );
     let mut wc = s.conn();
     assert_eq!(string(&mut wc, &cmd!("SELECT", 3)), "OK");
     let w = Pending::send_on(wc, &cmd!("RLOCK.ACQUIRE", "lk", "w1", 5_000, "BLOCK", 0));
     wait_blocked(&mut c, 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "lk", "holder", 100)), 1);
     assert_eq!(w.reply_int(), 1);
     assert_eq!(hgetall(&mut c, "lk"), holder("w1", 1));
     // DEL.

@@ -363,11 +363,13 @@ fn grant_racing_the_end_of_the_wait(
 
 #[test]
 fn a_release_and_the_waiters_timeout_in_the_same_turn_still_reply() {
-    grant_racing_the_end_of_the_wait(30_000, 50, |c, _| {
-        // The transaction outlasts the waiter's 50 ms, then releases: the grant and the timeout
+    // The wait is 1 s (not shorter) so the waiter is seen blocked before it times out on a
+    // loaded machine; the sleep starts after that, so it outlasts the wait whatever the load.
+    grant_racing_the_end_of_the_wait(30_000, 1_000, |c, _| {
+        // The transaction outlasts the waiter's 1 s, then releases: the grant and the timeout
         // are both due when the server next looks at blocked clients.
         assert_eq!(string(c, &cmd!("MULTI")), "OK");
-        assert_eq!(string(c, &cmd!("DEBUG", "SLEEP", "0.1")), "QUEUED");
+        assert_eq!(string(c, &cmd!("DEBUG", "SLEEP", "1.1")), "QUEUED");
         assert_eq!(string(c, &cmd!("RLOCK.RELEASE", "lk", "holder")), "QUEUED");
         assert_eq!(
             raw(c, &cmd!("EXEC")),
@@ -378,9 +380,22 @@ fn a_release_and_the_waiters_timeout_in_the_same_turn_still_reply() {
 
 #[test]
 fn a_lease_expiry_and_the_waiters_timeout_in_the_same_turn_still_reply() {
-    grant_racing_the_end_of_the_wait(100, 100, |c, _| {
-        // A slow command spans both the holder's expiry and the waiter's timeout.
-        assert_eq!(string(c, &cmd!("DEBUG", "SLEEP", "0.3")), "OK");
+    // Held long and a 1 s wait while the waiter queues (a loaded machine may take longer than
+    // a 100 ms lease or wait to show it blocked); then the lease is shortened to 100 ms by the
+    // pipeline's first command, and the sleep after it spans both the holder's expiry and the
+    // waiter's timeout (which started before the pipeline).
+    grant_racing_the_end_of_the_wait(30_000, 1_000, |c, _| {
+        let (renewed, slept): (i64, Value) = redis::pipe()
+            .cmd("RLOCK.RENEW")
+            .arg("lk")
+            .arg("holder")
+            .arg(100)
+            .cmd("DEBUG")
+            .arg("SLEEP")
+            .arg("1.2")
+            .query(c)
+            .unwrap();
+        assert_eq!((renewed, slept), (1, Value::Okay));
     });
 }
 
@@ -470,8 +485,14 @@ fn a_newcomer_cannot_barge_while_a_lease_expires() {
     let s = Server::start();
     let mut c = s.conn();
     let mut newcomer = s.conn();
-    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 150)), 1);
+    // Held long while the waiter queues (a loaded machine may take longer than a short lease
+    // to show it blocked), then shortened to end in 150 ms.
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 30_000)),
+        1
+    );
     let w = park(&s, &mut c, "lk", "w", 5_000, &[], 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "lk", "holder", 150)), 1);
     // Hammer the lock through the expiry moment: every attempt must fail, including in the gap
     // between the lease running out and the module noticing it.
     let deadline = Instant::now() + Duration::from_secs(3);
