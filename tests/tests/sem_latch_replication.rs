@@ -44,12 +44,18 @@ fn replica_without_the_module_matches_after_every_semaphore_and_latch_write() {
     assert_eq!(int(&mut m, &cmd!("RSEM.RELEASE", "s", "PERMITS", 2)), 1);
     assert_eq!(w.reply_int(), 1);
     assert_replica_matches("hand-off on release", &mut m, &mut r);
-    permit_ids(&raw(&mut m, &cmd!("RSEM.ACQUIRE", "s", "LEASE", 100)));
+    // Held long while the waiter queues (a loaded machine may take longer than a short lease
+    // to show it blocked), then shortened to end in 100 ms.
+    let held = permit_ids(&raw(&mut m, &cmd!("RSEM.ACQUIRE", "s", "LEASE", 60_000)));
     let w = Pending::send(
         &master,
         &cmd!("RSEM.ACQUIRE", "s", "LEASE", 15_000, "BLOCK", 0),
     );
     wait_blocked(&mut m, 1);
+    assert_eq!(
+        int(&mut m, &cmd!("RSEM.RENEW", "s", 100, "ID", &held[0])),
+        1
+    );
     assert_eq!(permit_ids(&w.reply()).len(), 1);
     assert_replica_matches("hand-off at a lease's end", &mut m, &mut r);
     // Redisson's script and the module write the same keys.

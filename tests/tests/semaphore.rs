@@ -295,12 +295,30 @@ fn an_expired_lease_goes_to_the_queued_waiter_within_10_ms() {
     let mut c = s.conn();
     let mut sub = Subscriber::psubscribe(&s, "redisson_sc*");
     assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "s", 1)), 1);
-    let holder = ids(&raw(&mut c, &cmd!("RSEM.ACQUIRE", "s", "LEASE", 200)));
-    let lease_end = leases(&mut c, "s")[0].1;
+    // Held long while the waiter queues (a loaded machine may take longer than a short lease
+    // to show it blocked), then shortened to 200 ms; the lease's end is read in the same
+    // pipeline, before it can end.
+    let holder = ids(&raw(&mut c, &cmd!("RSEM.ACQUIRE", "s", "LEASE", 60_000)));
     let after_expiry = sem_stat(&mut c, "grants_after_expiry");
     let w = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "s", "LEASE", 5_000, "BLOCK", 0));
     wait_blocked(&mut c, 1);
     sub.drain(&mut c);
+    let (renewed, z): (i64, Vec<(Vec<u8>, f64)>) = redis::pipe()
+        .cmd("RSEM.RENEW")
+        .arg("s")
+        .arg(200)
+        .arg("ID")
+        .arg(&holder[0])
+        .cmd("ZRANGE")
+        .arg(timeouts("s"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(renewed, 1);
+    assert_eq!(z.len(), 1, "the holder's lease: {z:?}");
+    let lease_end = z[0].1 as i64;
     let reply = w.reply();
     let granted = wall_ms();
     let late = granted - lease_end;
@@ -360,13 +378,18 @@ fn reclaimed_permits_left_over_are_published_after_the_waiter_took_its_share() {
     let mut c = s.conn();
     let mut sub = Subscriber::psubscribe(&s, "redisson_sc*");
     assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "s", 3)), 1);
-    ids(&raw(
+    // Held long while the waiter queues (a loaded machine may take longer than a short lease
+    // to show it blocked), then shortened to end in 100 ms.
+    let held = ids(&raw(
         &mut c,
-        &cmd!("RSEM.ACQUIRE", "s", "PERMITS", 3, "LEASE", 100),
+        &cmd!("RSEM.ACQUIRE", "s", "PERMITS", 3, "LEASE", 60_000),
     ));
     let w = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "s", "PERMITS", 2, "BLOCK", 0));
     wait_blocked(&mut c, 1);
     sub.drain(&mut c);
+    let mut renew = cmd!("RSEM.RENEW", "s", 100, "ID");
+    renew.arg(&held);
+    assert_eq!(int(&mut c, &renew), 3);
     assert_eq!(w.reply_int(), 1);
     assert_eq!(get(&mut c, "s").as_deref(), Some("1"));
     assert_eq!(sub.drain(&mut c), [(channel("s"), "1".to_string())]);
