@@ -193,18 +193,42 @@ fn renew_counts_only_read_holds_whose_lease_is_alive() {
 
 /// Reader `b` (300 ms lease) and reader `dead` (one 150 ms hold) share the lock, with writer
 /// `w` queued behind them when `writer` is given. `b` renews every 50 ms and `dead` never does.
-/// Returns the writer, how long dead's acquire took to reply, and how long after it was sent
-/// dead's field was seen gone (`None`: still there after 1 s).
+/// Returns the writer, how long the command that set dead's 150 ms lease took to reply, and how
+/// long after it was sent dead's field was seen gone (`None`: still there after 1 s).
 fn crashed_reader(
     s: &Server,
     c: &mut redis::Connection,
     writer: bool,
 ) -> (Option<Pending>, Duration, Option<Duration>) {
-    assert_eq!(acquire(c, "rw", "b", "READ", 300), Value::Int(1));
-    let sent = Instant::now();
-    assert_eq!(acquire(c, "rw", "dead", "READ", 150), Value::Int(1));
+    let (w, sent) = if writer {
+        // Both read long while the writer queues (a loaded machine may take longer than the
+        // short leases to show it blocked); then one pipeline sets dead's hold to 150 ms and
+        // b's lease to 300 ms, the clock started before it.
+        assert_eq!(acquire(c, "rw", "b", "READ", 30_000), Value::Int(1));
+        assert_eq!(acquire(c, "rw", "dead", "READ", 30_000), Value::Int(1));
+        let w = park_rw(s, c, "rw", "w", "WRITE", 5_000, 1);
+        let sent = Instant::now();
+        let renewed: (i64, i64) = redis::pipe()
+            .cmd("RRWLOCK.RENEW")
+            .arg("rw")
+            .arg("dead")
+            .arg(150)
+            .cmd("RRWLOCK.RENEW")
+            .arg("rw")
+            .arg("b")
+            .arg(300)
+            .query(c)
+            .unwrap();
+        assert_eq!(renewed, (1, 1), "dead's and b's holds renewed");
+        (Some(w), sent)
+    } else {
+        // Nobody to park: dead's own acquire sets its 150 ms lease.
+        assert_eq!(acquire(c, "rw", "b", "READ", 300), Value::Int(1));
+        let sent = Instant::now();
+        assert_eq!(acquire(c, "rw", "dead", "READ", 150), Value::Int(1));
+        (None, sent)
+    };
     let replied = sent.elapsed();
-    let w = writer.then(|| park_rw(s, c, "rw", "w", "WRITE", 5_000, 1));
     let mut renewed = Instant::now();
     let gone = loop {
         if !hgetall(c, "rw").contains_key("dead") {
@@ -226,7 +250,7 @@ fn crashed_reader(
 #[track_caller]
 fn removed_promptly(replied: Duration, gone: Option<Duration>) {
     let gone = gone.expect("dead's field is removed while b keeps reading");
-    eprintln!("dead's 150 ms hold: field removed {gone:?} after its acquire was sent");
+    eprintln!("dead's 150 ms hold: field removed {gone:?} after its lease was sent");
     assert!(
         gone >= Duration::from_millis(149),
         "removed after {gone:?}, before its 150 ms lease ran out"
@@ -330,10 +354,13 @@ fn a_writer_gets_the_lock_when_a_lone_readers_lease_expires() {
 fn queued_readers_get_the_lock_together_when_the_writers_lease_expires() {
     let s = Server::start();
     let mut c = s.conn();
-    assert_eq!(acquire(&mut c, "rw", "w", "WRITE", 200), Value::Int(1));
-    let acquired = Instant::now();
+    // Held long while both readers queue (a loaded machine may take longer than 200 ms to park
+    // two), then the writer's lease set to 200 ms, the clock started before the renewal.
+    assert_eq!(acquire(&mut c, "rw", "w", "WRITE", 30_000), Value::Int(1));
     let r1 = park_rw(&s, &mut c, "rw", "r1", "READ", 5_000, 1);
     let r2 = park_rw(&s, &mut c, "rw", "r2", "READ", 5_000, 2);
+    let acquired = Instant::now();
+    assert_eq!(int(&mut c, &cmd!("RRWLOCK.RENEW", "rw", "w", 200)), 1);
     assert_eq!((r1.reply_int(), r2.reply_int()), (1, 1));
     assert!(acquired.elapsed() <= Duration::from_millis(200) + *PROMPT);
     assert_eq!(
@@ -349,13 +376,33 @@ fn a_partial_release_leaves_the_hash_to_the_holds_left_and_it_frees_at_their_exp
     let mut sub = Subscriber::psubscribe(&s, "redisson_rwlock*");
     // Hold 1 with 150 ms, hold 2 with 30 s; releasing one drops hold 2 (the newest), and the
     // hash's TTL becomes hold 1's (before, it kept hold 2's 30 s): after 150 ms nothing holds
-    // the lock, and the key is gone with it.
-    assert_eq!(acquire(&mut c, "rw", "a", "READ", 150), Value::Int(1));
-    let sent = Instant::now();
-    assert_eq!(acquire(&mut c, "rw", "a", "READ", 30_000), Value::Int(2));
-    assert_eq!(release(&mut c, "rw", "a", "READ"), Value::Int(1));
-    assert_between("hash = hold 1's lease", pttl(&mut c, "rw"), 1, 150);
+    // the lock, and the key is gone with it. Hold 1 is taken long while the writer queues (a
+    // loaded machine may take longer than 150 ms to show it blocked), then one pipeline sets
+    // it to 150 ms, takes hold 2 (a re-entry, which does not wait), releases one and reads
+    // the hash's TTL, all before hold 1 can end.
+    assert_eq!(acquire(&mut c, "rw", "a", "READ", 30_000), Value::Int(1));
     let w = park_rw(&s, &mut c, "rw", "w", "WRITE", 5_000, 1);
+    let sent = Instant::now();
+    let (renewed, second, released, ttl): (i64, i64, i64, i64) = redis::pipe()
+        .cmd("RRWLOCK.RENEW")
+        .arg("rw")
+        .arg("a")
+        .arg(150)
+        .cmd("RRWLOCK.ACQUIRE")
+        .arg("rw")
+        .arg("a")
+        .arg("READ")
+        .arg(30_000)
+        .cmd("RRWLOCK.RELEASE")
+        .arg("rw")
+        .arg("a")
+        .arg("READ")
+        .cmd("PTTL")
+        .arg("rw")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((renewed, second, released), (1, 2, 1));
+    assert_between("hash = hold 1's lease", ttl, 1, 150);
     assert_eq!(w.reply_int(), 1);
     assert!(
         sent.elapsed() <= Duration::from_millis(150) + *PROMPT,
@@ -380,11 +427,24 @@ fn a_partial_release_leaves_the_hash_to_the_holds_left_and_it_frees_at_their_exp
 fn a_grant_freed_by_an_expired_read_hold_counts_as_a_grant_after_expiry() {
     let s = Server::start();
     let mut c = s.conn();
-    assert_eq!(acquire(&mut c, "rw", "a", "READ", 100), Value::Int(1));
+    // Both holds long while the writer queues (a loaded machine may take longer than a short
+    // lease to show it blocked); then both set to 100 ms and one released, leaving hold 1.
+    assert_eq!(acquire(&mut c, "rw", "a", "READ", 30_000), Value::Int(1));
     assert_eq!(acquire(&mut c, "rw", "a", "READ", 30_000), Value::Int(2));
-    assert_eq!(release(&mut c, "rw", "a", "READ"), Value::Int(1));
     let expired = rlock_stat(&mut c, "rwlock_grants_after_expiry");
     let w = park_rw(&s, &mut c, "rw", "w", "WRITE", 5_000, 1);
+    let (renewed, released): (i64, i64) = redis::pipe()
+        .cmd("RRWLOCK.RENEW")
+        .arg("rw")
+        .arg("a")
+        .arg(100)
+        .cmd("RRWLOCK.RELEASE")
+        .arg("rw")
+        .arg("a")
+        .arg("READ")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((renewed, released), (2, 1));
     assert_eq!(w.reply_int(), 1);
     assert_eq!(
         rlock_stat(&mut c, "rwlock_grants_after_expiry") - expired,

@@ -77,9 +77,11 @@ fn replica_without_the_module_matches_the_master_after_every_kind_of_write() {
     step(&mut m, &mut r, "force release");
     assert_eq!(dbsize(&mut r), 0);
 
-    // Lease expiry hand-off to a writer.
-    assert_eq!(acquire(&mut m, "rw", "a", "READ", 150), Value::Int(1));
+    // Lease expiry hand-off to a writer: read long while the writer queues (a loaded machine
+    // may take longer than a short lease to show it blocked), then the lease set to 150 ms.
+    assert_eq!(acquire(&mut m, "rw", "a", "READ", 30_000), Value::Int(1));
     let w = park_rw(&master, &mut m, "rw", "w", "WRITE", 11_000, 1);
+    assert_eq!(int(&mut m, &cmd!("RRWLOCK.RENEW", "rw", "a", 150)), 1);
     assert_eq!(w.reply_int(), 1);
     step(&mut m, &mut r, "hand-off on lease expiry");
     assert_eq!(
@@ -88,10 +90,12 @@ fn replica_without_the_module_matches_the_master_after_every_kind_of_write() {
     );
     assert_eq!(release(&mut m, "rw", "w", "WRITE"), Value::Int(0));
 
-    // A crashed reader tidied away by the timer while a writer waits.
+    // A crashed reader tidied away by the timer while a writer waits (dead's hold is set to
+    // 100 ms once the writer is queued, so the tidy comes while it waits whatever the load).
     assert_eq!(acquire(&mut m, "rw", "b", "READ", 20_000), Value::Int(1));
-    assert_eq!(acquire(&mut m, "rw", "dead", "READ", 100), Value::Int(1));
+    assert_eq!(acquire(&mut m, "rw", "dead", "READ", 30_000), Value::Int(1));
     let w = park_rw(&master, &mut m, "rw", "w", "WRITE", 11_000, 1);
+    assert_eq!(int(&mut m, &cmd!("RRWLOCK.RENEW", "rw", "dead", 100)), 1);
     wait_until(Duration::from_secs(2), "dead's field removed", || {
         !hgetall(&mut m, "rw").contains_key("dead")
     });
