@@ -509,6 +509,25 @@ impl Client {
     pub fn renewing_count(&self) -> usize {
         self.ctx.holds.lock().renewing()
     }
+
+    /// How many plain semaphore permits this client may have taken without being able to
+    /// confirm it or give them back: an acquire whose reply the connection lost (a plain
+    /// permit has no owner the server could be asked about, and the acquire is not sent again:
+    /// it could take permits twice), or a give-back (of a dropped or cancelled acquire) that
+    /// failed. Such permits are out of the pool until someone adds them back
+    /// (`RSEM.ADDPERMITS`, [`Semaphore::add_permits`](crate::Semaphore::add_permits)) once
+    /// they know; Redisson has the same limit. Each one is also logged as a `tracing` warning
+    /// and counted in `rlock_permits_in_doubt_total`. Leased permits are never in doubt for
+    /// long: they end with their lease.
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.permits_in_doubt(), 0);
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn permits_in_doubt(&self) -> u64 {
+        self.ctx.in_doubt()
+    }
 }
 
 impl ClientBuilder {

@@ -2,6 +2,7 @@
 //! below the public API and knows nothing of it; `Client` builds it and hands it out.
 
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::config::Config;
@@ -23,6 +24,9 @@ pub(crate) struct Context {
     pub(crate) holds: Arc<Mutex<Registry>>,
     /// Every wait goes through them.
     pub(crate) sessions: Sessions,
+    /// Plain permits this client may have taken without being able to confirm or give them
+    /// back ([`Context::permits_in_doubt`]).
+    in_doubt: AtomicU64,
     /// Declared last: dropped after the connections that run on it.
     pub(crate) bg: Background,
 }
@@ -53,8 +57,29 @@ impl Context {
             transport,
             metrics,
             holds,
+            in_doubt: AtomicU64::new(0),
             bg,
             config,
         })
+    }
+
+    /// `permits` plain permits of semaphore `name` may be taken and held by nobody: an acquire
+    /// whose reply was lost (a semaphore has no owner the server could be asked about), or a
+    /// give-back that failed. They stay out of the pool until someone adds them back.
+    pub(crate) fn permits_in_doubt(&self, name: &str, permits: u64, why: &'static str) {
+        self.in_doubt.fetch_add(permits, Ordering::Relaxed);
+        self.metrics.permits_in_doubt(name, permits);
+        tracing::warn!(
+            name = %name,
+            permits,
+            why,
+            "rlock: plain permits may have been taken and be held by nobody \
+             (RSEM.ADDPERMITS gives them back once you know)"
+        );
+    }
+
+    /// The count [`Context::permits_in_doubt`] reached.
+    pub(crate) fn in_doubt(&self) -> u64 {
+        self.in_doubt.load(Ordering::Relaxed)
     }
 }

@@ -17,6 +17,7 @@
 //! | `rlock_watchdog_renewals_total` | counter | outcome (`renewed`, `lost`, `failed`) |
 //! | `rlock_session_reconnects_total` | counter | (none): listeners that had to connect again |
 //! | `rlock_retries_total` | counter | reason (`connection`, `redirect`, `requeue`) |
+//! | `rlock_permits_in_doubt_total` | counter | kind (`semaphore`), name: plain permits that may have been taken and be held by nobody (an acquire's reply lost, a give-back that failed) |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -194,6 +195,12 @@ impl Metrics {
         }
     }
 
+    pub(crate) fn permits_in_doubt(&self, name: &str, permits: u64) {
+        if let Some(l) = self.labels("semaphore", name) {
+            counter!("rlock_permits_in_doubt_total", &l).increment(permits);
+        }
+    }
+
     pub(crate) fn retry(&self, reason: &'static str) {
         if self.0.is_some() {
             counter!("rlock_retries_total", "reason" => reason).increment(1);
@@ -231,6 +238,10 @@ pub(crate) fn describe() {
         "Session listeners that had to connect again."
     );
     describe_counter!("rlock_retries_total", "Commands sent again, by reason.");
+    describe_counter!(
+        "rlock_permits_in_doubt_total",
+        "Plain semaphore permits that may have been taken and be held by nobody (an acquire's reply lost, a give-back that failed)."
+    );
 }
 
 #[cfg(test)]

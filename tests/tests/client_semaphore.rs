@@ -610,3 +610,52 @@ fn async_watched_permits() {
         assert_eq!(sem.available_permits().await.unwrap(), 1);
     });
 }
+
+/// A plain acquire whose reply does not come in time: the client can't tell whether it took
+/// the permits (a plain permit has no owner the server could be asked about, and sending it
+/// again could take them twice), so it fails the call and counts the permits in doubt. Here
+/// the server ran it after the client gave up: the permits really are held by nobody, as the
+/// count warned.
+#[test]
+fn an_acquire_whose_reply_is_lost_counts_its_permits_in_doubt() {
+    let s = Server::with(ServerOptions {
+        args: vec!["--enable-debug-command".into(), "yes".into()],
+        ..Default::default()
+    });
+    let mut c = s.conn();
+    let client =
+        client_support::client_with(s.url(), |b| b.response_timeout(Duration::from_millis(200)));
+    let sem = client.semaphore("doubt");
+    let asem = client.async_semaphore("doubt");
+    let rt = runtime(1);
+    assert!(sem.try_set_permits(5).unwrap());
+    // The connections are up: what follows only sends the acquires.
+    assert!(sem.try_acquire().unwrap());
+    sem.release().unwrap();
+    rt.block_on(async {
+        assert!(asem.try_acquire().await.unwrap());
+        asem.release().await.unwrap();
+    });
+    assert_eq!(client.permits_in_doubt(), 0);
+    let mut expected = 0;
+    for (what, n) in [("sync", 2), ("async", 1)] {
+        // The server sleeps past the client's response timeout; the acquire runs after it.
+        let sleeper = Pending::send(&s, &cmd!("DEBUG", "SLEEP", "0.6"));
+        std::thread::sleep(Duration::from_millis(50));
+        let r = match what {
+            "sync" => sem.try_acquire_many(n),
+            _ => rt.block_on(asem.try_acquire_many(n)),
+        };
+        assert!(r.is_err(), "{what}: the reply was not there in time: {r:?}");
+        let _ = sleeper.reply();
+        expected += n;
+        assert_eq!(client.permits_in_doubt(), expected, "{what}");
+        assert_eq!(
+            int(&mut c, &cmd!("RSEM.AVAILABLE", "doubt")),
+            5 - expected as i64,
+            "{what}: the server took them after the client gave up"
+        );
+    }
+    // An operator who knows gives them back.
+    assert_eq!(int(&mut c, &cmd!("RSEM.ADDPERMITS", "doubt", 3)), 5);
+}

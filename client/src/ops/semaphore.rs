@@ -115,8 +115,12 @@ impl Attempt for Acquire<'_> {
         !matches!(reply, Value::Nil)
     }
 
-    /// Unknowable: no owner to ask. Not sent again (it could take permits twice).
+    /// Unknowable: no owner to ask. Not sent again (it could take permits twice). Plain
+    /// permits are then in doubt for good; leased ones end with their lease.
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>> {
+        if self.lease_ms.is_none() {
+            ctx.permits_in_doubt(self.s.name, self.permits, "an acquire's reply was lost");
+        }
         let cut = std::io::Error::new(
             std::io::ErrorKind::ConnectionAborted,
             "the connection broke before the reply to an acquire: whether it took permits is \
@@ -129,15 +133,16 @@ impl Attempt for Acquire<'_> {
     }
 
     /// Plain permits go back by count; leased ones end with their lease.
-    async fn give_back(&self, _ctx: &Context) {
-        if self.lease_ms.is_none() {
-            let _ = release(self.s, self.permits).await;
+    async fn give_back(&self, ctx: &Context) {
+        if self.lease_ms.is_none() && release(self.s, self.permits).await.is_err() {
+            ctx.permits_in_doubt(self.s.name, self.permits, "giving them back failed");
         }
     }
 
     async fn give_back_granted(&self, ctx: &Context, reply: &Value) {
         match ids_of(reply) {
             Ok(ids) if self.lease_ms.is_some() => {
+                // A leased permit not given back ends with its lease.
                 let _ = release_ids(self.s, &ids).await;
             }
             _ => self.give_back(ctx).await,
