@@ -117,11 +117,20 @@ fn wait_percentiles_are_those_of_the_waits_granted() {
         for k in &keys {
             acquire(&mut c, k, "holder", 60_000);
         }
+        // The five sent back to back on connections opened beforehand, then one wait until all
+        // are blocked: parked one by one, the first waited for the others to be seen blocked,
+        // which on a loaded machine could add more than the slack to its wait.
+        let conns: Vec<redis::Connection> = keys.iter().map(|_| s.conn()).collect();
         let waiters: Vec<Pending> = keys
             .iter()
+            .zip(conns)
             .enumerate()
-            .map(|(i, k)| park(&s, &mut c, k, &format!("w{i}"), 60_000, &[], i as i64 + 1))
+            .map(|(i, (k, conn))| {
+                let w = format!("w{i}");
+                Pending::send_on(conn, &cmd!("RLOCK.ACQUIRE", k, w, 60_000, "BLOCK", 0))
+            })
             .collect();
+        wait_blocked(&mut c, keys.len() as i64);
         // The waits themselves: what the histogram measures.
         std::thread::sleep(Duration::from_millis(ms));
         for k in &keys {
@@ -286,9 +295,10 @@ fn grants_by_path_and_wait_endings_add_up() {
     release(&mut c, "k", "holder");
     assert_eq!(w.reply_int(), 1);
     assert_eq!(stat(&mut c, "handoffs"), 1);
-    // By hand-off after the holder's lease ran out.
-    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "k", "w1", 100)), 1);
+    // By hand-off after the holder's lease ran out (shortened once the waiter is parked: a
+    // 100 ms lease could end before a loaded machine showed the waiter blocked).
     let w = park(&s, &mut c, "k", "w2", 60_000, &[], 1);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RENEW", "k", "w1", 100)), 1);
     assert_eq!(w.reply_int(), 1);
     assert_eq!(stat(&mut c, "grants_after_expiry"), 1);
     assert_eq!(stat(&mut c, "handoffs"), 2);

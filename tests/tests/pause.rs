@@ -10,10 +10,13 @@ use std::time::{Duration, Instant};
 fn lease_expiring_during_write_pause_hands_off_after_the_pause() {
     let mut server = Server::start();
     let mut c = server.conn();
+    // Held long while the waiter's thread starts and the waiter queues (a loaded machine may
+    // take longer than a 200 ms lease for that); the lease is set to 200 ms in the pipeline
+    // that pauses writes, so it ends inside the pause whatever the load.
     let got: i64 = redis::cmd("RLOCK.ACQUIRE")
         .arg("k")
         .arg("a")
-        .arg(200)
+        .arg(30_000)
         .query(&mut c)
         .unwrap();
     assert_eq!(got, 1);
@@ -31,12 +34,18 @@ fn lease_expiring_during_write_pause_hands_off_after_the_pause() {
         (r, Instant::now())
     });
     wait_blocked(&mut c, 1);
-    let _: () = redis::cmd("CLIENT")
+    let (renewed, ()): (i64, ()) = redis::pipe()
+        .cmd("RLOCK.RENEW")
+        .arg("k")
+        .arg("a")
+        .arg(200)
+        .cmd("CLIENT")
         .arg("PAUSE")
         .arg(1000)
         .arg("WRITE")
         .query(&mut c)
         .unwrap();
+    assert_eq!(renewed, 1, "the lease set to 200 ms");
     let paused_at = Instant::now();
 
     // Well past the lease, still inside the pause: nothing was written, the key is still there.
