@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use client_support::{client_with, read_until, spawn_self};
 use rlock_tests::{
-    cmd, hgetall, info_int, int, lock_info, nil, pttl, raw, redis, rlock_stat, signal,
-    wait_blocked, wait_until, Pending, Server, ServerOptions, Value,
+    cmd, hgetall, info_int, int, lock_info, margin, nil, pttl, raw, redis, rlock_stat,
+    rlock_stat_in, signal, wait_blocked, wait_until, Pending, Server, ServerOptions, Value,
 };
 
 const CHILD_URL: &str = "RLOCK_FAULT_CHILD_URL";
@@ -37,7 +37,6 @@ const CHILD_GRACE: Duration = Duration::from_millis(500);
 ///   waiter queued through a session blocks no client).
 #[track_caller]
 fn assert_sane(c: &mut redis::Connection, keys: &[&str], max_lease_ms: i64) {
-    let mut queued = 0;
     for key in keys {
         let fields = hgetall(c, key);
         assert!(fields.len() <= 1, "{key}: more than one holder {fields:?}");
@@ -71,16 +70,67 @@ fn assert_sane(c: &mut redis::Connection, keys: &[&str], max_lease_ms: i64) {
         }
         let info = lock_info(c, key);
         assert_eq!(info.waiters as usize, info.queue.len(), "{key}: {info:?}");
-        queued += info.waiters;
     }
-    assert_eq!(rlock_stat(c, "waiters"), queued, "INFO rlock rlock_waiters");
-    let blocking = queued - rlock_stat(c, "session_requests");
+    // The counts below are read one command at a time while session listeners re-park
+    // (between two reads of theirs) and waits may still end: they agree at one moment, not
+    // necessarily across the reads. Read them again until they agree; a wrong count never
+    // does, and the last reading is what fails.
+    let deadline = Instant::now() + margin(Duration::from_secs(1));
+    let counts = loop {
+        let counts = Counts::read(c, keys);
+        if counts.agree() || Instant::now() >= deadline {
+            break counts;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
     assert_eq!(
-        info_int(c, "clients", "blocked_clients"),
-        blocking + parked_listeners(c) + rlock_stat(c, "session_requests_parked"),
-        "every blocked client is a waiter queued with BLOCK, a session listener, or a session \
-         request parked for the first part of its wait"
+        counts.rlock_waiters, counts.queued,
+        "INFO rlock rlock_waiters and the queues' sum ({counts:?})"
     );
+    assert_eq!(
+        counts.blocked_clients,
+        counts.queued - counts.session_requests
+            + counts.parked_listeners
+            + counts.session_requests_parked,
+        "every blocked client is a waiter queued with BLOCK, a session listener, or a \
+         session request parked for the first part of its wait ({counts:?})"
+    );
+}
+
+/// What [`assert_sane`] compares across the locks' queues, `INFO rlock`, `INFO clients` and
+/// the sessions: one reading, command by command.
+#[derive(Debug)]
+struct Counts {
+    /// The sum of the locks' queues (`RLOCK.INFO` waiters).
+    queued: i64,
+    rlock_waiters: i64,
+    session_requests: i64,
+    session_requests_parked: i64,
+    blocked_clients: i64,
+    parked_listeners: i64,
+}
+
+impl Counts {
+    fn read(c: &mut redis::Connection, keys: &[&str]) -> Counts {
+        let queued = keys.iter().map(|key| waiters(c, key)).sum();
+        let info: String = redis::cmd("INFO").arg("rlock").query(c).unwrap();
+        Counts {
+            queued,
+            rlock_waiters: rlock_stat_in(&info, "waiters"),
+            session_requests: rlock_stat_in(&info, "session_requests"),
+            session_requests_parked: rlock_stat_in(&info, "session_requests_parked"),
+            blocked_clients: info_int(c, "clients", "blocked_clients"),
+            parked_listeners: parked_listeners(c),
+        }
+    }
+
+    fn agree(&self) -> bool {
+        self.rlock_waiters == self.queued
+            && self.blocked_clients
+                == self.queued - self.session_requests
+                    + self.parked_listeners
+                    + self.session_requests_parked
+    }
 }
 
 /// Session listeners parked in `RSESSION.READ` (`RSESSION.INFO`'s `reading`).
