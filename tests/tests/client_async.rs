@@ -154,6 +154,7 @@ fn an_attempt_dropped_in_flight_gives_its_grant_back() {
     use std::future::Future;
     use std::pin::Pin;
     type Attempt = Pin<Box<dyn Future<Output = rlock::Result<bool>> + Send>>;
+    type Free = Box<dyn Fn(&mut redis::Connection) -> bool>;
     let s = Server::start();
     let mut c = s.conn();
     let client = client(&s);
@@ -171,7 +172,7 @@ fn an_attempt_dropped_in_flight_gives_its_grant_back() {
         redis::cmd("RSEM.AVAILABLE").arg(name).query(c).unwrap()
     };
     // Each attempt on an object of its own, with what says that object is free again.
-    let attempts: Vec<(&str, Attempt, Box<dyn Fn(&mut redis::Connection) -> bool>)> = vec![
+    let attempts: Vec<(&str, Attempt, Free)> = vec![
         (
             "try_lock",
             {
@@ -231,7 +232,7 @@ fn an_attempt_dropped_in_flight_gives_its_grant_back() {
         assert!(free(&mut c), "{what}: free before");
         // The server sleeps 300 ms; the attempt is written meanwhile and dropped after 50 ms,
         // before the server has read it.
-        let sleeper = rlock_tests::Pending::send(&s, &redis::cmd("DEBUG").arg("SLEEP").arg("0.3"));
+        let sleeper = rlock_tests::Pending::send(&s, redis::cmd("DEBUG").arg("SLEEP").arg("0.3"));
         std::thread::sleep(Duration::from_millis(50));
         rt.block_on(async {
             let r = tokio::time::timeout(Duration::from_millis(50), attempt).await;

@@ -34,8 +34,9 @@
 //! - semaphore: the permits of overlapping holds never exceed the total; sampled, `available`
 //!   plus the live leases never exceed it; a leased permit whose lease ended cannot be released
 //!   by id (it was already returned once); at quiescence every permit is back
-//!   (`available == total`, less at most the permits of acquires whose outcome a killed
-//!   connection hid; the pool is then set back to the total for the next round);
+//!   (`available == total`, less at most the plain permits the clients counted in doubt,
+//!   `Client::permits_in_doubt`, and those of the workers' releases that failed; the pool is
+//!   then set back to the total for the next round);
 //! - latch: no awaiter that started while the latch was closed passed before the countdown that
 //!   opened it was sent; none whose wait outlasted the opening reported it closed;
 //! - sessions (raw driver): outcomes numbered without gap or repeat across listener kills, no
@@ -50,8 +51,9 @@
 //!
 //! Default run about 30 s (`make test`: one round); `RLOCK_SOAK_SECS` makes it longer
 //! (`make soak`), `RLOCK_SOAK_SEED` replays a seed (timing still varies).
-//! `RLOCK_SOAK_BREAK=rw|sem|latch|session` breaks one invariant on purpose, to show the checker
-//! reports it (the test must then fail).
+//! `RLOCK_SOAK_BREAK=rw|sem|sem-lost|latch|session` breaks one invariant on purpose, to show the
+//! checker reports it (the test must then fail; `sem-lost`, one permit lost, only when the
+//! clients counted none in doubt in that round).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::BufRead;
@@ -242,9 +244,13 @@ struct Shared {
     /// Bumped by kills of the clients' command connections (`rlock`) only: what can cut a
     /// plain permit's acquire or its give-back (a listener's kill loses no outcome).
     cmd_epoch: AtomicU64,
-    /// Plain permits whose fate a fault hid (an acquire or release with an unknown outcome):
-    /// at quiescence at most this many may be missing.
+    /// Plain permits whose fate a fault hid as the workers saw it (an acquire or release with an
+    /// unknown outcome, a cancel while a command connection was killed): reported.
     ambiguous_permits: AtomicU64,
+    /// What the check allows to be missing at quiescence: the plain permits the clients
+    /// counted in doubt (`Client::permits_in_doubt`: replies lost, give-backs failed), plus
+    /// those of the workers' own releases that failed (the client leaves those to its caller).
+    allowed_missing: AtomicU64,
     brk: String,
 }
 
@@ -289,8 +295,19 @@ impl Rec {
         match self {
             Rec::Mem(sh) => {
                 sh.ambiguous_permits.fetch_add(permits, Ordering::Relaxed);
+                if why == "release-error" {
+                    sh.allowed_missing.fetch_add(permits, Ordering::Relaxed);
+                }
             }
             Rec::Out => println!("AMBIG {permits}"),
+        }
+    }
+    /// What a client counted in doubt over the round (read once its workers stopped).
+    fn client_in_doubt(&self, client: &rlock::Client) {
+        let n = client.permits_in_doubt();
+        self.count("semaphore", "client-in-doubt", n);
+        if let Rec::Mem(sh) = self {
+            sh.allowed_missing.fetch_add(n, Ordering::Relaxed);
         }
     }
 }
@@ -654,6 +671,7 @@ fn sync_worker(id: &str, url: &str, seed: u64, rec: Rec, grace: Duration, plain:
             sync_lock_op(&mut rng, &rec, &mut probe, Obj::Lock, false, h, id);
         }
     }
+    rec.client_in_doubt(&client);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1178,6 +1196,10 @@ fn redisson_worker(url: String, seed: u64, sh: Arc<Shared>) {
                 // A permit minted.
                 "sem" => {
                     let _ = req(&mut c, &cmd!("INCRBY", SEM, 1));
+                }
+                // One permit lost, as a grant nobody received would be.
+                "sem-lost" => {
+                    let _ = req(&mut c, &cmd!("DECRBY", SEM, 1));
                 }
                 _ => {}
             }
@@ -2281,8 +2303,11 @@ struct RoundEnd {
     drained: Duration,
     /// Permits available at quiescence.
     available: i64,
-    /// Plain permits whose fate a fault hid during the round.
+    /// Plain permits whose fate a fault hid during the round, as the workers saw it.
     ambiguous: i64,
+    /// Plain permits the check allowed to be missing (the clients' count in doubt, failed
+    /// releases).
+    allowed: i64,
 }
 
 /// One round: every worker for `secs`, then the stop, the drain and the checks made at
@@ -2298,6 +2323,7 @@ fn run_round(
     let url = url.to_string();
     sh.stop.store(false, Ordering::Relaxed);
     sh.ambiguous_permits.store(0, Ordering::Relaxed);
+    sh.allowed_missing.store(0, Ordering::Relaxed);
     let mut threads: Vec<(String, std::thread::JoinHandle<()>)> = Vec::new();
     let mut spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
         threads.push((name, std::thread::spawn(f)));
@@ -2380,6 +2406,7 @@ fn run_round(
                 .expect("async task");
         }
     });
+    Rec::Mem(sh.clone()).client_in_doubt(&aclient);
     drop(aclient);
     drop(rt);
     let drained = stopped.elapsed();
@@ -2434,20 +2461,26 @@ fn run_round(
             violation(sh, "quiescence", format!("key {k} left behind"));
         }
     }
-    // Every permit back: at most the permits of acquires whose outcome a fault hid are missing.
+    // Every permit back: at most those the clients counted in doubt, and those of the workers'
+    // releases that failed, are missing.
     let avail: i64 = redis::cmd("GET").arg(SEM).query(c).unwrap();
     let ambiguous = sh.ambiguous_permits.load(Ordering::Relaxed) as i64;
-    if avail > TOTAL || avail < TOTAL - ambiguous {
+    let allowed = sh.allowed_missing.load(Ordering::Relaxed) as i64;
+    if avail > TOTAL || avail < TOTAL - allowed {
         violation(
             sh,
             "semaphore",
-            format!("{avail} permits available at quiescence, {TOTAL} set ({ambiguous} in doubt)"),
+            format!(
+                "{avail} permits available at quiescence, {TOTAL} set ({allowed} counted in doubt \
+                 by the clients and failed releases; {ambiguous} seen in doubt by the workers)"
+            ),
         );
     }
     RoundEnd {
         drained,
         available: avail,
         ambiguous,
+        allowed,
     }
 }
 
@@ -2478,16 +2511,18 @@ fn soak_family_under_faults() {
         fault_epoch: AtomicU64::new(0),
         cmd_epoch: AtomicU64::new(0),
         ambiguous_permits: AtomicU64::new(0),
+        allowed_missing: AtomicU64::new(0),
         brk,
     });
     let mut seeds = Rng::new(seed);
     let rounds = secs.div_ceil(ROUND_SECS).max(1);
-    let (mut drained, mut ambiguous, mut restocked) = (Duration::ZERO, 0, 0);
+    let (mut drained, mut ambiguous, mut allowed, mut restocked) = (Duration::ZERO, 0, 0, 0);
     for r in 0..rounds {
         let round_secs = (secs - r * ROUND_SECS).clamp(1, ROUND_SECS);
         let end = run_round(&url, &sh, &mut seeds, round_secs, &mut c, timer_base);
         drained += end.drained;
         ambiguous += end.ambiguous;
+        allowed += end.allowed;
         // Back to the full pool for the next round: what is missing now was lost for good to
         // acquires whose replies a fault hid (checked just now against their count).
         if r + 1 < rounds && end.available < TOTAL {
@@ -2578,7 +2613,8 @@ fn soak_family_under_faults() {
     println!(
         "  server: sessions_expired {} grants_revoked {}+{}+{} holds_lost {} \
          rwlock_grants_after_expiry {} sem_grants_after_expiry {} latch_handoffs {} \
-         session_grants_direct {} permits in doubt {ambiguous}, restocked {restocked} \
+         session_grants_direct {} permits in doubt {ambiguous} (workers) {allowed} (clients \
+         and failed releases), restocked {restocked} \
          ({rounds} rounds of at most {ROUND_SECS} s)",
         server(&mut c, "sessions_expired"),
         server(&mut c, "grants_revoked"),
