@@ -76,13 +76,15 @@ impl Background {
         }
     }
 
-    /// Whether the calling thread is a worker of the caller's runtime that the background work
-    /// runs on. (The client's own runtime runs only the client's background tasks, which never
-    /// call the sync API.)
+    /// Whether the calling thread is a worker of a multi-thread runtime. Blocking it in place
+    /// could strand a task the awaited work needs: the driver of a connection that runtime
+    /// runs (an async request polled there goes on one, see [`caller`]; a dropped wait reads
+    /// the reply of the acquire it had in flight on it), or the client's background work when
+    /// the client runs on the caller's runtime. Two drops at once blocked both workers of a
+    /// soak's runtime for good when only the latter was handed off.
     fn on_a_worker(&self) -> bool {
-        self.rt.is_none()
-            && tokio::runtime::worker_index().is_some()
-            && Handle::try_current().is_ok_and(|h| h.id() == self.handle.id())
+        tokio::runtime::worker_index().is_some()
+            && Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread)
     }
 
     /// `fut`, polled inside this runtime's context.
