@@ -3,7 +3,7 @@ SHELL := /bin/bash
 MODULE := target/release/librlock_module.so
 PORT ?= $(shell awk '$$1=="port"{print $$2}' redis.conf)
 
-.PHONY: deps build run test lint matrix bench bench-quick soak torture fuzz clean
+.PHONY: deps build run test lint matrix bench bench-quick loaded soak torture fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -64,6 +64,12 @@ soak: deps
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) RLOCK_SOAK_SECS=$${RLOCK_SOAK_SECS:-600} \
 	RLOCK_MEMORY_CYCLES=$${RLOCK_MEMORY_CYCLES:-1000000} \
 	cargo test --release -p rlock-tests --test soak --test soak_family --test memory -- --nocapture
+
+# Loaded: the integration tests with one busy loop per core beside them (LOOPS=n for another
+# count), as on a busy CI machine, where races with the machine's speed show first.
+loaded: deps
+	cargo build --release -p rlock-module
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) bash scripts/loaded.sh $(LOOPS)
 
 # Torture: RLOCK_TORTURE_SECS (default 600) of failovers with fenced-lock clients on a cluster,
 # then as long behind Sentinel, each half without and half with replica sync; each half prints
