@@ -126,7 +126,14 @@ fn follows_a_failover(fail: impl FnOnce(&mut SentinelGroup, u16)) {
         margin(Duration::from_secs(20)),
         "a lock taken on the new primary",
         || {
-            assert!(after.try_lock_for(Duration::from_secs(30)).unwrap());
+            match after.try_lock_for(Duration::from_secs(30)) {
+                Ok(took) => assert!(took),
+                // Taken on the former primary in Sentinel's window; replica sync, sent once
+                // the client had moved, found it missing on the new primary: reported, not
+                // held (seen once in the server matrix).
+                Err(rlock::Error::LeaseEndedBeforeSync { .. }) => return false,
+                Err(e) => panic!("try_lock_for: {e}"),
+            }
             let there = exists(&mut on_new, "after");
             match after.unlock() {
                 Ok(()) => {}

@@ -77,6 +77,7 @@ fn a_thousand_waits_take_a_fixed_few_connections_and_leave_free_locks_one_round_
 
     let client = client(&s);
     let rt = runtime(2);
+    let connected = info_int(&mut c, "stats", "total_connections_received");
     let mut tasks = Vec::new();
     for k in keys
         .iter()
@@ -98,6 +99,14 @@ fn a_thousand_waits_take_a_fixed_few_connections_and_leave_free_locks_one_round_
     // opens with the first renewal).
     let ours = client_connections(&mut c);
     assert!(ours.len() <= 3, "{} connections: {ours:#?}", ours.len());
+    // Nor were more opened and closed on the way: the tasks' first requests share the one
+    // their runtime's first request opened (each opening its own, about 970 were opened).
+    let opened = info_int(&mut c, "stats", "total_connections_received") - connected;
+    assert!(
+        opened <= 4,
+        "{opened} connections opened for {} waits",
+        2 * N
+    );
     assert_eq!(
         info_int(&mut c, "clients", "blocked_clients"),
         1,
