@@ -310,11 +310,9 @@ async fn send_at<'a, A: Attempt>(
         let mut attempt = Attempting {
             ctx,
             a,
-            sending: Mutex::new(Some(Box::pin(async move {
-                transport.send_at(io, &to, &cmd, asking).await
-            }))),
+            sending: InFlight::new(async move { transport.send_at(io, &to, &cmd, asking).await }),
         };
-        return Ok(Sent::Reply(attempt.reply().await?));
+        return Ok(Sent::Reply(attempt.sending.reply().await?));
     };
     // Registered before sending: the outcome may reach the listener before the reply here.
     let ticket = listener.register(a.key(), wire::object_of(&cmd))?;
@@ -330,11 +328,9 @@ async fn send_at<'a, A: Attempt>(
         io,
         ticket,
         armed: true,
-        sending: Mutex::new(Some(Box::pin(async move {
-            transport.send_at(io, &to, &cmd, asking).await
-        }))),
+        sending: InFlight::new(async move { transport.send_at(io, &to, &cmd, asking).await }),
     };
-    match queued.sent().await {
+    match queued.sending.reply().await {
         Ok(v) if wire::is_queued(&v) => Ok(Sent::Queued(queued)),
         Ok(v) => {
             queued.armed = false;
@@ -351,9 +347,32 @@ async fn send_at<'a, A: Attempt>(
     }
 }
 
-/// The acquire on its way: owned by [`Queued`], so that a caller who goes away while it is in
-/// flight does not take its reply with it.
+/// The acquire on its way: owned by [`Queued`] or [`Attempting`] (in an [`InFlight`]), so that a
+/// caller who goes away while it is in flight does not take its reply with it.
 type Sending<'a> = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send + 'a>>;
+
+/// An acquire's send until its reply is read (`None` then). In a mutex only so that the wait's
+/// future stays `Sync` (it is never locked: every use has `&mut self`).
+struct InFlight<'a>(Mutex<Option<Sending<'a>>>);
+
+impl<'a> InFlight<'a> {
+    fn new(send: impl Future<Output = RedisResult<Value>> + Send + 'a) -> Self {
+        InFlight(Mutex::new(Some(Box::pin(send))))
+    }
+
+    /// The reply (read once).
+    async fn reply(&mut self) -> RedisResult<Value> {
+        let sending = self.0.get_mut();
+        let reply = sending.as_mut().expect("read once").as_mut().await;
+        *sending = None;
+        reply
+    }
+
+    /// The send, if its reply was not read: its caller went away.
+    fn unread(&mut self) -> Option<Sending<'a>> {
+        self.0.get_mut().take()
+    }
+}
 
 /// A grant in a reply whose caller went away: give it back.
 async fn give_back_if_granted<A: Attempt>(ctx: &Context, a: &A, reply: &Value) {
@@ -374,22 +393,12 @@ async fn give_back_if_granted<A: Attempt>(ctx: &Context, a: &A, reply: &Value) {
 struct Attempting<'a, A: Attempt> {
     ctx: &'a Context,
     a: &'a A,
-    /// `None` once the reply is read. In a mutex only so that the future stays `Sync`.
-    sending: Mutex<Option<Sending<'a>>>,
-}
-
-impl<A: Attempt> Attempting<'_, A> {
-    async fn reply(&mut self) -> RedisResult<Value> {
-        let sending = self.sending.get_mut();
-        let reply = sending.as_mut().expect("read once").as_mut().await;
-        *sending = None;
-        reply
-    }
+    sending: InFlight<'a>,
 }
 
 impl<A: Attempt> Drop for Attempting<'_, A> {
     fn drop(&mut self) {
-        let Some(sending) = self.sending.get_mut().take() else {
+        let Some(sending) = self.sending.unread() else {
             return;
         };
         let (ctx, a) = (self.ctx, self.a);
@@ -417,20 +426,10 @@ struct Queued<'a, A: Attempt> {
     io: Io,
     ticket: Ticket,
     armed: bool,
-    /// In a mutex only so that the wait's future stays `Sync` (it is never locked: every use
-    /// has `&mut self`).
-    sending: Mutex<Option<Sending<'a>>>,
+    sending: InFlight<'a>,
 }
 
 impl<A: Attempt> Queued<'_, A> {
-    /// The acquire's reply.
-    async fn sent(&mut self) -> RedisResult<Value> {
-        let sending = self.sending.get_mut();
-        let reply = sending.as_mut().expect("sent once").as_mut().await;
-        *sending = None;
-        reply
-    }
-
     fn addr(&self) -> &str {
         self.ticket.listener().addr()
     }
@@ -560,8 +559,7 @@ impl<A: Attempt> Drop for Queued<'_, A> {
         }
         let ctx = self.ctx;
         ctx.bg.block_on(async {
-            let sending = self.sending.get_mut();
-            if let Some(sending) = sending.take() {
+            if let Some(sending) = self.sending.unread() {
                 // The caller went away while the acquire was in flight: its reply decides.
                 match sending.await {
                     Ok(v) if wire::is_queued(&v) => {} // queued: withdraw it, below
