@@ -12,8 +12,12 @@
 //! `lock()` sends (`SESSION s QUEUE request 0`, and `BLOCK 50` from a blocking connection), so
 //! the server watches each hold for loss as it does the client's. Raw watched / raw is what the
 //! server's watch costs; `lock()` / raw watched is what the client itself costs.
+//! The section runs once per placement of the server and the benchmark on the machine's CPUs
+//! (apart, then shared: see `placement`), since left to the scheduler the ratios measured
+//! where each slice happened to run.
 //! The contended comparison (raw `BLOCK` clients vs the sync client) is in section 2.
 
+use crate::placement::{self, Placement};
 use crate::protocols::owner;
 use crate::report::{Report, Table};
 use std::time::{Duration, Instant};
@@ -104,9 +108,21 @@ impl Path {
 }
 
 pub fn run(b: &crate::bench::Bench, r: &mut Report) {
+    let mut conn = b.conn();
+    let server = rlock_tests::info_int(&mut conn, "server", "process_id") as i32;
+    for p in Placement::available() {
+        let pinned = placement::pin(p, server);
+        let p = if pinned.is_some() { p } else { Placement::Unpinned };
+        run_placed(b, r, p);
+    }
+}
+
+/// Section 6 with the server and the benchmark placed per `p` (see `placement`).
+fn run_placed(b: &crate::bench::Bench, r: &mut Report, p: Placement) {
     let mut t = Table::new(
         &format!(
-            "6. The rlock client vs raw RLOCK.* commands, same connection style (uncontended, unpipelined pairs/s, {SLICES} slices each, order reversed every other slice)"
+            "6. The rlock client vs raw RLOCK.* commands, same connection style, CPUs {} (uncontended, unpipelined pairs/s, {SLICES} slices each, order reversed every other slice)",
+            p.label()
         ),
         &[
             "API",
@@ -197,7 +213,10 @@ pub fn run(b: &crate::bench::Bench, r: &mut Report) {
             ]);
             if target {
                 r.target(
-                    &format!("client vs raw commands, {api}, {name}, uncontended pairs/s"),
+                    &format!(
+                        "client vs raw commands, {api}, {name}, CPUs {}, uncontended pairs/s",
+                        p.label()
+                    ),
                     format!("{ratio:.2}×"),
                     &format!("≥ {goal}×"),
                     ratio >= goal,

@@ -17,6 +17,7 @@ mod family;
 mod handoff;
 mod latch;
 mod memory;
+mod placement;
 mod protocols;
 mod proxy;
 mod report;
