@@ -3,10 +3,12 @@
 //! (`module/src/observe/`); `rlock.top-max-holds 0` turns that table off. The same workloads run
 //! with it on and off on one server, in slices of the order on, off, off, on (drift in the
 //! machine's load weighs on both settings alike), and the two settings' rates are compared with
-//! how far one setting's own repeats differ: the noise the comparison has to beat.
+//! how far one setting's own repeats differ: the noise the comparison has to beat. The server
+//! and the benchmark run on CPUs of their own (see `placement`).
 
 use crate::bench::Bench;
 use crate::exclusion::Exclusion;
+use crate::placement::{self, Placement};
 use crate::protocols::Kind;
 use crate::report::{Report, Table};
 use std::time::{Duration, Instant};
@@ -15,13 +17,28 @@ const CONFIG: &str = "rlock.top-max-holds";
 
 pub fn run(b: &Bench, r: &mut Report) {
     let mut conn = b.conn();
+    // The server on one CPU, the benchmark on another (`placement`: left to the scheduler, the
+    // rates moved with where each slice ran, and the noise hid a 5 % cost).
+    let server = rlock_tests::info_int(&mut conn, "server", "process_id") as i32;
+    let placed = Placement::available()
+        .contains(&Placement::Apart)
+        .then(|| placement::pin(Placement::Apart, server))
+        .flatten();
+    let where_ = if placed.is_some() {
+        Placement::Apart
+    } else {
+        Placement::Unpinned
+    };
     let (_, was): (String, String) = redis::cmd("CONFIG")
         .arg("GET")
         .arg(CONFIG)
         .query(&mut conn)
         .expect("CONFIG GET rlock.top-max-holds");
     let mut t = Table::new(
-        "10. Hold tracking on vs off (rlock.top-max-holds 100000 vs 0), slices in the order on, off, off, on",
+        &format!(
+            "10. Hold tracking on vs off (rlock.top-max-holds 100000 vs 0), slices in the order on, off, off, on, CPUs {}",
+            where_.label()
+        ),
         &[
             "workload",
             "on, pairs/s",
