@@ -112,7 +112,11 @@ pub fn run(b: &crate::bench::Bench, r: &mut Report) {
     let server = rlock_tests::info_int(&mut conn, "server", "process_id") as i32;
     for p in Placement::available() {
         let pinned = placement::pin(p, server);
-        let p = if pinned.is_some() { p } else { Placement::Unpinned };
+        let p = if pinned.is_some() {
+            p
+        } else {
+            Placement::Unpinned
+        };
         run_placed(b, r, p);
     }
 }

@@ -251,6 +251,12 @@ impl Proxy {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// Send new connections to `port`, leaving the current ones where they are (a load
+    /// balancer draining its old backend).
+    fn retarget(&self, port: u16) {
+        self.target.store(port, Ordering::SeqCst);
+    }
+
     /// Send new connections to `port` and close the current ones.
     fn switch(&self, port: u16) {
         self.target.store(port, Ordering::SeqCst);
@@ -341,4 +347,62 @@ fn replicaof_failover_releases_waiters_and_the_client_requeues_them() {
     assert_eq!(tokens.len(), 2);
     assert!(tokens.iter().all(|&t| t > t0), "{t0} then {tokens:?}");
     assert!(!exists(&mut b.conn(), name));
+}
+
+/// Close the connections named `name` on `server` (`CLIENT SETNAME`): the rlock client's
+/// command connections are `rlock`, its session listener `rlock-session`.
+fn kill_named(server: &Server, name: &str) -> usize {
+    let mut c = server.conn();
+    let list = string(&mut c, &cmd!("CLIENT", "LIST"));
+    let ids: Vec<String> = list
+        .lines()
+        .filter(|l| l.split(' ').any(|f| f == format!("name={name}")))
+        .filter_map(|l| {
+            l.split(' ')
+                .find_map(|f| f.strip_prefix("id="))
+                .map(str::to_string)
+        })
+        .collect();
+    for id in &ids {
+        let _ = raw(&mut c, &cmd!("CLIENT", "KILL", "ID", id.as_str()));
+    }
+    ids.len()
+}
+
+fn sessions_on(server: &Server) -> usize {
+    match raw(&mut server.conn(), &cmd!("RSESSION.LIST")) {
+        Value::Array(v) => v.len(),
+        other => panic!("RSESSION.LIST: {other:?}"),
+    }
+}
+
+/// An address that moves to another server while established connections stay where they were
+/// (a virtual IP or a load balancer that sends new connections to the new server and drains
+/// the old ones): the client's session listener still reads its session on the old server,
+/// and an acquire that reaches the new one names a session that server never had. The client
+/// sees the server there is another process, leaves that session and opens one on the new
+/// server. Without it the acquire was refused `NOSESSION` until its retries ran out (the
+/// listener, happily reading on the old server, never noticed).
+#[test]
+fn an_address_that_moves_under_a_live_listener_gets_a_session_on_the_new_server() {
+    let a = Server::start();
+    let b = Server::start();
+    let proxy = Proxy::start(a.port);
+    let client = rlock::Client::open(proxy.url()).unwrap();
+    let first = client.lock("moving:1");
+    first.lock().unwrap();
+    first.unlock().unwrap();
+    assert_eq!(sessions_on(&a), 1, "the client's session is open on A");
+
+    proxy.retarget(b.port);
+    // The command connections reconnect (to B); the listener stays on A.
+    assert!(kill_named(&a, "rlock") >= 1);
+    let lock = client.lock("moving:2");
+    let guard = lock.guard().expect("lock() through the moved address");
+    assert!(exists(&mut b.conn(), "moving:2"), "taken on B");
+    assert!(!exists(&mut a.conn(), "moving:2"));
+    assert_eq!(sessions_on(&b), 1, "the client opened a session on B");
+    // The new session watches the hold: B tells the client when it is lost.
+    let _ = raw(&mut b.conn(), &cmd!("RLOCK.FORCERELEASE", "moving:2"));
+    wait_until(WAIT, "the hold on B reported lost", || guard.is_lost());
 }

@@ -86,6 +86,11 @@ impl Sessions {
         }
     }
 
+    /// The listener of the node at `addr`, if one runs.
+    pub(crate) fn listening_at(&self, addr: &Arc<str>) -> Option<Arc<Listener>> {
+        self.listeners.lock().get(addr).cloned()
+    }
+
     /// The listener of the node at `addr`, started on first use.
     pub(crate) fn at(&self, transport: &Transport, addr: &Arc<str>) -> RedisResult<Arc<Listener>> {
         if let Some(l) = self.listeners.lock().get(addr) {
@@ -111,6 +116,24 @@ impl Sessions {
 }
 
 impl Sessions {
+    /// The server at `addr` is another process than the one `listener`'s session lives in:
+    /// leave that session (its waits are interrupted, and queue again), so that the next wait
+    /// there opens one on the server the address reaches now.
+    pub(crate) fn leave(&self, addr: &Arc<str>, listener: &Arc<Listener>) {
+        {
+            let mut all = self.listeners.lock();
+            if all.get(addr).is_some_and(|l| Arc::ptr_eq(l, listener)) {
+                all.remove(addr);
+            }
+        }
+        tracing::warn!(
+            server = %addr,
+            "rlock: the server at this address is not the one the client's session lives in \
+             (the address moved to another server); opening a session on the new one"
+        );
+        listener.abandon();
+    }
+
     /// Sentinel names `primary` now: leave the sessions on every other node (their waits are
     /// interrupted, and queue again on the primary).
     pub(crate) fn follow_primary(&self, primary: &Arc<str>) {
