@@ -589,11 +589,29 @@ fn ten_thousand_waits_of_a_dead_process_leave_with_its_session_and_free_their_me
         );
         if round == 1 {
             // Redis frees what the dead process' connections held as it gets to it.
-            wait_until(
-                Duration::from_secs(5),
-                "memory back to its baseline",
-                || memory(&mut c) <= before + 16 * 1024,
-            );
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while memory(&mut c) > before + 16 * 1024 {
+                if Instant::now() > deadline {
+                    // What holds it, for the next look (failed once in a server-matrix run on
+                    // Valkey 9.1 and not again in 7 runs of this file there).
+                    let field = |c: &mut redis::Connection, f: &str| info_int(c, "memory", f);
+                    let clients: String = redis::cmd("CLIENT")
+                        .arg("LIST")
+                        .query(&mut c)
+                        .unwrap_or_default();
+                    panic!(
+                        "used_memory {} is more than 16 KiB above its baseline {before} 5 s \
+                         after the session ended: used_memory_dataset {}, mem_clients_normal {}, \
+                         rlock waiters {}, sessions {}; clients:\n{clients}",
+                        memory(&mut c),
+                        field(&mut c, "used_memory_dataset"),
+                        field(&mut c, "mem_clients_normal"),
+                        rlock_stat(&mut c, "waiters"),
+                        rlock_stat(&mut c, "sessions"),
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         let after = memory(&mut c);
         println!(
