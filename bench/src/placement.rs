@@ -94,7 +94,7 @@ impl Drop for Pinned {
 
 /// This process' threads (a new thread inherits its creator's CPUs, so pinning these covers
 /// the runtimes' and the client's threads started later).
-fn threads() -> Vec<i32> {
+pub fn threads() -> Vec<i32> {
     std::fs::read_dir("/proc/self/task")
         .into_iter()
         .flatten()

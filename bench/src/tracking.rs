@@ -20,10 +20,7 @@ pub fn run(b: &Bench, r: &mut Report) {
     // The server on one CPU, the benchmark on another (`placement`: left to the scheduler, the
     // rates moved with where each slice ran, and the noise hid a 5 % cost).
     let server = rlock_tests::info_int(&mut conn, "server", "process_id") as i32;
-    let placed = Placement::available()
-        .contains(&Placement::Apart)
-        .then(|| placement::pin(Placement::Apart, server))
-        .flatten();
+    let placed = placement::pin(Placement::Apart, server);
     let where_ = if placed.is_some() {
         Placement::Apart
     } else {

@@ -254,30 +254,6 @@ fn interrupted(addr: &str) -> Error {
     }
 }
 
-/// `NOSESSION` for an acquire sent to `addr` in its listener's open session: if the server
-/// there now is another process than the one the session lives in, leave the listener, so
-/// that the next attempt opens a session on this server. Without it, the attempts named a
-/// session this server never had until the listener noticed (a virtual IP or a proxy that sends
-/// new connections to another server leaves established ones where they were: the listener
-/// may never notice), and the acquire failed with `NOSESSION` once its retries ran out.
-async fn leave_if_moved(ctx: &Context, io: Io, addr: &Arc<str>) {
-    let Some(listener) = ctx.sessions.listening_at(addr) else {
-        return;
-    };
-    let mut info = redis::cmd("INFO");
-    info.arg("server");
-    let text = match ctx.transport.send_at(io, addr, &info, false).await {
-        Ok(Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
-        Ok(Value::VerbatimString { text, .. }) => text,
-        _ => return,
-    };
-    if let Some(now) = wire::run_id(&text) {
-        if listener.lives_elsewhere_than(&now) {
-            ctx.sessions.leave(addr, &listener);
-        }
-    }
-}
-
 /// What sending an acquire gave.
 enum Sent<'a, A: Attempt> {
     /// The server's reply: granted at once, or not granted and not queued.
@@ -307,7 +283,7 @@ async fn send<'a, A: Attempt>(
     let r = send_at(ctx, io, a, until, &addr, asking).await;
     if r.as_ref().is_err_and(|e| e.code() == Some("NOSESSION")) {
         // Boxed, as the other rare paths: see `acquire_untraced`.
-        Box::pin(leave_if_moved(ctx, io, &addr)).await;
+        Box::pin(ctx.sessions.leave_if_moved(&ctx.transport, io, &addr)).await;
     }
     // Keep the node map right for the next attempt.
     if let Err(e) = &r {

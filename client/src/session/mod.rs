@@ -36,7 +36,7 @@ use redis::{RedisError, RedisResult, Value};
 
 use crate::holds::Registry;
 use crate::metrics::Metrics;
-use crate::transport::Transport;
+use crate::transport::{Io, Transport};
 
 pub(crate) use listener::Listener;
 
@@ -86,11 +86,6 @@ impl Sessions {
         }
     }
 
-    /// The listener of the node at `addr`, if one runs.
-    pub(crate) fn listening_at(&self, addr: &Arc<str>) -> Option<Arc<Listener>> {
-        self.listeners.lock().get(addr).cloned()
-    }
-
     /// The listener of the node at `addr`, started on first use.
     pub(crate) fn at(&self, transport: &Transport, addr: &Arc<str>) -> RedisResult<Arc<Listener>> {
         if let Some(l) = self.listeners.lock().get(addr) {
@@ -116,10 +111,30 @@ impl Sessions {
 }
 
 impl Sessions {
-    /// The server at `addr` is another process than the one `listener`'s session lives in:
-    /// leave that session (its waits are interrupted, and queue again), so that the next wait
-    /// there opens one on the server the address reaches now.
-    pub(crate) fn leave(&self, addr: &Arc<str>, listener: &Arc<Listener>) {
+    /// An acquire sent to `addr` was refused `NOSESSION`: if the server there now is another
+    /// process than the one its listener's session lives in (`run_id`), leave that session (its
+    /// waits are interrupted, and queue again), so that the next attempt opens one on the
+    /// server the address reaches now. Without it, attempts named a session this server never
+    /// had until the listener noticed (a virtual IP or a proxy that sends new connections to
+    /// another server leaves established ones where they were: the listener may never
+    /// notice), and the acquire failed `NOSESSION` once its retries ran out.
+    pub(crate) async fn leave_if_moved(&self, transport: &Transport, io: Io, addr: &Arc<str>) {
+        let Some(listener) = self.listeners.lock().get(addr).cloned() else {
+            return;
+        };
+        let mut info = redis::cmd("INFO");
+        info.arg("server");
+        let text = match transport.send_at(io, addr, &info, false).await {
+            Ok(Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
+            Ok(Value::VerbatimString { text, .. }) => text,
+            _ => return,
+        };
+        if wire::run_id(&text).is_some_and(|now| listener.lives_elsewhere_than(&now)) {
+            self.leave(addr, &listener);
+        }
+    }
+
+    fn leave(&self, addr: &Arc<str>, listener: &Arc<Listener>) {
         {
             let mut all = self.listeners.lock();
             if all.get(addr).is_some_and(|l| Arc::ptr_eq(l, listener)) {
