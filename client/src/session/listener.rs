@@ -555,17 +555,10 @@ impl Listener {
         )
     }
 
-    /// Whether its session is open on a server process other than `run_id`: the server its
-    /// address reaches now is another one (a virtual IP or a proxy that sends new connections
-    /// elsewhere while this thread still reads on the old server).
-    pub(crate) fn lives_elsewhere_than(&self, run_id: &str) -> bool {
-        self.open_name().is_some()
-            && self
-                .inner
-                .lock()
-                .run_id
-                .as_deref()
-                .is_some_and(|r| r != run_id)
+    /// The server process (`run_id`) its session is open in; `None` while it is not open.
+    pub(crate) fn open_in(&self) -> Option<String> {
+        self.open_name()?;
+        self.inner.lock().run_id.clone()
     }
 
     /// Whether the thread stopped for good (its server turned into a replica).

@@ -122,6 +122,11 @@ impl Sessions {
         let Some(listener) = self.listeners.lock().get(addr).cloned() else {
             return;
         };
+        // Not open (being opened again, or left): nothing to compare, and no `INFO` for each
+        // of the waits refused meanwhile.
+        let Some(ours) = listener.open_in() else {
+            return;
+        };
         let mut info = redis::cmd("INFO");
         info.arg("server");
         let text = match transport.send_at(io, addr, &info, false).await {
@@ -129,7 +134,7 @@ impl Sessions {
             Ok(Value::VerbatimString { text, .. }) => text,
             _ => return,
         };
-        if wire::run_id(&text).is_some_and(|now| listener.lives_elsewhere_than(&now)) {
+        if wire::run_id(&text).is_some_and(|now| now != ours) {
             self.leave(addr, &listener);
         }
     }
