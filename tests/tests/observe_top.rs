@@ -426,6 +426,13 @@ fn top_waits_ranks_the_hot_keys_above_the_noise() {
     }
     let _: Vec<Value> = pipe.query(&mut c).unwrap();
     assert_eq!(rlock_stat(&mut c, "waits_started"), 675);
+    // Every 1 ms wait ended before the waiter parks (on a busy machine some were still queued
+    // on A when TOP looked, and A showed 2 waiters).
+    wait_until(
+        Duration::from_secs(10),
+        "the session's waits timed out",
+        || rlock_stat(&mut c, "waiters") == 0 && rlock_stat(&mut c, "session_requests") == 0,
+    );
     let parked = park(&s, &mut c, "A", "now", 60_000, &[], 1);
     let rows = top(&mut c, &["WAITS", "COUNT", "3"]);
     assert_eq!(keys(&rows), ["A", "B", "C"]);
