@@ -109,7 +109,7 @@ impl Path {
 
 pub fn run(b: &crate::bench::Bench, r: &mut Report) {
     let mut conn = b.conn();
-    let server = rlock_tests::info_int(&mut conn, "server", "process_id") as i32;
+    let server = placement::server_pid(&mut conn);
     for p in Placement::available() {
         let pinned = placement::pin(p, server);
         if pinned.is_none() {

@@ -48,6 +48,11 @@ impl Placement {
     }
 }
 
+/// The process id of the server `conn` talks to (`INFO server`), to pin it.
+pub fn server_pid(conn: &mut redis::Connection) -> i32 {
+    rlock_tests::info_int(conn, "server", "process_id") as i32
+}
+
 /// The CPUs the benchmark and the server were allowed before pinning, given back on drop.
 pub struct Pinned {
     server: i32,

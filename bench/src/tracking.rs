@@ -19,7 +19,7 @@ pub fn run(b: &Bench, r: &mut Report) {
     let mut conn = b.conn();
     // The server on one CPU, the benchmark on another (`placement`: left to the scheduler, the
     // rates moved with where each slice ran, and the noise hid a 5 % cost).
-    let server = rlock_tests::info_int(&mut conn, "server", "process_id") as i32;
+    let server = placement::server_pid(&mut conn);
     let placed = placement::pin(Placement::Apart, server);
     let where_ = if placed.is_some() {
         Placement::Apart

@@ -458,12 +458,8 @@ impl Listener {
         {
             return (e, false);
         }
-        let mut info = redis::cmd("INFO");
-        info.arg("server");
-        let run_id = match self.query(&mut conn, &info) {
-            Ok(Value::BulkString(b)) => wire::run_id(&String::from_utf8_lossy(&b)),
-            Ok(Value::VerbatimString { text, .. }) => wire::run_id(&text),
-            Ok(_) => None,
+        let run_id = match self.query(&mut conn, &wire::info_server()) {
+            Ok(reply) => wire::run_id_of(&reply),
             Err(e) => return (e, false),
         };
         if let Err(e) = self.open(&mut conn, &run_id) {

@@ -127,14 +127,13 @@ impl Sessions {
         let Some(ours) = listener.open_in() else {
             return;
         };
-        let mut info = redis::cmd("INFO");
-        info.arg("server");
-        let text = match transport.send_at(io, addr, &info, false).await {
-            Ok(Value::BulkString(b)) => String::from_utf8_lossy(&b).into_owned(),
-            Ok(Value::VerbatimString { text, .. }) => text,
-            _ => return,
+        let Ok(reply) = transport
+            .send_at(io, addr, &wire::info_server(), false)
+            .await
+        else {
+            return;
         };
-        if wire::run_id(&text).is_some_and(|now| now != ours) {
+        if wire::run_id_of(&reply).is_some_and(|now| now != ours) {
             self.leave(addr, &listener);
         }
     }

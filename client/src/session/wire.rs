@@ -218,9 +218,25 @@ pub(crate) fn max_grace(e: &RedisError) -> Option<u64> {
     rest.trim_end_matches(')').parse().ok()
 }
 
+/// `INFO server`: where [`run_id_of`] reads the server process' id.
+pub(crate) fn info_server() -> Cmd {
+    let mut info = redis::cmd("INFO");
+    info.arg("server");
+    info
+}
+
+/// The `run_id` in an `INFO server` reply (RESP2 bulk or RESP3 verbatim string).
+pub(crate) fn run_id_of(reply: &Value) -> Option<String> {
+    match reply {
+        Value::BulkString(b) => run_id(&String::from_utf8_lossy(b)),
+        Value::VerbatimString { text, .. } => run_id(text),
+        _ => None,
+    }
+}
+
 /// `run_id` of an `INFO server` reply: which process the listener reached (a different one
 /// after a restart or a failover behind one address).
-pub(crate) fn run_id(info: &str) -> Option<String> {
+fn run_id(info: &str) -> Option<String> {
     info.lines()
         .find_map(|l| l.strip_prefix("run_id:"))
         .map(|v| v.trim().to_string())
