@@ -22,9 +22,13 @@ impl ObjectKeys for RedisKeys {
     }
 
     /// Serving's writes (grants to waiters, tidying): the serving step itself does what
-    /// follows them.
+    /// follows them. Not checked against the ACL user of the command that freed the object:
+    /// each waiter's auxiliary keys were checked against its own user when it queued
+    /// (`commands::wait_or_nil`), and serving from a timer or an event has no user at all. (A
+    /// release by a user without a waiter's patterns made that waiter's grant fail with
+    /// `NOPERM` naming its own read-hold, token or lease key.)
     fn apply(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {
-        self.write(decision)
+        self.write_as(decision, Writer::Serving)
     }
 }
 
@@ -45,11 +49,15 @@ impl RedisKeys {
         Ok(token)
     }
 
-    /// Perform a decision's writes, all or (on error) none.
+    /// Perform a command's decision's writes, all or (on error) none.
     pub fn write(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {
+        self.write_as(decision, Writer::Command)
+    }
+
+    fn write_as(&mut self, decision: &Decision, writer: Writer) -> Result<Option<i64>, CmdError> {
         if self.guard_pause {
             self.check_not_paused(decision)?;
-        } else {
+        } else if writer == Writer::Command {
             self.check_permissions(decision)?;
         }
         self.check_whole(decision)?;
@@ -142,6 +150,16 @@ impl RedisKeys {
         }
         Ok(token)
     }
+}
+
+/// On whose behalf a decision is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    /// The running command, for its caller: its auxiliary keys are checked against the caller's
+    /// ACL user.
+    Command,
+    /// Serving a queue, for the waiters it grants (checked when they queued).
+    Serving,
 }
 
 impl RedisKeys {
