@@ -12,6 +12,7 @@
 use crate::core::decision::Decision;
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
+use crate::core::store::Store;
 use crate::core::wait::{Req, Upkeep};
 use crate::ffi::{Answer, Ctx, RStr};
 use crate::keys::RedisKeys;
@@ -96,9 +97,17 @@ pub fn mark(name: RStr, kind: ObjectKind, change: Change, deleted: bool) {
 
 /// Serve the command's key before a newcomer is decided, so that it does not overtake anyone
 /// (the object may have been freed by expiry, or by an event whose serving is still due).
-/// Returns whether anyone still waits.
+/// Returns whether anyone the newcomer must queue behind still waits.
+///
+/// Latch waiters are behind nobody's back: they take nothing (the count reaching 0 lets them
+/// all pass), so a semaphore's newcomer is decided as if they were not there. Otherwise a user
+/// who may only read a semaphore's key could queue an `RLATCH.AWAIT` on it (its count is a
+/// latch's count) and keep every `RSEM.ACQUIRE` from being granted while permits are free.
 pub fn serve_first(keys: &mut RedisKeys) -> bool {
-    wait::serve_now(keys)
+    let queued = wait::serve_now(keys);
+    queued
+        && (keys.object == Some(ObjectKind::Latch)
+            || wait::queued_kind(keys.ctx.db(), keys.key_name()) != Some(ObjectKind::Latch))
 }
 
 /// Run a command handler, then what its writes call for (installed around every handler, inside

@@ -12,8 +12,9 @@ pub mod top;
 
 use crate::core::args::{Wait, WaitArgs};
 use crate::core::error::CmdError;
+use crate::core::stats::ObjectKind;
 use crate::core::store::Store;
-use crate::core::wait::Req;
+use crate::core::wait::{KeyId, Req};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
 use crate::{config, sessions, slotwatch, wait};
@@ -41,7 +42,14 @@ pub fn wait_or_nil(
     req: Req,
 ) -> Result<Answer, CmdError> {
     if let Some(kind) = wait::queued_kind(ctx.db(), keys.key_name()) {
-        if kind != req.kind() {
+        if kind == ObjectKind::Latch && req.kind() != ObjectKind::Latch {
+            // Latch waits on a key a writer uses as another object (a semaphore: both are a
+            // count) end with the error a latch wait there would get; the writer's request
+            // queues. A wait that only reads must not hold a writer's object hostage (an
+            // `RLATCH.AWAIT` needs read access only).
+            let id = KeyId::new(ctx.db(), keys.key_name());
+            wait::end_waits(ctx, &id, CmdError::QueuedKind(req.kind()));
+        } else if kind != req.kind() {
             return Err(CmdError::QueuedKind(kind));
         }
     }
