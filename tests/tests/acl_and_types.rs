@@ -404,3 +404,132 @@ fn lock_info_does_not_read_every_field() {
         "RLOCK.INFO {info} µs vs HGETALL {hgetall} µs per call"
     );
 }
+
+/// A connection of `s` authenticated as `user` (created by [`acl_user`]).
+fn conn_as(s: &Server, user: &str) -> redis::Connection {
+    let mut u = s.conn();
+    assert_eq!(string(&mut u, &cmd!("AUTH", user, "x")), "OK");
+    u
+}
+
+/// A grant to a waiter is written for the waiter: its auxiliary keys (a read hold's lease key,
+/// a fencing token, leased permits) were checked against its own ACL user when it queued, not
+/// against the user whose release freed the object. A user who may use a shared object but
+/// not the waiter's hash-tagged keys used to make every such wait fail with `NOPERM` naming
+/// the waiter's own key.
+#[test]
+fn a_waiters_grant_is_not_checked_against_the_user_who_freed_the_object() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let _alice = acl_user(
+        &s,
+        &mut c,
+        "alice",
+        &["~s:*", "~{s:*", "~redisson_lock_token:{s:*", "+@all"],
+    );
+    // Bob may use the shared objects, not their auxiliary keys.
+    let mut bob = acl_user(&s, &mut c, "bob", &["~s:*", "+@all"]);
+
+    // A read lock waiting behind bob's write lock.
+    assert_eq!(
+        int(
+            &mut bob,
+            &cmd!("RRWLOCK.ACQUIRE", "s:rw", "B", "WRITE", 60_000)
+        ),
+        1
+    );
+    let w = Pending::send_on(
+        conn_as(&s, "alice"),
+        &cmd!(
+            "RRWLOCK.ACQUIRE",
+            "s:rw",
+            "A",
+            "READ",
+            60_000,
+            "BLOCK",
+            5_000
+        ),
+    );
+    wait_blocked(&mut c, 1);
+    raw(&mut bob, &cmd!("RRWLOCK.RELEASE", "s:rw", "B", "WRITE"));
+    assert_eq!(w.reply(), Value::Int(1), "the read lock is alice's");
+    assert!(exists(&mut c, "{s:rw}:A:rwlock_timeout:1"), "its lease key");
+
+    // A fenced lock.
+    assert_eq!(int(&mut bob, &cmd!("RLOCK.ACQUIRE", "s:l", "B", 60_000)), 1);
+    let w = Pending::send_on(
+        conn_as(&s, "alice"),
+        &cmd!("RLOCK.ACQUIRE", "s:l", "A", 60_000, "BLOCK", 5_000, "FENCE"),
+    );
+    wait_blocked(&mut c, 1);
+    assert_eq!(int(&mut bob, &cmd!("RLOCK.RELEASE", "s:l", "B")), 0);
+    assert!(w.reply_int() > 1, "a fencing token for alice");
+    assert_eq!(hgetall(&mut c, "s:l").len(), 1, "held by alice");
+
+    // A leased permit.
+    let w = Pending::send_on(
+        conn_as(&s, "alice"),
+        &cmd!("RSEM.ACQUIRE", "s:sem", "LEASE", 60_000, "BLOCK", 5_000),
+    );
+    wait_blocked(&mut c, 1);
+    raw(&mut bob, &cmd!("RSEM.RELEASE", "s:sem"));
+    let granted = w.reply();
+    assert!(
+        matches!(&granted, Value::BulkString(_) | Value::Array(_)),
+        "a permit id for alice: {granted:?}"
+    );
+    assert_eq!(int(&mut c, &cmd!("ZCARD", "{s:sem}:timeout")), 1);
+}
+
+/// A semaphore's count is a latch's count (Redisson's layouts: one integer string), and
+/// `RLATCH.AWAIT` needs read access only. A user who may only read a semaphore used to queue
+/// an await on it and so keep every `RSEM.ACQUIRE` from being granted (`WRONGTYPE`: latch
+/// requests wait on this key) for as long as it liked. Latch waiters take nothing, so a
+/// semaphore's newcomer is decided as if they were not there; one that must wait ends them
+/// (with the error a latch wait on a semaphore gets) and queues.
+#[test]
+fn a_read_only_latch_wait_does_not_hold_a_semaphore_hostage() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut alice = acl_user(&s, &mut c, "alice", &["~a:*", "~{a:*", "+@all"]);
+    let _carol = acl_user(&s, &mut c, "carol", &["%R~a:*", "+@all"]);
+    assert_eq!(int(&mut alice, &cmd!("RSEM.TRYSETPERMITS", "a:sem", 2)), 1);
+    let mut carol = conn_as(&s, "carol");
+    let e = err(&mut carol, &cmd!("RSEM.ACQUIRE", "a:sem"));
+    assert!(e.starts_with("NOPERM"), "carol may only read: {e}");
+    let await_ = Pending::send_on(
+        conn_as(&s, "carol"),
+        &cmd!("RLATCH.AWAIT", "a:sem", "BLOCK", 10_000),
+    );
+    wait_blocked(&mut c, 1);
+    // Permits are free: granted at once, as if nobody waited.
+    assert_eq!(int(&mut alice, &cmd!("RSEM.ACQUIRE", "a:sem")), 1);
+    // The count is 1; alice's request for two must wait: carol's await ends and alice queues.
+    let w = Pending::send_on(
+        conn_as(&s, "alice"),
+        &cmd!("RSEM.ACQUIRE", "a:sem", "PERMITS", 2, "BLOCK", 10_000),
+    );
+    let ended = await_.reply_within(Duration::from_secs(5));
+    assert!(
+        error_text(&ended).is_some_and(|e| e.starts_with("WRONGTYPE")),
+        "carol's await ends: {ended:?}"
+    );
+    wait_blocked(&mut c, 1);
+    assert_eq!(
+        int(&mut alice, &cmd!("RSEM.RELEASE", "a:sem")),
+        0,
+        "the count left once alice took hers"
+    );
+    assert_eq!(w.reply_int(), 1, "alice got her two permits");
+    assert_eq!(string(&mut c, &cmd!("GET", "a:sem")), "0");
+    assert_eq!(rlock_stat(&mut c, "waiters"), 0);
+    // A latch's own waiters still queue, and a count-down opens them.
+    assert_eq!(int(&mut alice, &cmd!("RLATCH.TRYSETCOUNT", "a:l", 1)), 1);
+    let await_ = Pending::send_on(
+        conn_as(&s, "carol"),
+        &cmd!("RLATCH.AWAIT", "a:l", "BLOCK", 10_000),
+    );
+    wait_blocked(&mut c, 1);
+    raw(&mut alice, &cmd!("RLATCH.COUNTDOWN", "a:l"));
+    assert_eq!(await_.reply(), Value::Int(1));
+}
