@@ -186,6 +186,7 @@ fn after(
         }
         Change::Released { owner, exclusive } => {
             c.releases.incr();
+            wait::hold_ended(ctx.db(), name.bytes(), Some(owner.bytes()));
             observe::released(ctx, name, owner, exclusive);
             let mut keys = None;
             if sessions::watching() {
@@ -197,6 +198,7 @@ fn after(
         }
         Change::ForceReleased => {
             c.force_releases.incr();
+            wait::hold_ended(ctx.db(), name.bytes(), None);
             observe::force_released(ctx, name);
             let keys = sessions::watching().then(|| {
                 let keys = open();

@@ -488,6 +488,83 @@ fn a_grant_no_read_returned_is_undone_when_the_session_ends() {
     assert_eq!(int(&mut c, &cmd!("RSEM.AVAILABLE", "sem")), 1);
 }
 
+/// A grant no read returned is undone when its session ends, but only while it is still the
+/// grant: an owner that gave it back blind (the documented give-back after `RSESSION.CANCEL`
+/// answers 0) and took the lock anew kept its new hold. Before, the undo freed the new hold
+/// (its count is the grant's 1), and the next acquirer held the lock beside it. The lock `U`
+/// beside it, granted the same way and never given back, is undone: the undo jobs ran.
+#[test]
+fn ending_a_session_never_undoes_a_grant_given_back_and_taken_anew() {
+    let s = Server::start();
+    let mut c = s.conn();
+    raw(&mut c, &cmd!("RSESSION.OPEN", "app", 60_000));
+    for key in ["K", "U"] {
+        assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "a", 60_000)), 1);
+    }
+    for (n, key) in [(1, "K"), (2, "U")] {
+        let q = cmd!(
+            "RLOCK.ACQUIRE",
+            key,
+            "b",
+            60_000,
+            "SESSION",
+            "app",
+            "QUEUE",
+            n,
+            0
+        );
+        assert_eq!(raw(&mut c, &q), Value::SimpleString("QUEUED".into()));
+        assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", key, "a")), 0);
+        assert_eq!(hgetall(&mut c, key), holder("b", 1), "granted, never read");
+    }
+    // b gives K's grant back blind and takes K anew.
+    assert_eq!(int(&mut c, &cmd!("RSESSION.CANCEL", "app", 1)), 0);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "K", "b")), 0);
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "K", "b", 60_000)), 1);
+    assert_eq!(int(&mut c, &cmd!("RSESSION.CLOSE", "app")), 1);
+    wait_until(Duration::from_secs(5), "U's grant undone", || {
+        !exists(&mut c, "U")
+    });
+    assert_eq!(rlock_stat(&mut c, "grants_revoked"), 1, "U's only");
+    assert_eq!(hgetall(&mut c, "K"), holder("b", 1), "b's new hold stays");
+    assert_eq!(
+        raw(&mut c, &cmd!("RLOCK.ACQUIRE", "K", "c", 60_000)),
+        Value::Nil,
+        "nobody else gets K"
+    );
+}
+
+/// The same for a blocked waiter whose connection closed before its grant's reply left: the
+/// grant is undone on the next timer turn, unless its hold ended meanwhile (here a force
+/// release) and its owner took the lock anew. `U`, granted the same way, is undone.
+#[test]
+fn a_grant_in_flight_is_not_undone_once_its_hold_ended_and_was_taken_anew() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut waiters = Vec::new();
+    for key in ["K", "U"] {
+        assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", key, "a", 60_000)), 1);
+        waiters.push(Pending::send(
+            &s,
+            &cmd!("RLOCK.ACQUIRE", key, "b", 60_000, "BLOCK", 0),
+        ));
+    }
+    wait_blocked(&mut c, 2);
+    raw(&mut c, &cmd!("MULTI"));
+    for (key, w) in ["K", "U"].into_iter().zip(&waiters) {
+        raw(&mut c, &cmd!("RLOCK.RELEASE", key, "a"));
+        raw(&mut c, &cmd!("CLIENT", "KILL", "ID", w.id));
+    }
+    raw(&mut c, &cmd!("RLOCK.FORCERELEASE", "K"));
+    raw(&mut c, &cmd!("RLOCK.ACQUIRE", "K", "b", 60_000));
+    raw(&mut c, &cmd!("EXEC"));
+    wait_until(Duration::from_secs(5), "U's grant undone", || {
+        !exists(&mut c, "U")
+    });
+    assert_eq!(rlock_stat(&mut c, "grants_revoked"), 1, "U's only");
+    assert_eq!(hgetall(&mut c, "K"), holder("b", 1), "b's new hold stays");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bounded memory
 // ---------------------------------------------------------------------------------------------

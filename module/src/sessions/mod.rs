@@ -46,8 +46,8 @@ use crate::wait::{self, Ended, Handle};
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-/// What undoing a grant needs, kept until the grant is acknowledged.
-type Grant = (KeyId, Req, Reply);
+/// What undoing a grant needs, kept until a read returns the grant.
+type Grant = (KeyId, Req, Reply, wait::Ticket);
 
 pub(crate) struct Session {
     pub(crate) name: Box<[u8]>,
@@ -275,7 +275,8 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
         Ended::Granted { id, req, reply } => {
             if !known {
                 // The session ended meanwhile: nobody will receive this grant.
-                undo_later(ctx, (id, req, reply));
+                let ticket = wait::undoable(&id, &req);
+                undo_later(ctx, (id, req, reply, ticket));
                 return;
             }
             if req.owner().is_some() {
@@ -292,7 +293,7 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
                 key: Some(id.key.to_vec()),
                 object: Some(req.kind().name()),
                 value: reply.clone(),
-                grant: Some((id, req, reply)),
+                grant: Some((id.clone(), req.clone(), reply, wait::undoable(&id, &req))),
             };
             push(ctx, session, outcome);
         }
@@ -376,8 +377,8 @@ pub(crate) fn unblock_reader(r: Reader, reply: Reply) {
 }
 
 /// Undo a grant nobody will receive (on the next timer turn).
-fn undo_later(ctx: Ctx, (id, req, reply): Grant) {
-    wait::revoke_later(ctx, id, req, reply);
+fn undo_later(ctx: Ctx, (id, req, reply, ticket): Grant) {
+    wait::revoke_later(ctx, id, req, reply, ticket);
 }
 
 // ---- liveness --------------------------------------------------------------------------------------

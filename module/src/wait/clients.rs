@@ -93,6 +93,6 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
     }
     // The client is gone: undo its grant. Writing from this callback is not safe (we are
     // inside the client's teardown); a job on the next timer turn does it.
-    revoke_later(ctx, grant.id, grant.req, grant.reply);
+    revoke_later(ctx, grant.id, grant.req, grant.reply, grant.ticket);
     true
 }

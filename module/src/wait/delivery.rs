@@ -3,7 +3,7 @@
 //! to its session; a session request's connection may be parked for the first part of its
 //! wait.
 
-use super::{sessions, state, Ended, Handle};
+use super::{sessions, state, undo, Ended, Handle};
 use crate::core::decision::Reply;
 use crate::core::wait::{queue, KeyId, Req};
 use crate::ffi::block::{self, BlockedClient, Wake};
@@ -17,6 +17,8 @@ pub(super) struct InFlight {
     pub(super) reply: Reply,
     /// The session that watches the hold once the reply is sent (`BLOCK` with `SESSION`).
     pub(super) session: Option<u32>,
+    /// Undoing it needs the hold not to have ended since (`undo`).
+    pub(super) ticket: undo::Ticket,
 }
 
 /// Park the calling connection for the first `park_ms` of session request `handle`'s wait
@@ -113,11 +115,13 @@ pub(super) fn answer(bc: BlockedClient, ended: Ended, session: Option<u32>) {
     let reply = match ended {
         Ended::Granted { id, req, reply } => {
             let wake = reply.clone();
+            let ticket = undo::undoable(&id, &req);
             let grant = InFlight {
                 id,
                 req,
                 reply,
                 session,
+                ticket,
             };
             state(|s| s.in_flight.insert(bc.id(), grant));
             wake
@@ -145,6 +149,9 @@ pub fn on_woken(ctx: Ctx, wake: Option<&Wake>) {
         Some(w) => {
             let grant = state(|s| s.in_flight.remove(&w.handle));
             ctx.reply(&w.reply);
+            if let Some(g) = &grant {
+                undo::take(&g.id, g.ticket); // delivered: the client's now
+            }
             // The grant reached its client: a session it named watches the hold from now.
             if let (Some(g), Some(hooks)) = (grant, sessions()) {
                 if let Some(session) = g.session {
@@ -157,7 +164,9 @@ pub fn on_woken(ctx: Ctx, wake: Option<&Wake>) {
 }
 
 pub fn on_freed(wake: Wake) {
-    state(|s| s.in_flight.remove(&wake.handle));
+    if let Some(g) = state(|s| s.in_flight.remove(&wake.handle)) {
+        undo::take(&g.id, g.ticket);
+    }
 }
 
 /// A connection is being freed (see `State::closing`).

@@ -32,6 +32,7 @@ mod delivery;
 mod graph;
 mod queue;
 mod serve;
+mod undo;
 
 pub use clients::{on_disconnected, on_unblocked};
 pub use delivery::{client_closing, on_freed, on_woken, park_request, QUEUED};
@@ -41,6 +42,7 @@ pub use serve::{
     db_touched, end_waits, fail_all_waits, key_touched, queued_ids, queued_ids_upto, recheck,
     revoke_later, serve_now, upkeep,
 };
+pub use undo::{ended as hold_ended, undoable, Ticket};
 
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;

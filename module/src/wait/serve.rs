@@ -4,7 +4,7 @@
 
 use super::delivery::deliver;
 use super::total;
-use super::{retire, sessions, state, Ended, STATE};
+use super::{retire, sessions, state, undo, Ended, STATE};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{self};
@@ -194,18 +194,23 @@ pub fn fail_all_waits(ctx: Ctx, err: CmdError) {
 
 /// [`revoke`] on the next timer turn: undoing writes keys, which must not happen in a client's
 /// teardown or context (it selects the key's database).
-pub fn revoke_later(ctx: Ctx, id: KeyId, req: Req, reply: Reply) {
-    timers::schedule(ctx, ctx.now_ms(), move |ctx| revoke(ctx, &id, &req, &reply));
+pub fn revoke_later(ctx: Ctx, id: KeyId, req: Req, reply: Reply, ticket: undo::Ticket) {
+    timers::schedule(ctx, ctx.now_ms(), move |ctx| {
+        revoke(ctx, &id, &req, &reply, ticket)
+    });
 }
 
 /// Undo a grant whose waiter is gone (a blocked client that disconnected before its reply, a
 /// session that expired before acknowledging it), then serve the queue.
-fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
+fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply, ticket: undo::Ticket) {
+    // A hold that ended since the grant (given back blind, force-released...) is not the
+    // grant any more, even if its owner holds the key again.
+    let current = undo::take(id, ticket);
     let Some(mut keys) = RedisKeys::looked_at(ctx, id) else {
         return;
     };
-    if let Some(undo) = req.undo(reply, &keys) {
-        if keys.write(&undo).is_ok() {
+    if let Some(d) = current.then(|| req.undo(reply, &keys)).flatten() {
+        if keys.write(&d).is_ok() {
             req.kind().counters().grants_revoked.incr();
             if let Some(h) = req.holds() {
                 observe::revoked(id.db, &id.key, h.owner(), h.exclusive());
@@ -229,6 +234,9 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply) {
 /// will serve the queue itself, and the state may be borrowed right now, so only the expiry is
 /// noted, if possible.
 pub fn key_touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) {
+    if expired || !ours {
+        undo::ended(db, key, None);
+    }
     let first = STATE.with(|cell| {
         let Ok(mut s) = cell.try_borrow_mut() else {
             return false;
@@ -257,6 +265,7 @@ pub fn key_touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) {
 /// Every queue of database `db` (or of all databases) may have changed (FLUSH*, SWAPDB): served
 /// when the command ends, as in [`key_touched`].
 pub fn db_touched(ctx: Ctx, db: Option<i32>) {
+    undo::db_ended(db);
     let now = ctx.now_ms();
     let first = state(|s| {
         let first = s.soon.is_empty();

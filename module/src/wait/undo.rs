@@ -1,0 +1,100 @@
+//! Grants that may still be undone, and what makes them final: a grant whose waiter never
+//! heard of it (a blocked client that closed before its reply, a session that ended before a
+//! read returned it) is undone on the next timer turn, by the object's rule (`Pending::undo`:
+//! for a lock, free it if its owner's count is still the grant's 1). That rule cannot tell the
+//! grant from a new hold of the same owner: an owner that gave the grant back blind and took
+//! the lock anew before the undo ran (within the session's grace) lost its new hold to the
+//! undo, and the next acquirer held the lock beside it. So each such grant of an object with
+//! owners gets a ticket here, and any end of a hold on its key (its owner's release, a force
+//! release, an event on the key, a flush) takes the ticket back: an undo runs only on a ticket
+//! still here, i.e. on a hold that did not end since the grant.
+//!
+//! Kept apart from the wait state: events report ends while that state may be borrowed.
+
+use crate::core::wait::{HashMap, KeyId, Req};
+use std::cell::RefCell;
+
+#[derive(Default)]
+struct Ledger {
+    /// Per key, the owner and ticket of each undoable grant there.
+    keys: HashMap<KeyId, Vec<(Box<[u8]>, u64)>>,
+    next: u64,
+}
+
+thread_local! {
+    static LEDGER: RefCell<Ledger> = RefCell::default();
+}
+
+/// Whether undoing a grant of `req` on `id` may still run: `None` for objects without owners
+/// (their undo gives back what the grant took, which no later hold can be mistaken for).
+pub type Ticket = Option<u64>;
+
+/// Note a grant that may be undone later.
+pub fn undoable(id: &KeyId, req: &Req) -> Ticket {
+    let owner = req.holds()?.owner();
+    LEDGER.with(|l| {
+        let mut l = l.borrow_mut();
+        l.next += 1;
+        let t = l.next;
+        l.keys
+            .entry(id.clone())
+            .or_default()
+            .push((owner.into(), t));
+        Some(t)
+    })
+}
+
+/// Whether the grant with `ticket` on `id` may be undone now (its ticket is taken back).
+pub fn take(id: &KeyId, ticket: Ticket) -> bool {
+    let Some(t) = ticket else {
+        return true;
+    };
+    LEDGER.with(|l| {
+        let mut l = l.borrow_mut();
+        let Some(grants) = l.keys.get_mut(id) else {
+            return false;
+        };
+        let Some(i) = grants.iter().position(|(_, x)| *x == t) else {
+            return false;
+        };
+        grants.swap_remove(i);
+        if grants.is_empty() {
+            l.keys.remove(id);
+        }
+        true
+    })
+}
+
+/// A hold on `key` of `db` ended: `owner`'s (its release), or every hold there (`None`: a
+/// force release, a deletion, an expiry, another write the module did not make). Its grants
+/// are final: nothing undoes them any more.
+pub fn ended(db: i32, key: &[u8], owner: Option<&[u8]>) {
+    LEDGER.with(|l| {
+        let Ok(mut l) = l.try_borrow_mut() else {
+            return;
+        };
+        if l.keys.is_empty() {
+            return;
+        }
+        let id = KeyId::new(db, key);
+        let Some(grants) = l.keys.get_mut(&id) else {
+            return;
+        };
+        match owner {
+            Some(o) => grants.retain(|(x, _)| &**x != o),
+            None => grants.clear(),
+        }
+        if grants.is_empty() {
+            l.keys.remove(&id);
+        }
+    })
+}
+
+/// Every key of `db` (`None`: of every database) may have changed (FLUSH*, SWAPDB).
+pub fn db_ended(db: Option<i32>) {
+    LEDGER.with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            l.keys.retain(|id, _| db.is_some_and(|d| id.db != d));
+        }
+    })
+}
