@@ -5,7 +5,7 @@
 use super::delivery::{let_go, QUEUED};
 use super::queue::withdraw;
 use super::serve::revoke_later;
-use super::{state, Handle};
+use super::{sessions, state, Handle};
 use crate::core::decision::Reply;
 use crate::core::stats;
 use crate::ffi::block::{self, BlockedClient};
@@ -46,7 +46,7 @@ pub(super) fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, left: Left) -> bool 
 /// `CLIENT UNBLOCK`: leave the queue and reply nil, as BLPOP does. Returns false when the
 /// client was not one of the waiting mechanism's waiters.
 pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
-    if let_go(bc) {
+    if let_go(bc).is_some() {
         // A parked session request: its wait goes on in the session.
         ctx.reply(&QUEUED);
         return true;
@@ -62,17 +62,28 @@ pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
 /// to it but the reply could not be delivered, give it back. Returns false when the client was
 /// not one of the waiting mechanism's waiters.
 pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
-    // A parked session request stays queued in its session (its client withdraws it, or its
-    // outcome waits for the listener).
-    if let_go(bc) {
+    // Redis frees a connection right after announcing it (`State::closing`). A disconnect
+    // callback for any other client comes from the server answering the client itself:
+    // `UNBLOCKED ...` as it becomes a replica (`disconnectAllBlockedClients`; the role is not
+    // switched yet, so `is_replica` cannot tell) or for `CLIENT UNBLOCK <id> ERROR`; or, for a
+    // grant in flight, from `CLIENT UNBLOCK` just after the grant.
+    let closing = ctx.client_id() == state(|s| s.closing);
+    if let Some(handle) = let_go(bc) {
+        // A parked session request whose connection closed stays queued in its session (its
+        // client withdraws it, or its outcome waits for the listener). One the server
+        // answered `UNBLOCKED` is withdrawn: that reply says the request did not run, and a
+        // client that queues it again (the Rust client does) must leave nothing behind whose
+        // grant nobody would take (a lock held by nobody until its lease ends).
+        if !closing {
+            if let Some(kind) = withdraw(ctx, handle) {
+                kind.counters().waits_cancelled.incr();
+                if let (Handle::Session { session, request }, Some(hooks)) = (handle, sessions()) {
+                    hooks.left(session, request);
+                }
+            }
+        }
         return true;
     }
-    // Redis frees a connection right after announcing it (`State::closing`). A disconnect
-    // callback for any other client comes from the server unblocking every blocked client as
-    // it becomes a replica (`disconnectAllBlockedClients`, which answers them `UNBLOCKED`; the
-    // role is not switched yet, so `is_replica` cannot tell), or, for a grant in flight, from
-    // `CLIENT UNBLOCK` just after the grant.
-    let closing = ctx.client_id() == state(|s| s.closing);
     let left = if closing {
         Left::Disconnected
     } else {

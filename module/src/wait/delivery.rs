@@ -72,16 +72,14 @@ pub(super) fn answer_queued(handle: Handle) {
     }
 }
 
-/// Let a parked session request's connection go without a reply (it closed, or `CLIENT
-/// UNBLOCK` replies itself): the request stays queued in its session. False when `bc` is not
-/// such a connection.
-pub(super) fn let_go(bc: BlockedClient) -> bool {
-    let Some(handle) = state(|s| s.parked_by_bc.get(&bc.id()).copied()) else {
-        return false;
-    };
+/// Let a parked session request's connection go without a reply (it closed, or the server
+/// replies itself): its request, which stays queued in its session unless the caller
+/// withdraws it. `None` when `bc` is not such a connection.
+pub(super) fn let_go(bc: BlockedClient) -> Option<Handle> {
+    let handle = state(|s| s.parked_by_bc.get(&bc.id()).copied())?;
     unpark(handle);
     block::unblock(bc, None);
-    true
+    Some(handle)
 }
 
 /// Tell a waiter how its wait ended.
