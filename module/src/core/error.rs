@@ -45,6 +45,9 @@ pub enum CmdError {
     Deadlock(String),
     /// The server became a replica while a request waited: queue again on the new master.
     Demoted,
+    /// The server answered a parked connection `UNBLOCKED` itself (`CLIENT UNBLOCK <id>
+    /// ERROR`, or a demotion): its session request ends with this outcome.
+    ServerUnblocked,
     /// The caller's ACL user may not write an auxiliary key the command would write.
     NoPerm(Vec<u8>),
     /// A session bound (queued requests, unacknowledged outcomes) was reached.
@@ -149,6 +152,10 @@ impl fmt::Display for CmdError {
             CmdError::Demoted => write!(
                 f,
                 "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"
+            ),
+            CmdError::ServerUnblocked => write!(
+                f,
+                "UNBLOCKED the server answered the parked connection itself (CLIENT UNBLOCK ... ERROR, or the master became a replica)"
             ),
             CmdError::NoSession => write!(
                 f,

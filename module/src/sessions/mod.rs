@@ -161,9 +161,6 @@ impl wait::Sessions for Hooks {
     fn handed(&self, session: u32, request: u64) {
         handed(session, request)
     }
-    fn left(&self, session: u32, request: u64) {
-        left_queue(session, request);
-    }
 }
 
 /// The session called `name`, if the calling user owns it (`NOPERM` otherwise: a session is

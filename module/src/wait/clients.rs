@@ -2,11 +2,13 @@
 //! or the server answering it itself as it becomes a replica. A grant already on its way to a
 //! closed connection is undone.
 
+use super::delivery::deliver;
 use super::delivery::{let_go, QUEUED};
 use super::queue::withdraw;
 use super::serve::revoke_later;
-use super::{sessions, state, Handle};
+use super::{state, Ended, Handle};
 use crate::core::decision::Reply;
+use crate::core::error::CmdError;
 use crate::core::stats;
 use crate::ffi::block::{self, BlockedClient};
 use crate::ffi::Ctx;
@@ -71,15 +73,15 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
     if let Some(handle) = let_go(bc) {
         // A parked session request whose connection closed stays queued in its session (its
         // client withdraws it, or its outcome waits for the listener). One the server
-        // answered `UNBLOCKED` is withdrawn: that reply says the request did not run, and a
-        // client that queues it again (the Rust client does) must leave nothing behind whose
-        // grant nobody would take (a lock held by nobody until its lease ends).
+        // answered `UNBLOCKED` ends with that error as its outcome: the reply says the
+        // request did not run, and a client that queues it again (the Rust client does) must
+        // leave nothing behind whose grant nobody would take (a lock held by nobody until its
+        // lease ends). At a demotion that is the outcome every session request gets.
         if !closing {
             if let Some(kind) = withdraw(ctx, handle) {
-                kind.counters().waits_cancelled.incr();
-                if let (Handle::Session { session, request }, Some(hooks)) = (handle, sessions()) {
-                    hooks.left(session, request);
-                }
+                stats::ERRORS.incr();
+                kind.counters().waits_failed.incr();
+                deliver(ctx, handle, Ended::Failed(CmdError::ServerUnblocked));
             }
         }
         return true;

@@ -103,9 +103,6 @@ pub trait Sessions: Sync {
     /// A request of this session (its id) was granted straight to its parked connection (the
     /// session no longer counts it as queued).
     fn handed(&self, session: u32, request: u64);
-    /// A request of this session left its queue without an outcome (its parked connection
-    /// was answered `UNBLOCKED` by the server).
-    fn left(&self, session: u32, request: u64);
 }
 
 static SESSIONS: OnceLock<&'static dyn Sessions> = OnceLock::new();

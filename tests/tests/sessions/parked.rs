@@ -121,9 +121,10 @@ fn a_parked_session_request_ended_otherwise_frees_its_connection_with_queued() {
 }
 
 /// `CLIENT UNBLOCK <id> ERROR` answers the parked connection `UNBLOCKED ...` itself, which
-/// says the request did not run (a client queues it again: the Rust client does): so it is
-/// withdrawn. Before, it stayed queued, and its grant went to the listener as an outcome for a
-/// request its client had given up: a lock held by nobody until its lease ended.
+/// says the request did not run (a client queues it again: the Rust client does): so it ends,
+/// with that error as its outcome, as at a demotion. Before, it stayed queued, and its grant
+/// went to the listener for a request its client had given up: a lock held by nobody until
+/// its lease ended.
 #[test]
 fn a_parked_session_request_answered_unblocked_by_the_server_is_withdrawn() {
     let (s, mut c, mut l) = start(5000);
@@ -132,14 +133,16 @@ fn a_parked_session_request_answered_unblocked_by_the_server_is_withdrawn() {
     assert_eq!(int(&mut c, &cmd!("CLIENT", "UNBLOCK", w.id, "ERROR")), 1);
     let e = error_text(&w.reply()).expect("an error reply");
     assert!(e.starts_with("UNBLOCKED"), "{e}");
-    assert_eq!(queue_of(&mut c, "k"), Vec::<String>::new(), "withdrawn");
+    assert_eq!(queue_of(&mut c, "k"), Vec::<String>::new(), "ended");
     assert_eq!(rlock_stat(&mut c, "session_requests"), 0);
     // Its client queues again; the lock goes to that request only.
     let w2 = park_queued(&s, &mut c, ("k", "w", 2, 0), 0, 1);
     release(&mut c, "k", "holder");
     assert_eq!(w2.reply(), Value::Int(1));
     assert_eq!(hgetall(&mut c, "k"), holder("w", 1), "one hold, taken once");
-    assert_eq!(l.read().len(), 0, "no outcome for the withdrawn request");
+    let got = l.read();
+    assert_kinds(&got, &[("error", Some(1))]);
+    assert!(got[0].text().starts_with("UNBLOCKED"), "{got:?}");
 }
 
 #[test]
