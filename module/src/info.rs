@@ -48,6 +48,10 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
         "deadlock_checks_exhausted",
         stats::DEADLOCK_CHECKS_EXHAUSTED.get() as i64,
     );
+    out.int(
+        "deadlock_cycles_unseen",
+        stats::DEADLOCK_CYCLES_UNSEEN.get() as i64,
+    );
     out.text(
         "maxmemory_policy",
         &events::eviction_policy().unwrap_or_default(),

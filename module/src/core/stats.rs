@@ -171,6 +171,9 @@ pub static ERRORS: Counter = Counter::new();
 pub static DEADLOCKS: Counter = Counter::new();
 /// Deadlock checks that ran out of `rlock.deadlock-max-steps` and admitted the wait undecided.
 pub static DEADLOCK_CHECKS_EXHAUSTED: Counter = Counter::new();
+/// Cycles found through a key the waiting user may not read, admitted (see
+/// `wait::check_deadlock`).
+pub static DEADLOCK_CYCLES_UNSEEN: Counter = Counter::new();
 
 /// Start every counter from zero (at module load: a reloaded module must not show the counts
 /// of the previous one, whose statics may survive in the same process).
@@ -183,4 +186,5 @@ pub fn reset() {
     ERRORS.reset();
     DEADLOCKS.reset();
     DEADLOCK_CHECKS_EXHAUSTED.reset();
+    DEADLOCK_CYCLES_UNSEEN.reset();
 }
