@@ -216,15 +216,20 @@ pub enum Acquire<'a> {
     TidyFirst,
 }
 
-/// The writes of a read hold number `count` for `owner`.
+/// The writes of a read hold number `count` for `owner`. Its lease key is a string Redisson's
+/// script would `SET` over anything; a key of another type there (another object named so) is
+/// refused rather than overwritten.
 fn read_grant<'a>(
     store: &(impl Store + ?Sized),
     owner: &'a [u8],
     count: i64,
     at: i64,
     fresh_hash: bool,
-) -> Decision<'a> {
+) -> Result<Decision<'a>, CmdError> {
     let hold = hold_key(store, owner, count);
+    if !matches!(store.kind(&hold), KeyType::Empty | KeyType::String) {
+        return Err(CmdError::WrongType);
+    }
     let mut writes = Vec::with_capacity(5);
     if fresh_hash {
         writes.push(Write::HSet {
@@ -247,7 +252,7 @@ fn read_grant<'a>(
         key: Target::Main,
         at: if fresh_hash { at } else { extended(store, at) },
     });
-    Decision::new(writes, Reply::Int(count))
+    Ok(Decision::new(writes, Reply::Int(count)))
 }
 
 /// The writes of a write hold number `count` for `owner`.
@@ -298,7 +303,7 @@ pub fn acquire<'a>(
         KeyType::Empty if queued => return Ok(Acquire::Busy),
         KeyType::Empty => {
             let d = match mode {
-                Mode::Read => read_grant(store, owner, 1, at, true),
+                Mode::Read => read_grant(store, owner, 1, at, true)?,
                 Mode::Write => write_grant(store, owner, 1, at, true),
             };
             return Ok(Acquire::Grant(d, Took::Fresh));
@@ -318,12 +323,12 @@ pub fn acquire<'a>(
         (_, None) => Err(CmdError::WrongType),
         (Mode::Read, Some(Mode::Read)) => match reads {
             Int::Is(n) => Ok(Acquire::Grant(
-                read_grant(store, owner, next_count(n)?, at, false),
+                read_grant(store, owner, next_count(n)?, at, false)?,
                 Took::Reentry,
             )),
             _ if queued => Ok(Acquire::Busy),
             _ => Ok(Acquire::Grant(
-                read_grant(store, owner, 1, at, false),
+                read_grant(store, owner, 1, at, false)?,
                 Took::Fresh,
             )),
         },
@@ -332,7 +337,7 @@ pub fn acquire<'a>(
             let n = if let Int::Is(n) = reads { n } else { 0 };
             let took = if n > 0 { Took::Reentry } else { Took::Fresh };
             Ok(Acquire::Grant(
-                read_grant(store, owner, next_count(n)?, at, false),
+                read_grant(store, owner, next_count(n)?, at, false)?,
                 took,
             ))
         }

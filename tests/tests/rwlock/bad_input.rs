@@ -193,3 +193,31 @@ fn bad_input_on_a_held_key_changes_nothing() {
     );
     assert_eq!(rw_info(&mut c, "rw").waiters, 0);
 }
+
+/// A read hold's lease key (`{name}:owner:rwlock_timeout:N`) holding another object (here a
+/// lock someone named so) is refused with WRONGTYPE, nothing written: before, the read grant
+/// overwrote it with the string `1`, and that lock's holder lost it silently.
+#[test]
+fn a_read_hold_never_overwrites_another_object_at_its_lease_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let lease_key = "{k}:o:rwlock_timeout:1";
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", lease_key, "A", 60_000)),
+        1
+    );
+    let e = err(&mut c, &cmd!("RRWLOCK.ACQUIRE", "k", "o", "READ", 60_000));
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    assert_eq!(
+        hgetall(&mut c, lease_key),
+        holder("A", 1),
+        "the lock is A's"
+    );
+    assert!(!exists(&mut c, "k"), "nothing written");
+    // A string there is the lease key's own type: taken over, as Redisson's script does.
+    raw(&mut c, &cmd!("SET", "{k}:o2:rwlock_timeout:1", "x"));
+    assert_eq!(
+        int(&mut c, &cmd!("RRWLOCK.ACQUIRE", "k", "o2", "READ", 60_000)),
+        1
+    );
+}
