@@ -533,3 +533,54 @@ fn a_read_only_latch_wait_does_not_hold_a_semaphore_hostage() {
     raw(&mut alice, &cmd!("RLATCH.COUNTDOWN", "a:l"));
     assert_eq!(await_.reply(), Value::Int(1));
 }
+
+/// The value after `name` in a flat (RESP2) map reply.
+fn map_field(v: &Value, name: &str) -> Value {
+    let Value::Array(f) = v else { panic!("{v:?}") };
+    f.chunks(2)
+        .find(|p| text(&p[0]).as_deref() == Some(name))
+        .map(|p| p[1].clone())
+        .unwrap_or_else(|| panic!("no {name} in {v:?}"))
+}
+
+/// `RLOCK.INFO` and `RSEM.INFO` read keys beside the object (the fencing-token counter, the
+/// leased-permit set): a user who may read the object but not those keys sees no token and no
+/// permit ids (an id is what releases or renews a leased permit), where it used to see both.
+#[test]
+fn info_shows_what_beside_the_object_only_to_users_who_may_read_it() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut narrow = acl_user(&s, &mut c, "narrow", &["~b:*", "+@all"]);
+    assert!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "b:t", "o", 60_000, "FENCE")) > 1);
+    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "b:s", 1)), 1);
+    let got = raw(&mut c, &cmd!("RSEM.ACQUIRE", "b:s", "LEASE", 60_000));
+    let id = match &got {
+        Value::Array(ids) if ids.len() == 1 => text(&ids[0]),
+        other => text(other),
+    }
+    .unwrap_or_else(|| panic!("a permit id: {got:?}"));
+    // The administrator sees both.
+    let info = raw(&mut c, &cmd!("RLOCK.INFO", "b:t"));
+    assert!(
+        matches!(map_field(&info, "token"), Value::Int(t) if t > 1),
+        "{info:?}"
+    );
+    let info = raw(&mut c, &cmd!("RSEM.INFO", "b:s"));
+    assert!(format!("{info:?}").contains(&id), "{info:?}");
+    // The narrow user sees the objects, not what lies beside them.
+    let e = err(&mut narrow, &cmd!("GET", "redisson_lock_token:{b:t}"));
+    assert!(e.starts_with("NOPERM"), "{e}");
+    let info = raw(&mut narrow, &cmd!("RLOCK.INFO", "b:t"));
+    assert_eq!(map_field(&info, "token"), Value::Nil, "{info:?}");
+    assert_eq!(map_field(&info, "owner"), Value::BulkString(b"o".to_vec()));
+    let info = raw(&mut narrow, &cmd!("RSEM.INFO", "b:s"));
+    assert!(!format!("{info:?}").contains(&id), "{info:?}");
+    let Value::Array(leased) = map_field(&info, "leased") else {
+        panic!("{info:?}")
+    };
+    assert_eq!(leased.len(), 1, "the lease is counted: {info:?}");
+    assert!(
+        matches!(&leased[0], Value::Array(l) if l[0] == Value::Nil),
+        "its id is not shown: {info:?}"
+    );
+}

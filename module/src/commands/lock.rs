@@ -5,6 +5,7 @@ use crate::after::{serve_first, Change, HoldBy};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::lock::{self, Acquire, LockWait, Took};
+use crate::core::names;
 use crate::core::stats::ObjectKind::Lock;
 use crate::core::wait::serve::resolve;
 use crate::ffi::{Answer, Args, Ctx};
@@ -94,5 +95,10 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     lock::parse_info(&args.bytes())?;
     let keys = RedisKeys::read(ctx, args.get(1));
     let queue = wait::shown(ctx.db(), args.get(1).bytes());
-    Ok(Answer::Reply(lock::info(&keys, queue)?))
+    let token_key = names::prefixed(names::FENCE_TOKEN, args.get(1).bytes());
+    Ok(Answer::Reply(lock::info(
+        &keys,
+        queue,
+        ctx.may_read_key(&token_key),
+    )?))
 }

@@ -5,6 +5,7 @@ use super::{check_slots, session_of, wait_or_nil};
 use crate::after::{serve_first, Change};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
+use crate::core::names;
 use crate::core::semaphore::{self, Release, SemWait};
 use crate::core::stats::ObjectKind::Semaphore;
 use crate::ffi::{Answer, Args, Ctx, RStr};
@@ -168,7 +169,12 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let limit = semaphore::parse_info(&args.bytes())?;
     let keys = RedisKeys::read(ctx, args.get(1));
     let (queue, waiters) = wait::shown_upto(ctx.db(), args.get(1).bytes(), limit);
+    let leases = names::semaphore_timeouts(args.get(1).bytes());
     Ok(Answer::Reply(semaphore::info(
-        &keys, waiters, queue, limit,
+        &keys,
+        waiters,
+        queue,
+        limit,
+        ctx.may_read_key(&leases),
     )?))
 }

@@ -261,7 +261,13 @@ pub fn ttl_ms(store: &(impl Store + ?Sized), key: &Target, exists: bool) -> i64 
 }
 
 /// `RLOCK.INFO`: owner, holds, ttl_ms, token, waiters, queue (`queue`: the waiters as shown).
-pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, CmdError> {
+/// `token_readable`: whether the caller may read the fencing-token key (if not, `token` is nil:
+/// a user who may read the lock is not thereby allowed to read the counter beside it).
+pub fn info(
+    store: &(impl Store + ?Sized),
+    queue: Vec<Reply>,
+    token_readable: bool,
+) -> Result<Reply, CmdError> {
     let kind = kind(store);
     if !matches!(kind, KeyType::Empty | KeyType::Hash) {
         return Err(CmdError::WrongType);
@@ -274,10 +280,13 @@ pub fn info(store: &(impl Store + ?Sized), queue: Vec<Reply>) -> Result<Reply, C
         Some((_, v)) => args::parse_i64(v).unwrap_or(0),
         None => 0,
     };
-    let token = store.get_int(&Target::Aux(names::prefixed(
-        names::FENCE_TOKEN,
-        store.key_name(),
-    )));
+    let token = match token_readable {
+        true => store.get_int(&Target::Aux(names::prefixed(
+            names::FENCE_TOKEN,
+            store.key_name(),
+        ))),
+        false => Int::Absent,
+    };
     Ok(Reply::Map(vec![
         ("owner", Reply::bulk_or_nil(first.map(|(f, _)| f))),
         ("holds", Reply::Int(holds)),
@@ -519,7 +528,7 @@ mod tests {
         assert_eq!(release(&m, b"a").unwrap_err(), CmdError::WrongType);
         assert_eq!(renew(&m, b"a", 5), Err(CmdError::WrongType));
         assert_eq!(force_release(&m), Err(CmdError::WrongType));
-        assert_eq!(info(&m, vec![]), Err(CmdError::WrongType));
+        assert_eq!(info(&m, vec![], true), Err(CmdError::WrongType));
         let mut m = Mem::new(b"k");
         m.hset(b"k", b"a", b"x");
         assert_eq!(
@@ -551,7 +560,7 @@ mod tests {
         m.now += 40;
         assert_eq!(m.apply_ok(&renew(&m, b"a", 500).unwrap()), Reply::Int(1));
         assert_eq!(m.ttl(b"k"), Some(500));
-        let shown = info(&m, vec![Reply::Bulk(b"w".to_vec())]).unwrap();
+        let shown = info(&m, vec![Reply::Bulk(b"w".to_vec())], true).unwrap();
         assert_eq!(
             shown,
             Reply::Map(vec![
@@ -579,7 +588,7 @@ mod tests {
         assert_eq!(release(&m, b"r").err(), Some(CmdError::WrongType));
         assert_eq!(renew(&m, b"r", 100).err(), Some(CmdError::WrongType));
         assert_eq!(force_release(&m), Err(CmdError::WrongType));
-        assert_eq!(info(&m, vec![]), Err(CmdError::WrongType));
+        assert_eq!(info(&m, vec![], true), Err(CmdError::WrongType));
         let w = LockWait {
             owner: b"w".as_slice().into(),
             lease_ms: 50,

@@ -471,11 +471,16 @@ fn leases(store: &(impl Store + ?Sized), limit: usize) -> Result<(i64, Leases, u
 /// first, at most `limit`), ttl_ms of the count, waiters, queue (`[permits, lease_ms or nil]`
 /// each, the first `limit`; `waiters` is the queue's length). When either list was cut, a
 /// sixth field `leased_total` says how many live leases there are.
+///
+/// `ids_readable`: whether the caller may read the leased-permit set; if not, each lease's id
+/// is nil (an id is what releases or renews a leased permit: a user who may read the count is
+/// not thereby allowed to read the set beside it).
 pub fn info(
     store: &(impl Store + ?Sized),
     waiters: usize,
     queue: Vec<Reply>,
     limit: usize,
+    ids_readable: bool,
 ) -> Result<Reply, CmdError> {
     let (available, leased, total) = leases(store, limit)?;
     let now = store.now();
@@ -488,7 +493,11 @@ pub fn info(
             } else {
                 at as i64 - now
             };
-            Reply::Array(vec![Reply::Bulk(hex(&id)), Reply::Int(left)])
+            let id = match ids_readable {
+                true => Reply::Bulk(hex(&id)),
+                false => Reply::Nil,
+            };
+            Reply::Array(vec![id, Reply::Int(left)])
         })
         .collect();
     let exists = store.kind(&Target::Main) != KeyType::Empty;
@@ -915,7 +924,10 @@ mod tests {
         let mut m = Mem::new(b"s");
         m.set_str(b"{s}:timeout", b"1");
         assert_eq!(drain(&m), Err(CmdError::WrongType));
-        assert_eq!(info(&m, 0, vec![], INFO_COUNT), Err(CmdError::WrongType));
+        assert_eq!(
+            info(&m, 0, vec![], INFO_COUNT, true),
+            Err(CmdError::WrongType)
+        );
     }
 
     #[test]
@@ -927,7 +939,7 @@ mod tests {
             permits: 3,
             lease_ms: Some(10),
         };
-        let shown = info(&m, 1, vec![w.show()], INFO_COUNT).unwrap();
+        let shown = info(&m, 1, vec![w.show()], INFO_COUNT, true).unwrap();
         assert_eq!(
             shown,
             Reply::Map(vec![
@@ -963,11 +975,11 @@ mod tests {
             ),
             _ => panic!(),
         };
-        let (all, fields) = leased(&info(&m, 0, vec![], 3).unwrap());
+        let (all, fields) = leased(&info(&m, 0, vec![], 3, true).unwrap());
         assert_eq!(fields, 5, "nothing cut: the usual shape");
         let Reply::Array(all) = all else { panic!() };
         assert_eq!(all.len(), 3);
-        let cut = info(&m, 0, vec![], 2).unwrap();
+        let cut = info(&m, 0, vec![], 2, true).unwrap();
         let (two, fields) = leased(&cut);
         assert_eq!(fields, 6);
         let Reply::Array(two) = two else { panic!() };
