@@ -51,8 +51,13 @@ impl Context {
             response_timeout: config.response_timeout,
             metrics: metrics.clone(),
         };
+        // Sessions are named after a UUID of their own, not the owners' one: owner names are
+        // seen by everyone who may read a lock (`RLOCK.INFO`), and another ACL user who could
+        // derive the session names from them could open those names first (a session belongs
+        // to the user who opened it), leaving this client's sessions refused with `NOPERM`.
+        let sessions_id = uuid::Uuid::new_v4().to_string();
         Ok(Context {
-            sessions: Sessions::new(&id, settings, holds.clone()),
+            sessions: Sessions::new(&sessions_id, settings, holds.clone()),
             id,
             transport,
             metrics,

@@ -54,6 +54,31 @@ fn assert_quiet(c: &mut redis::Connection, keys: &[String]) {
     );
 }
 
+/// A client's session names cannot be derived from its owner names: anyone who may read a
+/// lock sees its owner (`<client id>:<thread>`), and a session belongs to the ACL user who
+/// opened it, so another user who could name this client's next session first would have it
+/// refused (`NOPERM`). The sessions are named after a UUID of their own.
+#[test]
+fn a_clients_session_names_are_not_derived_from_its_owner_names() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let client = client(&s);
+    let lock = client.lock("named");
+    lock.lock().unwrap();
+    let owner: Vec<String> = hgetall(&mut c, "named").into_keys().collect();
+    assert!(owner[0].starts_with(client.id()), "{owner:?}");
+    let sessions: Vec<String> = match rlock_tests::raw(&mut c, &cmd!("RSESSION.LIST")) {
+        Value::Array(v) => v.iter().filter_map(rlock_tests::text).collect(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert!(
+        !sessions[0].starts_with(client.id()),
+        "{sessions:?} from {owner:?}"
+    );
+    lock.unlock().unwrap();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Many waits, few connections
 // ---------------------------------------------------------------------------------------------
