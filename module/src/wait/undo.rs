@@ -14,10 +14,13 @@
 use crate::core::wait::{HashMap, KeyId, Req};
 use std::cell::RefCell;
 
+/// An undoable grant: its owner and its ticket.
+type Grant = (Box<[u8]>, u64);
+
 #[derive(Default)]
 struct Ledger {
-    /// Per key, the owner and ticket of each undoable grant there.
-    keys: HashMap<KeyId, Vec<(Box<[u8]>, u64)>>,
+    /// Per key, the undoable grants there.
+    keys: HashMap<KeyId, Vec<Grant>>,
     next: u64,
 }
 
