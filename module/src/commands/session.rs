@@ -113,12 +113,16 @@ pub fn read(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let may_block = ctx.may_block();
     state(|s| {
         let sess = s.sessions.get_mut(&id).ok_or(CmdError::NoSession)?;
-        sess.outcomes.ack(r.cursor);
+        sess.outcomes.ack(r.cursor, crate::sessions::grant_final);
         sess.listener = ctx.client_id();
         let ready = sess.outcomes.has_after(r.cursor);
         let Some(ms) = r.block_ms.filter(|_| !ready && may_block) else {
             schedule_expiry(ctx, sess);
-            return Ok(Answer::Reply(sess.outcomes.read(r.cursor, r.count)));
+            return Ok(Answer::Reply(sess.outcomes.read(
+                r.cursor,
+                r.count,
+                crate::sessions::grant_final,
+            )));
         };
         // Parked: the session lives while its listener waits.
         if let Some(t) = sess.expiry.take() {
@@ -164,9 +168,9 @@ pub fn ack(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let (name, cursor) = rules::parse_ack(&argv)?;
     let id = resolve(ctx, name)?;
     let n = state(|s| {
-        s.sessions
-            .get_mut(&id)
-            .map_or(0, |sess| sess.outcomes.ack(cursor))
+        s.sessions.get_mut(&id).map_or(0, |sess| {
+            sess.outcomes.ack(cursor, crate::sessions::grant_final)
+        })
     });
     Ok(Answer::Reply(Reply::Int(n as i64)))
 }

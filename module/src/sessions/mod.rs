@@ -351,7 +351,7 @@ fn wake_reader(ctx: Ctx, sess: &mut Session) -> Option<usize> {
     }
     let r = sess.reader.take()?;
     let id = r.bc.id();
-    let reply = sess.outcomes.read(r.cursor, r.count);
+    let reply = sess.outcomes.read(r.cursor, r.count, grant_final);
     answer_reader(ctx, sess, r, reply);
     Some(id)
 }
@@ -377,6 +377,12 @@ pub(crate) fn unblock_reader(r: Reader, reply: Reply) {
 }
 
 /// Undo a grant nobody will receive (on the next timer turn).
+/// A grant a read returned (or a blind acknowledgement passed) is its owner's: nothing will
+/// undo it, so its ticket goes.
+pub(crate) fn grant_final((id, _, _, ticket): Grant) {
+    wait::grant_final(&id, ticket);
+}
+
 fn undo_later(ctx: Ctx, (id, req, reply, ticket): Grant) {
     wait::revoke_later(ctx, id, req, reply, ticket);
 }

@@ -9,7 +9,10 @@
 //! release, an event on the key, a flush) takes the ticket back: an undo runs only on a ticket
 //! still here, i.e. on a hold that did not end since the grant.
 //!
-//! Kept apart from the wait state: events report ends while that state may be borrowed.
+//! A ticket lives from the grant until the grant reaches its waiter (a reply sent, a read or an
+//! acknowledgement passing it), its undo runs, or its hold ends: the ledger holds only grants
+//! on their way. Kept apart from the wait state: events report ends while that state may be
+//! borrowed.
 
 use crate::core::wait::{HashMap, KeyId, Req};
 use std::cell::RefCell;
@@ -47,7 +50,8 @@ pub fn undoable(id: &KeyId, req: &Req) -> Ticket {
     })
 }
 
-/// Whether the grant with `ticket` on `id` may be undone now (its ticket is taken back).
+/// Whether the grant with `ticket` on `id` may still be undone; its ticket is taken back
+/// either way (called when the undo runs, or when the grant reached its waiter).
 pub fn take(id: &KeyId, ticket: Ticket) -> bool {
     let Some(t) = ticket else {
         return true;

@@ -131,15 +131,18 @@ impl<G> Outcomes<G> {
     /// Up to `count` outcomes after `cursor`, as `RSESSION.READ` returns them. A grant a read
     /// returns is delivered: from then on it is its owner's, and ending the session no longer
     /// undoes it (the same rule as for a `BLOCK` waiter, whose grant is its own once the reply
-    /// is sent). Only grants no read ever returned are undone.
-    pub fn read(&mut self, cursor: u64, count: usize) -> Reply {
+    /// is sent). Only grants no read ever returned are undone. `delivered` gets each grant
+    /// that became its owner's here.
+    pub fn read(&mut self, cursor: u64, count: usize, mut delivered: impl FnMut(G)) -> Reply {
         Reply::Array(
             self.entries
                 .iter_mut()
                 .skip_while(|e| e.seq <= cursor)
                 .take(count)
                 .map(|e| {
-                    e.outcome.grant = None;
+                    if let Some(g) = e.outcome.grant.take() {
+                        delivered(g);
+                    }
                     e.show()
                 })
                 .collect(),
@@ -148,12 +151,15 @@ impl<G> Outcomes<G> {
 
     /// Acknowledge every outcome up to `cursor` (a cursor beyond the last outcome acknowledges
     /// them all). Returns how many outcomes were dropped. (Acknowledging an outcome no read
-    /// returned, by a cursor given blind, makes its grant its owner's too.)
-    pub fn ack(&mut self, cursor: u64) -> usize {
+    /// returned, by a cursor given blind, makes its grant its owner's too: `delivered` gets
+    /// it.)
+    pub fn ack(&mut self, cursor: u64, mut delivered: impl FnMut(G)) -> usize {
         let upto = cursor.min(self.next - 1);
         let mut n = 0;
         while self.entries.front().is_some_and(|e| e.seq <= upto) {
-            self.entries.pop_front();
+            if let Some(g) = self.entries.pop_front().and_then(|e| e.outcome.grant) {
+                delivered(g);
+            }
             n += 1;
         }
         self.acked = self.acked.max(upto);
@@ -334,10 +340,10 @@ mod tests {
         assert_eq!(o.after(1, 1).map(|e| e.seq).collect::<Vec<_>>(), vec![2]);
         assert!(o.has_after(2) && !o.has_after(3));
         // A reconnecting listener re-reads from its own cursor: nothing acknowledged is lost.
-        assert_eq!(o.ack(2), 2);
+        assert_eq!(o.ack(2, drop), 2);
         assert_eq!(o.acked(), 2);
         assert_eq!(o.after(0, 10).map(|e| e.seq).collect::<Vec<_>>(), vec![3]);
-        assert_eq!(o.ack(99), 1, "a cursor past the end acknowledges all");
+        assert_eq!(o.ack(99, drop), 1, "a cursor past the end acknowledges all");
         assert_eq!(o.acked(), 3);
         assert!(o.is_empty());
         let lost = New {
@@ -350,7 +356,7 @@ mod tests {
         };
         assert_eq!(o.push(lost), 4);
         assert_eq!(
-            o.read(3, 10),
+            o.read(3, 10, drop),
             Reply::Array(vec![Reply::Array(vec![
                 Reply::Int(4),
                 Reply::Bulk(b"lost".to_vec()),
@@ -369,12 +375,12 @@ mod tests {
         o.push(new(OutcomeKind::Granted, Some(2), Some("g2")));
         o.push(new(OutcomeKind::Granted, Some(3), Some("g3")));
         // The read returns only the first two (COUNT 2): the third was never delivered.
-        let Reply::Array(shown) = o.read(0, 2) else {
+        let Reply::Array(shown) = o.read(0, 2, drop) else {
             panic!("an array")
         };
         assert_eq!(shown.len(), 2);
         // Read again from the same cursor (a listener that reconnected): still delivered.
-        o.read(0, 1);
+        o.read(0, 1, drop);
         let undo: Vec<_> = o.drain().filter_map(|e| e.outcome.grant).collect();
         assert_eq!(
             undo,
@@ -408,7 +414,7 @@ mod tests {
         o.push(new(OutcomeKind::Granted, Some(5), Some("g5")));
         assert_eq!(o.len(), 4);
         // Once acknowledged, lost outcomes are kept again.
-        o.ack(4);
+        o.ack(4, drop);
         assert!(o.push_lost(lost(), 2));
     }
 

@@ -261,7 +261,7 @@ impl Sim {
                 }
             }
             Op::Read(n) if self.open => {
-                let Reply::Array(shown) = self.outcomes.read(self.cursor, n) else {
+                let Reply::Array(shown) = self.outcomes.read(self.cursor, n, drop) else {
                     panic!("read gives an array")
                 };
                 for e in shown {
@@ -280,7 +280,7 @@ impl Sim {
                 }
             }
             Op::Ack if self.open => {
-                self.outcomes.ack(self.cursor);
+                self.outcomes.ack(self.cursor, drop);
             }
             Op::End if self.open => {
                 self.open = false;
