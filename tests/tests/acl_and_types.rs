@@ -535,7 +535,7 @@ fn a_read_only_latch_wait_does_not_hold_a_semaphore_hostage() {
 }
 
 /// The value after `name` in a flat (RESP2) map reply.
-fn info_field(v: &Value, name: &str) -> Value {
+fn reply_field(v: &Value, name: &str) -> Value {
     let Value::Array(f) = v else { panic!("{v:?}") };
     map_field(f, name)
         .cloned()
@@ -561,7 +561,7 @@ fn info_shows_what_beside_the_object_only_to_users_who_may_read_it() {
     // The administrator sees both.
     let info = raw(&mut c, &cmd!("RLOCK.INFO", "b:t"));
     assert!(
-        matches!(info_field(&info, "token"), Value::Int(t) if t > 1),
+        matches!(reply_field(&info, "token"), Value::Int(t) if t > 1),
         "{info:?}"
     );
     let info = raw(&mut c, &cmd!("RSEM.INFO", "b:s"));
@@ -570,11 +570,14 @@ fn info_shows_what_beside_the_object_only_to_users_who_may_read_it() {
     let e = err(&mut narrow, &cmd!("GET", "redisson_lock_token:{b:t}"));
     assert!(e.starts_with("NOPERM"), "{e}");
     let info = raw(&mut narrow, &cmd!("RLOCK.INFO", "b:t"));
-    assert_eq!(info_field(&info, "token"), Value::Nil, "{info:?}");
-    assert_eq!(info_field(&info, "owner"), Value::BulkString(b"o".to_vec()));
+    assert_eq!(reply_field(&info, "token"), Value::Nil, "{info:?}");
+    assert_eq!(
+        reply_field(&info, "owner"),
+        Value::BulkString(b"o".to_vec())
+    );
     let info = raw(&mut narrow, &cmd!("RSEM.INFO", "b:s"));
     assert!(!format!("{info:?}").contains(&id), "{info:?}");
-    let Value::Array(leased) = info_field(&info, "leased") else {
+    let Value::Array(leased) = reply_field(&info, "leased") else {
         panic!("{info:?}")
     };
     assert_eq!(leased.len(), 1, "the lease is counted: {info:?}");
