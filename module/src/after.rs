@@ -186,7 +186,9 @@ fn after(
         }
         Change::Released { owner, exclusive } => {
             c.releases.incr();
-            wait::hold_ended(ctx.db(), name.bytes(), Some(owner.bytes()));
+            if wait::undo_pending() {
+                wait::hold_ended(ctx.db(), name.bytes(), Some(owner.bytes()));
+            }
             observe::released(ctx, name, owner, exclusive);
             let mut keys = None;
             if sessions::watching() {
@@ -198,7 +200,9 @@ fn after(
         }
         Change::ForceReleased => {
             c.force_releases.incr();
-            wait::hold_ended(ctx.db(), name.bytes(), None);
+            if wait::undo_pending() {
+                wait::hold_ended(ctx.db(), name.bytes(), None);
+            }
             observe::force_released(ctx, name);
             let keys = sessions::watching().then(|| {
                 let keys = open();

@@ -42,7 +42,9 @@ pub use serve::{
     db_touched, end_waits, fail_all_waits, key_touched, queued_ids, queued_ids_upto, recheck,
     revoke_later, serve_now, upkeep,
 };
-pub use undo::{ended as hold_ended, take as grant_final, undoable, Ticket};
+pub use undo::{
+    ended as hold_ended, pending as undo_pending, take as grant_final, undoable, Ticket,
+};
 
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;

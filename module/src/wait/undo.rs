@@ -72,6 +72,13 @@ pub fn take(id: &KeyId, ticket: Ticket) -> bool {
     })
 }
 
+/// Whether any grant may still be undone: when none (nearly always), a hold's end costs its
+/// caller nothing more, not even the key's name and database (three module API calls: 128
+/// instructions of an `RLOCK.RELEASE`, `scripts/instructions.sh`).
+pub fn pending() -> bool {
+    LEDGER.with(|l| l.try_borrow().map_or(true, |l| !l.keys.is_empty()))
+}
+
 /// A hold on `key` of `db` ended: `owner`'s (its release), or every hold there (`None`: a
 /// force release, a deletion, an expiry, another write the module did not make). Its grants
 /// are final: nothing undoes them any more.
