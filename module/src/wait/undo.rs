@@ -17,13 +17,11 @@
 use crate::core::wait::{HashMap, KeyId, Req};
 use std::cell::RefCell;
 
-/// An undoable grant: its owner and its ticket.
-type Grant = (Box<[u8]>, u64);
-
 #[derive(Default)]
 struct Ledger {
-    /// Per key, the undoable grants there.
-    keys: HashMap<KeyId, Vec<Grant>>,
+    /// Per key, the owner of each undoable grant there, by ticket: a grant reaching its waiter
+    /// takes its ticket back in O(1), however many readers were granted the key at once.
+    keys: HashMap<KeyId, HashMap<u64, Box<[u8]>>>,
     next: u64,
 }
 
@@ -45,7 +43,7 @@ pub fn undoable(id: &KeyId, req: &Req) -> Ticket {
         l.keys
             .entry(id.clone())
             .or_default()
-            .push((owner.into(), t));
+            .insert(t, owner.into());
         Some(t)
     })
 }
@@ -61,14 +59,11 @@ pub fn take(id: &KeyId, ticket: Ticket) -> bool {
         let Some(grants) = l.keys.get_mut(id) else {
             return false;
         };
-        let Some(i) = grants.iter().position(|(_, x)| *x == t) else {
-            return false;
-        };
-        grants.swap_remove(i);
+        let found = grants.remove(&t).is_some();
         if grants.is_empty() {
             l.keys.remove(id);
         }
-        true
+        found
     })
 }
 
@@ -95,7 +90,7 @@ pub fn ended(db: i32, key: &[u8], owner: Option<&[u8]>) {
             return;
         };
         match owner {
-            Some(o) => grants.retain(|(x, _)| &**x != o),
+            Some(o) => grants.retain(|_, x| &**x != o),
             None => grants.clear(),
         }
         if grants.is_empty() {
