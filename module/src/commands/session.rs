@@ -8,7 +8,7 @@ use crate::core::wait::session::{self as rules, Outcomes};
 use crate::ffi::block::BlockedClient;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::sessions::{
-    answer_reader, end, left_queue, owns, resolve, schedule_expiry, sees_all, state,
+    answer_reader, end, grant_final, left_queue, owns, resolve, schedule_expiry, sees_all, state,
     unblock_reader, Reader, Session, CLOSED, OPENED,
 };
 use crate::timers;
@@ -113,7 +113,7 @@ pub fn read(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let may_block = ctx.may_block();
     state(|s| {
         let sess = s.sessions.get_mut(&id).ok_or(CmdError::NoSession)?;
-        sess.outcomes.ack(r.cursor, crate::sessions::grant_final);
+        sess.outcomes.ack(r.cursor, grant_final);
         sess.listener = ctx.client_id();
         let ready = sess.outcomes.has_after(r.cursor);
         let Some(ms) = r.block_ms.filter(|_| !ready && may_block) else {
@@ -121,7 +121,7 @@ pub fn read(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             return Ok(Answer::Reply(sess.outcomes.read(
                 r.cursor,
                 r.count,
-                crate::sessions::grant_final,
+                grant_final,
             )));
         };
         // Parked: the session lives while its listener waits.
@@ -168,9 +168,9 @@ pub fn ack(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let (name, cursor) = rules::parse_ack(&argv)?;
     let id = resolve(ctx, name)?;
     let n = state(|s| {
-        s.sessions.get_mut(&id).map_or(0, |sess| {
-            sess.outcomes.ack(cursor, crate::sessions::grant_final)
-        })
+        s.sessions
+            .get_mut(&id)
+            .map_or(0, |sess| sess.outcomes.ack(cursor, grant_final))
     });
     Ok(Answer::Reply(Reply::Int(n as i64)))
 }
