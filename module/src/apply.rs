@@ -12,7 +12,7 @@ use crate::core::wait::ObjectKeys;
 use crate::ffi::ctx::IncrFailed;
 use crate::ffi::{IntStr, Key, OwnedStr};
 use crate::keys::RedisKeys;
-use crate::propagation;
+use crate::{paused, propagation};
 use redis_module::raw;
 use std::ffi::{c_int, CStr};
 
@@ -317,7 +317,12 @@ impl RedisKeys {
     /// While writes are paused (CLIENT PAUSE WRITE, FAILOVER), Redis 7.0 keeps keys whose time
     /// has passed: they read as absent but are still stored, and creating one trips Redis' own
     /// assertion. A timer or event must then wait until the pause ends.
+    /// And where the server says what it pauses (Redis 7.2+, Valkey), a timer or an event
+    /// writes nothing at all while writes are paused (see `paused`).
     fn check_not_paused(&self, decision: &Decision) -> Result<(), CmdError> {
+        if !decision.writes.is_empty() && paused::writes(self.ctx) {
+            return Err(CmdError::Paused);
+        }
         for w in &decision.writes {
             let key = match w {
                 Write::HSetInt { key, .. }

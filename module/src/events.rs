@@ -5,7 +5,7 @@
 use crate::core::objects;
 use crate::core::stats::ObjectKind;
 use crate::ffi::{Ctx, RStr, ServerEvent};
-use crate::{observe, propagation, sessions, wait};
+use crate::{observe, propagation, sessions, slotwatch, wait};
 use std::cell::Cell;
 use std::ffi::c_int;
 
@@ -136,6 +136,7 @@ pub fn on_server_event(ctx: Ctx, event: ServerEvent) {
             }
         }
         ServerEvent::ReplicasChanged => propagation::refresh(ctx),
+        ServerEvent::SlotMigration(step, ranges) => slotwatch::migration(ctx, step, &ranges),
     }
 }
 

@@ -37,6 +37,8 @@ mod keys;
 #[cfg(not(test))]
 mod observe;
 #[cfg(not(test))]
+mod paused;
+#[cfg(not(test))]
 mod propagation;
 #[cfg(not(test))]
 mod registry;
@@ -53,7 +55,7 @@ mod wait;
 mod module {
     use crate::ffi::{alarm, boundary, command, load, BlockedClient, Ctx, Handlers};
     use crate::ffi::{RedisModuleCtx, RedisModuleString};
-    use crate::{config, events, info, propagation, registry, sessions, timers, wait};
+    use crate::{config, events, info, propagation, registry, sessions, slotwatch, timers, wait};
     use std::ffi::c_int;
 
     /// Redis loads the module through this symbol.
@@ -91,6 +93,7 @@ mod module {
         );
         // Without it, timers fire up to 2 ms late (see ffi/alarm.rs); still correct.
         alarm::install(c);
+        slotwatch::init(c);
         propagation::init(c);
         events::check_eviction(c);
         Ok(())

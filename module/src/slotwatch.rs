@@ -26,8 +26,9 @@
 
 use crate::core::error::CmdError;
 use crate::core::slots;
+use crate::ffi::boundary::{handle_atomic_slot_migration, Migration};
 use crate::ffi::Ctx;
-use crate::{keys, timers, wait};
+use crate::{keys, observe, sessions, timers, wait};
 use std::cell::RefCell;
 
 /// How often the slots waited on are looked at while anyone waits: a waiter on a slot that left
@@ -216,4 +217,58 @@ fn parse(text: &[u8]) -> Option<View> {
         }
     }
     Some(view)
+}
+
+/// At load: on Valkey 9+, declare that rlock handles atomic slot migration (Valkey refuses
+/// `CLUSTER MIGRATESLOTS` while any loaded module has not) and listen to its steps.
+pub fn init(ctx: Ctx) {
+    let major = ctx
+        .info_text(c"server", c"valkey_version")
+        .and_then(|v| v.split('.').next()?.parse::<u32>().ok());
+    if major.is_some_and(|m| m >= 9) {
+        handle_atomic_slot_migration(ctx);
+    }
+}
+
+/// A step of an atomic slot migration on this node.
+///
+/// While the slots stream, the source serves them as ever (every write reaches the target);
+/// in the last step writes are paused, and the module's own writes wait too (`paused`).
+/// - Export completed: the slots are the target's now and their keys are gone from here, with
+///   no keyspace event (Valkey drops them silently): every wait on them ends with `TRYAGAIN`
+///   now (not at the next look), and what the module kept about their keys goes (sessions'
+///   watches, the table of live holds, undo tickets).
+/// - Import aborted: the target drops what it received; anything kept about those keys goes.
+///   (Nobody waits there: clients are sent to the source until the import completes.)
+/// - Otherwise nothing changes here: a cancelled or failed export leaves the source serving.
+pub fn migration(ctx: Ctx, step: Migration, ranges: &[(u16, u16)]) {
+    ctx.log(
+        c"notice",
+        &format!("rlock: atomic slot migration: {step:?} of slots {ranges:?}"),
+    );
+    match step {
+        Migration::ExportCompleted | Migration::ImportAborted => slots_left(ctx, ranges),
+        Migration::ExportStarted
+        | Migration::ExportAborted
+        | Migration::ImportStarted
+        | Migration::ImportCompleted => {}
+    }
+}
+
+/// Whether `ranges` hold `key`'s slot.
+fn covers(ranges: &[(u16, u16)], key: &[u8]) -> bool {
+    let slot = slots::slot(key);
+    ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&slot))
+}
+
+/// The keys of `ranges` are no longer on this node.
+fn slots_left(ctx: Ctx, ranges: &[(u16, u16)]) {
+    for id in wait::queued_ids() {
+        if covers(ranges, &id.key) {
+            wait::end_waits(ctx, &id, CmdError::SlotMoved);
+        }
+    }
+    sessions::keys_left(|id| covers(ranges, &id.key));
+    observe::keys_left(|key| covers(ranges, key));
+    wait::undo_ended_where(|id| covers(ranges, &id.key));
 }

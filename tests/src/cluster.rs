@@ -58,6 +58,12 @@ impl Cluster {
         Cluster::create(false, 5000)
     }
 
+    /// Three masters, no replicas, a master counted failed only after `node_timeout_ms`
+    /// (`cluster-node-timeout`): the cluster stays up that long with one master dead.
+    pub fn with_node_timeout(node_timeout_ms: u64) -> Cluster {
+        Cluster::create(false, node_timeout_ms)
+    }
+
     /// Three masters with one replica each.
     pub fn with_replicas() -> Cluster {
         Cluster::create(true, 5000)
@@ -304,9 +310,67 @@ impl Cluster {
             })
             .unwrap_or_else(|| panic!("no replica of :{master_port}"))
     }
+
+    /// Valkey 9's atomic slot migration: `CLUSTER MIGRATESLOTS SLOTSRANGE slot slot NODE <to>`
+    /// sent to `from`. Returns the job's name (as `CLUSTER GETSLOTMIGRATIONS` lists it on both
+    /// nodes), without waiting for the job.
+    pub fn start_atomic_migration(&self, slot: u16, from: &Server, to: &Server) -> String {
+        let mut c = from.conn();
+        let before: Vec<String> = slot_migrations(&mut c)
+            .into_iter()
+            .map(|j| j.name)
+            .collect();
+        let reply = raw(
+            &mut c,
+            &cmd!(
+                "CLUSTER",
+                "MIGRATESLOTS",
+                "SLOTSRANGE",
+                slot,
+                slot,
+                "NODE",
+                node_id(to)
+            ),
+        );
+        assert_eq!(reply, Value::Okay, "CLUSTER MIGRATESLOTS: {reply:?}");
+        let mut name = None;
+        wait_until(CONVERGE, "the migration job is listed", || {
+            name = slot_migrations(&mut c)
+                .into_iter()
+                .map(|j| j.name)
+                .find(|n| !before.contains(n));
+            name.is_some()
+        });
+        name.unwrap()
+    }
+
+    /// Move `slot` from `from` to `to` with `CLUSTER MIGRATESLOTS`, and wait until the job
+    /// succeeded and every node agrees on the new owner.
+    pub fn migrate_slot_atomic(&self, slot: u16, from: &Server, to: &Server) {
+        let job = self.start_atomic_migration(slot, from, to);
+        wait_migration(from, &job, &["success"]);
+        self.wait_ok();
+        assert_eq!(self.master_port_of_slot(slot), to.port, "slot {slot} moved");
+    }
 }
 
 /// `CLUSTER MYID` of a node.
+/// The slot of a key without braces: CRC16-XMODEM modulo 16384, as Redis hashes it.
+pub fn key_slot(key: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in key {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
 pub fn node_id(server: &Server) -> String {
     let mut c = server.conn();
     string(&mut c, &cmd!("CLUSTER", "MYID"))
@@ -335,4 +399,81 @@ pub fn slot_map(conn: &mut redis::Connection) -> BTreeMap<u16, u16> {
         }
     }
     map
+}
+
+/// One job of `CLUSTER GETSLOTMIGRATIONS` (Valkey 9).
+#[derive(Debug, Clone)]
+pub struct SlotMigration {
+    pub name: String,
+    /// `EXPORT` or `IMPORT`.
+    pub operation: String,
+    /// `replicating`, `waiting-to-pause`, `failover-paused`, `failover-granted`, `success`,
+    /// `cancelled`, `failed`, ...
+    pub state: String,
+    pub message: String,
+}
+
+/// The slot migration jobs `conn`'s node lists (`CLUSTER GETSLOTMIGRATIONS`).
+pub fn slot_migrations(conn: &mut redis::Connection) -> Vec<SlotMigration> {
+    let Value::Array(jobs) = raw(conn, &cmd!("CLUSTER", "GETSLOTMIGRATIONS")) else {
+        return Vec::new();
+    };
+    jobs.into_iter()
+        .filter_map(|j| {
+            let fields: Vec<(String, String)> = match j {
+                Value::Array(kv) => kv
+                    .chunks(2)
+                    .map(|p| {
+                        (
+                            string_of(&p[0]),
+                            p.get(1).map(string_of).unwrap_or_default(),
+                        )
+                    })
+                    .collect(),
+                Value::Map(kv) => kv
+                    .iter()
+                    .map(|(k, v)| (string_of(k), string_of(v)))
+                    .collect(),
+                _ => return None,
+            };
+            let get = |k: &str| {
+                fields
+                    .iter()
+                    .find(|(f, _)| f == k)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            Some(SlotMigration {
+                name: get("name"),
+                operation: get("operation"),
+                state: get("state"),
+                message: get("message"),
+            })
+        })
+        .collect()
+}
+
+fn string_of(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        Value::Int(n) => n.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Wait until job `name` on `node` is in one of `states`; the state it reached.
+pub fn wait_migration(node: &Server, name: &str, states: &[&str]) -> String {
+    let mut c = node.conn();
+    let mut last = None;
+    wait_until(
+        CONVERGE,
+        &format!("slot migration {name} in one of {states:?}"),
+        || {
+            last = slot_migrations(&mut c).into_iter().find(|j| j.name == name);
+            last.as_ref()
+                .is_some_and(|j| states.contains(&j.state.as_str()))
+        },
+    );
+    last.map(|j| j.state).unwrap_or_default()
 }

@@ -19,6 +19,7 @@ mod metadata;
 mod names;
 mod pending;
 pub mod redisson;
+pub mod reshard;
 mod resp;
 mod rng;
 mod rwlock;

@@ -63,3 +63,62 @@ fn lease_expiring_during_write_pause_hands_off_after_the_pause() {
     let owner: Vec<String> = redis::cmd("HKEYS").arg("k").query(&mut c).unwrap();
     assert_eq!(owner, vec!["b".to_string()]);
 }
+
+/// A permit's lease that ends during a write pause, with a waiter for it and a replica
+/// attached: the grant writes only keys that exist (the count, the lease set), which the guard
+/// above does not see. It waits for the pause to end, as Redis' own expiry does. Before, it was
+/// written and propagated during the pause, and the server stopped on its own assertion that
+/// nothing is propagated then (Redis 7.0-8.2: `server.c`, `propagatePendingCommands`).
+#[test]
+fn a_permit_lease_ending_during_a_write_pause_is_handed_on_after_the_pause() {
+    let mut server = Server::start();
+    let _replica = rlock_tests::start_replica(&server);
+    let mut c = server.conn();
+    let _: i64 = redis::cmd("RSEM.TRYSETPERMITS")
+        .arg("s")
+        .arg(1)
+        .query(&mut c)
+        .unwrap();
+    let first: Vec<String> = redis::cmd("RSEM.ACQUIRE")
+        .arg("s")
+        .arg("LEASE")
+        .arg(30_000)
+        .query(&mut c)
+        .unwrap();
+    let mut waiter = server.conn();
+    let t = std::thread::spawn(move || {
+        let r: Vec<String> = redis::cmd("RSEM.ACQUIRE")
+            .arg("s")
+            .arg("LEASE")
+            .arg(30_000)
+            .arg("BLOCK")
+            .arg(5000)
+            .query(&mut waiter)
+            .unwrap();
+        (r, Instant::now())
+    });
+    wait_blocked(&mut c, 1);
+    // The lease is cut to 200 ms in the pipeline that pauses writes: it ends inside the pause.
+    let (renewed, ()): (i64, ()) = redis::pipe()
+        .cmd("RSEM.RENEW")
+        .arg("s")
+        .arg(200)
+        .arg("ID")
+        .arg(&first[0])
+        .cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("WRITE")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(renewed, 1, "the lease set to 200 ms");
+    let paused_at = Instant::now();
+    let (reply, granted_at) = t.join().unwrap();
+    assert_eq!(reply.len(), 1, "the waiter gets a permit");
+    assert!(server.alive(), "server survived");
+    assert!(
+        granted_at >= paused_at + Duration::from_millis(950),
+        "granted {:?} into a 1 s pause",
+        granted_at - paused_at
+    );
+}

@@ -10,11 +10,10 @@
 use std::time::{Duration, Instant};
 
 use rlock_tests::cluster::Cluster;
+use rlock_tests::reshard::{check_keys, park_raw_waiters, slot_of, Load, WAIT};
 use rlock_tests::{
     cmd, error_text, exists, hgetall, int, pttl, raw, rlock_stat, wait_until, Value,
 };
-
-const WAIT: Duration = Duration::from_secs(20);
 
 fn is_tryagain(v: &Value) -> bool {
     error_text(v).is_some_and(|e| e.starts_with("TRYAGAIN"))
@@ -188,70 +187,6 @@ fn a_waiter_on_an_absent_key_ends_when_its_slot_leaves() {
     assert_eq!(again.reply_within(Duration::from_secs(5)), Value::Int(1));
 }
 
-/// CRC16-XMODEM modulo 16384, as Redis hashes a key without braces.
-fn slot_of(tag: &str) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in tag.as_bytes() {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
-}
-
-/// A parked raw waiter and what it waits for.
-struct RawWaiter {
-    what: &'static str,
-    pending: rlock_tests::Pending,
-}
-
-/// Raw `BLOCK 0` waiters on `node`, one per kind of wait that nothing grants while the slot
-/// moves: a semaphore that does not exist (no key at all), a latch that stays closed, and a
-/// lock held for the whole test.
-fn park_raw_waiters(node: &rlock_tests::Server, tag: &str, round: usize) -> Vec<RawWaiter> {
-    let mut conn = node.conn();
-    let before = rlock_stat(&mut conn, "waiters");
-    let waiters = vec![
-        RawWaiter {
-            what: "RSEM.ACQUIRE on an absent semaphore",
-            pending: rlock_tests::Pending::send(
-                node,
-                &cmd!("RSEM.ACQUIRE", format!("{{{tag}}}:empty"), "BLOCK", 0),
-            ),
-        },
-        RawWaiter {
-            what: "RLATCH.AWAIT on a closed latch",
-            pending: rlock_tests::Pending::send(
-                node,
-                &cmd!("RLATCH.AWAIT", format!("{{{tag}}}:latch"), "BLOCK", 0),
-            ),
-        },
-        RawWaiter {
-            what: "RLOCK.ACQUIRE behind a held lock",
-            pending: rlock_tests::Pending::send(
-                node,
-                &cmd!(
-                    "RLOCK.ACQUIRE",
-                    format!("{{{tag}}}:held"),
-                    format!("raw:{round}"),
-                    60_000,
-                    "BLOCK",
-                    0
-                ),
-            ),
-        },
-    ];
-    wait_until(WAIT, "raw waiters queued", || {
-        rlock_stat(&mut conn, "waiters") >= before + waiters.len() as i64
-    });
-    waiters
-}
-
 /// `redis-cli --cluster reshard` moves one slot (the first the source serves: slot 0 here)
 /// back and forth between the masters, five times, with fresh filler keys so that each move
 /// takes many `MIGRATE` batches, while clients use a lock, a read-write lock (three readers,
@@ -261,9 +196,6 @@ fn park_raw_waiters(node: &rlock_tests::Server, tag: &str, round: usize) -> Vec<
 /// within a second of the move.
 #[test]
 fn reshard_under_load_keeps_exclusion_and_strands_no_waiter() {
-    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::SeqCst};
-    use std::sync::Arc;
-
     let cluster = Cluster::start();
     let tag = (0..)
         .map(|i| format!("rs{i}"))
@@ -294,132 +226,7 @@ fn reshard_under_load_keeps_exclusion_and_strands_no_waiter() {
         .retry(10, Duration::from_millis(20))
         .build()
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let violations = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let lock_in = Arc::new(AtomicI64::new(0));
-    let readers_in = Arc::new(AtomicI64::new(0));
-    let writers_in = Arc::new(AtomicI64::new(0));
-    let permits_in = Arc::new(AtomicI64::new(0));
-    let grants = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let lease = Duration::from_secs(10);
-    let hold = Duration::from_millis(2);
-    let mut threads = Vec::new();
-
-    // Each worker: wait up to 2 s, check what it holds against the others, hold, release.
-    for i in 0..3 {
-        let l = client.lock(lock.clone());
-        let (stop, v, inside, grants, errors) = (
-            stop.clone(),
-            violations.clone(),
-            lock_in.clone(),
-            grants.clone(),
-            errors.clone(),
-        );
-        threads.push(std::thread::spawn(move || {
-            while !stop.load(SeqCst) {
-                match l.try_lock_with(Duration::from_secs(2), lease) {
-                    Ok(true) => {
-                        if inside.fetch_add(1, SeqCst) != 0 {
-                            v.lock()
-                                .unwrap()
-                                .push(format!("lock: locker {i} with another"));
-                        }
-                        grants.fetch_add(1, SeqCst);
-                        std::thread::sleep(hold);
-                        inside.fetch_sub(1, SeqCst);
-                        if let Err(e) = l.unlock() {
-                            errors.lock().unwrap().push(format!("lock unlock: {e}"));
-                        }
-                    }
-                    Ok(false) => {}
-                    Err(e) => errors.lock().unwrap().push(format!("lock: {e}")),
-                }
-            }
-        }));
-    }
-    for i in 0..5 {
-        let writer = i >= 3;
-        let rwl = client.read_write_lock(rw.clone());
-        let l = if writer {
-            rwl.write_lock()
-        } else {
-            rwl.read_lock()
-        };
-        let (stop, v, r_in, w_in, grants, errors) = (
-            stop.clone(),
-            violations.clone(),
-            readers_in.clone(),
-            writers_in.clone(),
-            grants.clone(),
-            errors.clone(),
-        );
-        threads.push(std::thread::spawn(move || {
-            while !stop.load(SeqCst) {
-                match l.try_lock_with(Duration::from_secs(2), lease) {
-                    Ok(true) => {
-                        let (mine, other) = if writer {
-                            (&w_in, &r_in)
-                        } else {
-                            (&r_in, &w_in)
-                        };
-                        let before = mine.fetch_add(1, SeqCst);
-                        if other.load(SeqCst) != 0 || (writer && before != 0) {
-                            v.lock().unwrap().push(format!(
-                                "rwlock: {} {i} with readers {} writers {}",
-                                if writer { "writer" } else { "reader" },
-                                r_in.load(SeqCst),
-                                w_in.load(SeqCst)
-                            ));
-                        }
-                        grants.fetch_add(1, SeqCst);
-                        std::thread::sleep(hold);
-                        mine.fetch_sub(1, SeqCst);
-                        if let Err(e) = l.unlock() {
-                            errors.lock().unwrap().push(format!("rwlock unlock: {e}"));
-                        }
-                    }
-                    Ok(false) => {}
-                    Err(e) => errors.lock().unwrap().push(format!("rwlock: {e}")),
-                }
-            }
-        }));
-    }
-    for i in 0..4 {
-        let s = client.permit_expirable_semaphore(sem.clone());
-        let (stop, v, inside, grants, errors) = (
-            stop.clone(),
-            violations.clone(),
-            permits_in.clone(),
-            grants.clone(),
-            errors.clone(),
-        );
-        threads.push(std::thread::spawn(move || {
-            while !stop.load(SeqCst) {
-                match s.try_acquire_for(Duration::from_secs(2), lease) {
-                    Ok(Some(id)) => {
-                        let n = inside.fetch_add(1, SeqCst) + 1;
-                        if n > 2 {
-                            v.lock()
-                                .unwrap()
-                                .push(format!("semaphore: {n} permits out of 2 ({i})"));
-                        }
-                        grants.fetch_add(1, SeqCst);
-                        std::thread::sleep(hold);
-                        inside.fetch_sub(1, SeqCst);
-                        if let Err(e) = s.release(id) {
-                            errors
-                                .lock()
-                                .unwrap()
-                                .push(format!("semaphore release: {e}"));
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => errors.lock().unwrap().push(format!("semaphore: {e}")),
-                }
-            }
-        }));
-    }
+    let load = Load::start(&client, &lock, &rw, &sem);
 
     let masters: Vec<&rlock_tests::Server> = cluster.masters.iter().collect();
     let mut worst = Duration::ZERO;
@@ -439,10 +246,7 @@ fn reshard_under_load_keeps_exclusion_and_strands_no_waiter() {
                 .query(&mut c)
                 .unwrap();
         }
-        let before = grants.load(SeqCst);
-        wait_until(WAIT, "clients make progress before the move", || {
-            grants.load(SeqCst) >= before + 20
-        });
+        load.progress(20, "clients make progress before the move");
         let raw_waiters = park_raw_waiters(from, &tag, round);
         let out = std::process::Command::new(rlock_tests::cli_binary())
             .args([
@@ -501,30 +305,16 @@ fn reshard_under_load_keeps_exclusion_and_strands_no_waiter() {
             "every key left the old node"
         );
         check_keys(to, &rw);
-        assert!(
-            violations.lock().unwrap().is_empty(),
-            "{:?}",
-            violations.lock().unwrap()
-        );
+        assert!(load.violations().is_empty(), "{:?}", load.violations());
     }
-    let before = grants.load(SeqCst);
-    wait_until(WAIT, "clients make progress after the moves", || {
-        grants.load(SeqCst) >= before + 20
-    });
-    stop.store(true, SeqCst);
-    for t in threads {
-        t.join().unwrap();
-    }
+    load.progress(20, "clients make progress after the moves");
+    let violations = load.violations();
+    let grants = load.grants();
+    let errors = load.stop();
     eprintln!(
-        "{} grants; worst waiter end after a move: {worst:?}; client errors: {:?}",
-        grants.load(SeqCst),
-        errors.lock().unwrap()
+        "{grants} grants; worst waiter end after a move: {worst:?}; client errors: {errors:?}"
     );
-    assert!(
-        violations.lock().unwrap().is_empty(),
-        "{:?}",
-        violations.lock().unwrap()
-    );
+    assert!(violations.is_empty(), "{violations:?}");
     // The held lock and the latch moved with the slot, unchanged.
     let owner = cluster.master_for(&held);
     let mut c = owner.conn();
@@ -533,24 +323,4 @@ fn reshard_under_load_keeps_exclusion_and_strands_no_waiter() {
         Some("1")
     );
     assert_eq!(rlock_tests::string(&mut c, &cmd!("GET", &latch)), "1");
-}
-
-/// In the keys of the node that now serves the slot: a write-held read-write lock has no live
-/// read hold of another owner.
-fn check_keys(node: &rlock_tests::Server, rw: &str) {
-    let mut c = node.conn();
-    let h = hgetall(&mut c, rw);
-    if h.get("mode").map(String::as_str) != Some("write") {
-        return;
-    }
-    let writers: Vec<&str> = h.keys().filter_map(|f| f.strip_suffix(":write")).collect();
-    for (field, _) in h
-        .iter()
-        .filter(|(f, _)| *f != "mode" && !f.ends_with(":write"))
-    {
-        assert!(
-            writers.iter().any(|w| w == field),
-            "a reader {field} in a write-held lock {h:?}"
-        );
-    }
 }

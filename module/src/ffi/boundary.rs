@@ -53,6 +53,60 @@ pub enum ServerEvent {
     RoleChanged,
     /// `CONFIG SET` changed these parameters.
     ConfigChanged(Vec<Vec<u8>>),
+    /// A step of Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`) on this node, with
+    /// the job's slot ranges (inclusive).
+    SlotMigration(Migration, Vec<(u16, u16)>),
+}
+
+/// The steps of an atomic slot migration a node is told of (valkeymodule.h's
+/// `VALKEYMODULE_SUBEVENT_ATOMIC_SLOT_MIGRATION_*`, in their order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Migration {
+    ImportStarted,
+    ExportStarted,
+    ImportAborted,
+    ExportAborted,
+    ImportCompleted,
+    ExportCompleted,
+}
+
+/// Valkey 9's server event of atomic slot migration and its module option (valkeymodule.h:
+/// `VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION`, `VALKEYMODULE_OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION`).
+/// The redis-module crate's bindings are Redis' and know neither.
+const EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
+const OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
+
+/// `ValkeyModuleSlotRange`: inclusive.
+#[repr(C)]
+struct SlotRange {
+    start: c_int,
+    end: c_int,
+}
+
+/// `ValkeyModuleAtomicSlotMigrationInfoV1`, the event's data.
+#[repr(C)]
+struct MigrationInfoV1 {
+    version: u64,
+    job_name: [c_char; 41],
+    slot_ranges: *const SlotRange,
+    num_slot_ranges: u32,
+}
+
+/// Declare that the module handles Valkey's atomic slot migration, and subscribe to its event.
+/// Only on Valkey 9+: there the option and the event id are Valkey's; another server may give
+/// the same numbers other meanings. Valkey refuses `CLUSTER MIGRATESLOTS` while a loaded module
+/// has not declared the option.
+pub fn handle_atomic_slot_migration(ctx: Ctx) {
+    // SAFETY: load runs on the main thread with a valid ctx; the callback is the trampoline
+    // below, which catches panics. No other module option is declared (the mask is complete).
+    unsafe {
+        api!(RedisModule_SetModuleOptions)(ctx.0, OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION);
+        let event = raw::RedisModuleEvent {
+            id: EVENT_ATOMIC_SLOT_MIGRATION,
+            dataver: 1,
+        };
+        api!(RedisModule_SubscribeToServerEvent)(ctx.0, event, Some(on_server_event));
+    }
 }
 
 /// `INFO rlock`'s writer, valid during the info callback.
@@ -171,6 +225,29 @@ unsafe extern "C" fn on_server_event(
                 if sub == raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN =>
             {
                 ServerEvent::Forked
+            }
+            EVENT_ATOMIC_SLOT_MIGRATION if !data.is_null() && sub <= 5 => {
+                let info = &*data.cast::<MigrationInfoV1>();
+                let ranges = if info.slot_ranges.is_null() {
+                    &[][..]
+                } else {
+                    std::slice::from_raw_parts(info.slot_ranges, info.num_slot_ranges as usize)
+                };
+                let step = [
+                    Migration::ImportStarted,
+                    Migration::ExportStarted,
+                    Migration::ImportAborted,
+                    Migration::ExportAborted,
+                    Migration::ImportCompleted,
+                    Migration::ExportCompleted,
+                ][sub as usize];
+                let ranges = ranges
+                    .iter()
+                    .filter_map(|r| {
+                        Some((u16::try_from(r.start).ok()?, u16::try_from(r.end).ok()?))
+                    })
+                    .collect();
+                ServerEvent::SlotMigration(step, ranges)
             }
             raw::REDISMODULE_EVENT_REPLICA_CHANGE => ServerEvent::ReplicasChanged,
             raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => ServerEvent::RoleChanged,

@@ -164,6 +164,29 @@ impl Ctx {
         }
     }
 
+    /// Whether the server pauses writes and their propagation now (`CLIENT PAUSE WRITE`,
+    /// `FAILOVER`, a manual cluster failover, a slot migration's last step).
+    pub fn avoid_replica_traffic(self) -> bool {
+        // SAFETY: takes no arguments; reads the server's pause state on the main thread.
+        unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
+    }
+
+    /// A text field of `INFO <section>` (`None` when the server has no such field).
+    pub fn info_text(self, section: &CStr, field: &CStr) -> Option<String> {
+        // SAFETY: valid ctx; the field's C string belongs to the info data, so it is copied
+        // before the data is freed, once.
+        unsafe {
+            let info = api!(RedisModule_GetServerInfo)(self.0, section.as_ptr());
+            if info.is_null() {
+                return None;
+            }
+            let p = api!(RedisModule_ServerInfoGetFieldC)(info, field.as_ptr());
+            let text = (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
+            api!(RedisModule_FreeServerInfo)(self.0, info);
+            text
+        }
+    }
+
     /// `CONFIG GET name`'s value.
     pub fn config_get(self, name: &CStr) -> Option<Vec<u8>> {
         let name = OwnedStr::new(name.to_bytes());

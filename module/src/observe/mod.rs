@@ -259,7 +259,7 @@ pub fn flushed(db: Option<i32>) {
     state(|s| {
         let mut ended = Vec::new();
         s.live
-            .end_dbs(|d| db.is_none_or(|f| f == d), |e| ended.push(e));
+            .end_where(|d, _| db.is_none_or(|f| f == d), |e| ended.push(e));
         for e in ended {
             s.timed(e, now);
         }
@@ -270,7 +270,16 @@ pub fn flushed(db: Option<i32>) {
 /// table cannot follow them: dropped, not timed.
 pub fn swapped(a: i32, b: i32) {
     state(|s| {
-        s.live.end_dbs(|d| d == a || d == b, |_| DROPPED.incr());
+        s.live
+            .end_where(|d, _| d == a || d == b, |_| DROPPED.incr());
+    });
+}
+
+/// The keys `left` selects left this node with their slot (a slot migration): their holds live
+/// on elsewhere, where this table cannot follow them: dropped, not timed.
+pub fn keys_left(left: impl Fn(&[u8]) -> bool) {
+    state(|s| {
+        s.live.end_where(|_, key| left(key), |_| DROPPED.incr());
     });
 }
 

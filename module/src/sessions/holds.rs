@@ -362,6 +362,17 @@ pub fn key_touched(ctx: Ctx, db: i32, key: &[u8]) {
     }
 }
 
+/// The keys `left` selects left this node with their slot (a slot migration): their holds are
+/// not lost, they live on where the slot went, where this node cannot watch them.
+pub fn keys_left(left: impl Fn(&KeyId) -> bool) {
+    state(|s| {
+        let ids: Vec<KeyId> = s.tracked.keys().filter(|id| left(id)).cloned().collect();
+        for id in &ids {
+            s.unwatch(id);
+        }
+    });
+}
+
 /// FLUSH*, SWAPDB: look at every watched hold of database `db` (or of all).
 pub fn db_touched(ctx: Ctx, db: Option<i32>) {
     let ids: Vec<KeyId> = state(|s| {

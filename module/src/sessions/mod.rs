@@ -29,7 +29,7 @@ mod holds;
 
 pub use holds::timed_looks;
 use holds::{add, read_until, watch};
-pub use holds::{after_write, db_touched, key_touched, released, track, watching};
+pub use holds::{after_write, db_touched, key_touched, keys_left, released, track, watching};
 
 use crate::config::{self, SESSION_MAX_BACKLOG, SESSION_MAX_QUEUED};
 use crate::core::decision::Reply;

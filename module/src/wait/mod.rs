@@ -43,7 +43,8 @@ pub use serve::{
     revoke_later, serve_now, upkeep,
 };
 pub use undo::{
-    ended as hold_ended, pending as undo_pending, take as grant_final, undoable, Ticket,
+    ended as hold_ended, ended_where as undo_ended_where, pending as undo_pending,
+    take as grant_final, undoable, Ticket,
 };
 
 use crate::core::decision::Reply;

@@ -9,10 +9,11 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{self};
 use crate::core::store::{KeyType, Store, Target};
+use crate::core::wait::serve::PAUSED_RETRY_MS;
 use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
-use crate::{observe, timers};
+use crate::{observe, paused, timers};
 
 /// Serve the queue of the command's key, if it has one: before deciding a newcomer (who must
 /// not overtake anyone) and after a write that may have freed the object. Returns whether
@@ -195,8 +196,18 @@ pub fn fail_all_waits(ctx: Ctx, err: CmdError) {
 /// [`revoke`] on the next timer turn: undoing writes keys, which must not happen in a client's
 /// teardown or context (it selects the key's database).
 pub fn revoke_later(ctx: Ctx, id: KeyId, req: Req, reply: Reply, ticket: undo::Ticket) {
-    timers::schedule(ctx, ctx.now_ms(), move |ctx| {
-        revoke(ctx, &id, &req, &reply, ticket)
+    revoke_at(ctx, ctx.now_ms(), id, req, reply, ticket);
+}
+
+fn revoke_at(ctx: Ctx, at_ms: i64, id: KeyId, req: Req, reply: Reply, ticket: undo::Ticket) {
+    timers::schedule(ctx, at_ms, move |ctx| {
+        // Writes are paused: the undo waits, as every background write does (`paused`); its
+        // ticket stays until it runs.
+        if paused::writes(ctx) {
+            revoke_at(ctx, ctx.now_ms() + PAUSED_RETRY_MS, id, req, reply, ticket);
+        } else {
+            revoke(ctx, &id, &req, &reply, ticket);
+        }
     });
 }
 

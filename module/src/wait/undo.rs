@@ -101,9 +101,14 @@ pub fn ended(db: i32, key: &[u8], owner: Option<&[u8]>) {
 
 /// Every key of `db` (`None`: of every database) may have changed (FLUSH*, SWAPDB).
 pub fn db_ended(db: Option<i32>) {
+    ended_where(|id| db.is_none_or(|d| id.db == d));
+}
+
+/// Every key `which` selects may have changed or left the node (a slot migration).
+pub fn ended_where(which: impl Fn(&KeyId) -> bool) {
     LEDGER.with(|l| {
         if let Ok(mut l) = l.try_borrow_mut() {
-            l.keys.retain(|id, _| db.is_some_and(|d| id.db != d));
+            l.keys.retain(|id, _| !which(id));
         }
     })
 }

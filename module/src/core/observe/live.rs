@@ -450,13 +450,13 @@ impl Live {
         }
     }
 
-    /// Stop tracking every hold of the databases `db` selects (a flush), each handed to
-    /// `ended`.
-    pub fn end_dbs(&mut self, db: impl Fn(i32) -> bool, mut ended: impl FnMut(Ended)) {
+    /// Stop tracking every hold whose database and key `which` selects (a flush, a slot that
+    /// left the node), each handed to `ended`.
+    pub fn end_where(&mut self, which: impl Fn(i32, &[u8]) -> bool, mut ended: impl FnMut(Ended)) {
         let gone: Vec<u32> = self
             .store
             .live()
-            .filter(|(_, s)| db(s.db))
+            .filter(|(_, s)| which(s.db, s.key()))
             .map(|(p, _)| p.slot)
             .collect();
         for i in gone {
@@ -743,7 +743,7 @@ mod tests {
         assert!(t.remove(places[0]).is_none(), "removed once");
         assert_eq!(keys(&t, &places), [b"d", b"b", b"a"].map(|k| k.to_vec()));
         let mut n = 0;
-        t.end_dbs(|db| db == 0, |_| n += 1);
+        t.end_where(|db, _| db == 0, |_| n += 1);
         assert_eq!(n, 3);
         assert!(t.is_empty());
     }

@@ -1,0 +1,474 @@
+//! Issue 38: Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`) with rlock loaded.
+//!
+//! The source streams the slot's keys and then every write to them to the target, pauses client
+//! writes, grants the target ownership and, once it hears the target took the slot, drops the
+//! keys without a keyspace event. Checked: every object arrives intact, no waiter is granted on
+//! the source once the slot has left (not even by a lease that ends in the migration's last
+//! step), waiters end with `TRYAGAIN` and are served on the target, and a cancelled migration,
+//! or one whose target dies, leaves the source serving as before.
+//!
+//! Every test here needs Valkey 9+; on other servers each says so and passes without running
+//! (`make matrix` runs them on Valkey 9.1).
+
+use std::time::{Duration, Instant};
+
+use rlock_tests::cluster::{slot_migrations, wait_migration, Cluster};
+use rlock_tests::reshard::{check_keys, park_raw_waiters, Load, WAIT};
+use rlock_tests::{
+    cmd, error_text, hgetall, int, margin, pttl, raw, rlock_stat, string, wait_until, Pending,
+    Server, ServerKind, Value,
+};
+
+/// Whether this server has `CLUSTER MIGRATESLOTS` (Valkey 9.0+); prints why not.
+fn has_atomic_migration(test: &str) -> bool {
+    let s = Server::start();
+    let kind = ServerKind::of(&mut s.conn());
+    let ok = kind.flavor == rlock_tests::Flavor::Valkey && kind.version.0 >= 9;
+    if !ok {
+        eprintln!("{test}: skipped: {kind} has no CLUSTER MIGRATESLOTS (Valkey 9.0+)");
+    }
+    ok
+}
+
+/// The permit id an `RSEM.ACQUIRE ... LEASE` replied (an array of one).
+fn permit(v: Value) -> String {
+    rlock_tests::strings(&v)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("a permit id, got {v:?}"))
+}
+
+fn ended_by_move(v: &Value) -> bool {
+    error_text(v).is_some_and(|e| e.starts_with("TRYAGAIN") || e.starts_with("MOVED"))
+}
+
+/// The objects of slot `{t}` on `node`: a lock held by `A` (and `B` waiting), a fenced lock
+/// `t` (its name hashes whole, like its token key's tag), a semaphore of 2 with a leased permit,
+/// and a latch counted down once.
+struct Objects {
+    token: i64,
+    permit: String,
+}
+
+fn set_up(node: &Server) -> Objects {
+    let mut c = node.conn();
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "{t}:lock", "A", 60_000)),
+        1
+    );
+    int(&mut c, &cmd!("RLOCK.ACQUIRE", "t", "A", 60_000, "FENCE"));
+    let token = int(&mut c, &cmd!("RLOCK.ACQUIRE", "t", "A", 60_000, "FENCE"));
+    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "{t}:sem", 2)), 1);
+    let permit = permit(raw(
+        &mut c,
+        &cmd!("RSEM.ACQUIRE", "{t}:sem", "LEASE", 60_000),
+    ));
+    assert_eq!(int(&mut c, &cmd!("RLATCH.TRYSETCOUNT", "{t}:latch", 2)), 1);
+    int(&mut c, &cmd!("RLATCH.COUNTDOWN", "{t}:latch"));
+    Objects { token, permit }
+}
+
+/// The "done when" of issue 38: `CLUSTER MIGRATESLOTS` moves a slot holding a held lock with a
+/// blocked waiter, a fenced lock, a semaphore with a leased permit and a latch; the migration
+/// completes, everything arrives intact, the waiter is not granted on the source but ends with
+/// `TRYAGAIN` and is served on the target, and the next fencing token exceeds the earlier ones.
+#[test]
+fn migrateslots_moves_every_object_intact_and_grants_nothing_on_the_source() {
+    if !has_atomic_migration("migrateslots_moves_every_object_intact") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let slot = cluster.slot("{t}");
+    assert_eq!(cluster.slot("t"), slot);
+    let source = cluster.master_for("{t}");
+    let target = cluster.other_master("{t}");
+    let objects = set_up(source);
+    let mut src = source.conn();
+    let lease_before = pttl(&mut src, "{t}:lock");
+    let leases = raw(
+        &mut src,
+        &cmd!("ZRANGE", "{t}:sem:timeout", 0, -1, "WITHSCORES"),
+    );
+    let waiter = Pending::send(
+        source,
+        &cmd!("RLOCK.ACQUIRE", "{t}:lock", "B", 60_000, "BLOCK", 0),
+    );
+    wait_until(WAIT, "waiter queued", || {
+        rlock_stat(&mut src, "waiters") == 1
+    });
+    assert!(rlock_stat(&mut src, "holds_tracked") >= 2);
+
+    cluster.migrate_slot_atomic(slot, source, target);
+    let moved = Instant::now();
+    let v = waiter.reply_within(Duration::from_secs(5));
+    assert!(ended_by_move(&v), "the waiter's reply on the source: {v:?}");
+    eprintln!(
+        "source waiter ended {:?} after the job's success was seen",
+        moved.elapsed()
+    );
+
+    // Nothing is left on the source, and nothing of the module's about those keys.
+    assert_eq!(rlock_tests::dbsize(&mut src), 0);
+    assert_eq!(rlock_stat(&mut src, "waiters"), 0);
+    assert_eq!(rlock_stat(&mut src, "holds_tracked"), 0);
+    assert_eq!(
+        raw(&mut src, &cmd!("RLOCK.TOP", "HELD")),
+        Value::Array(vec![])
+    );
+
+    // Everything arrived intact.
+    let mut dst = target.conn();
+    let h = hgetall(&mut dst, "{t}:lock");
+    assert_eq!(h.get("A").map(String::as_str), Some("1"), "{h:?}");
+    assert_eq!(h.len(), 1, "only A holds: {h:?}");
+    let lease_after = pttl(&mut dst, "{t}:lock");
+    assert!(
+        lease_after > 0 && lease_after <= lease_before,
+        "lease {lease_before} ms before, {lease_after} ms after"
+    );
+    assert_eq!(
+        hgetall(&mut dst, "t").get("A").map(String::as_str),
+        Some("2")
+    );
+    assert_eq!(string(&mut dst, &cmd!("GET", "{t}:sem")), "1");
+    assert_eq!(
+        raw(
+            &mut dst,
+            &cmd!("ZRANGE", "{t}:sem:timeout", 0, -1, "WITHSCORES")
+        ),
+        leases
+    );
+    assert_eq!(string(&mut dst, &cmd!("GET", "{t}:latch")), "1");
+    let next = int(&mut dst, &cmd!("RLOCK.ACQUIRE", "t", "A", 60_000, "FENCE"));
+    assert!(next > objects.token, "token {next} after {}", objects.token);
+    // The leased permit is released on the target by its id: both permits are there again.
+    assert_eq!(
+        int(
+            &mut dst,
+            &cmd!("RSEM.RELEASE", "{t}:sem", "ID", &objects.permit)
+        ),
+        2
+    );
+
+    // The waiter, queued again on the target, gets the lock there at A's release.
+    let again = Pending::send(
+        target,
+        &cmd!("RLOCK.ACQUIRE", "{t}:lock", "B", 60_000, "BLOCK", 10_000),
+    );
+    wait_until(WAIT, "waiter queued on the target", || {
+        rlock_stat(&mut dst, "waiters") == 1
+    });
+    assert_eq!(int(&mut dst, &cmd!("RLOCK.RELEASE", "{t}:lock", "A")), 0);
+    assert_eq!(again.reply_within(Duration::from_secs(5)), Value::Int(1));
+    assert_eq!(
+        hgetall(&mut dst, "{t}:lock").get("B").map(String::as_str),
+        Some("1")
+    );
+}
+
+/// The migration's last step: the source has paused writes and granted the target ownership,
+/// and hears only later that the target took it. A permit's lease that ends then must not be
+/// handed to the source's waiter: that write would never reach the target, which serves the
+/// slot from then on (two holders of one permit). Held in that step with Valkey's own test hook
+/// (`DEBUG SLOTMIGRATION PREVENT-FAILOVER` on the target).
+#[test]
+fn a_lease_ending_in_the_migrations_last_step_is_not_granted_on_the_source() {
+    if !has_atomic_migration("a_lease_ending_in_the_migrations_last_step") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let slot = cluster.slot("{t}");
+    let source = cluster.master_for("{t}");
+    let target = cluster.other_master("{t}");
+    let (mut src, mut dst) = (source.conn(), target.conn());
+    assert_eq!(int(&mut src, &cmd!("RSEM.TRYSETPERMITS", "{t}:sem", 1)), 1);
+    let lease = margin(Duration::from_millis(1500));
+    let a = permit(raw(
+        &mut src,
+        &cmd!("RSEM.ACQUIRE", "{t}:sem", "LEASE", lease.as_millis() as u64),
+    ));
+    let leased_at = Instant::now();
+    let waiter = Pending::send(
+        source,
+        &cmd!("RSEM.ACQUIRE", "{t}:sem", "LEASE", 60_000, "BLOCK", 0),
+    );
+    wait_until(WAIT, "waiter queued", || {
+        rlock_stat(&mut src, "sem_waiters") == 1
+    });
+
+    assert_eq!(
+        raw(
+            &mut dst,
+            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-FAILOVER", 1)
+        ),
+        Value::Okay
+    );
+    let job = cluster.start_atomic_migration(slot, source, target);
+    wait_migration(source, &job, &["failover-granted"]);
+    assert!(
+        leased_at.elapsed() < lease,
+        "the migration reached its last step only after the lease ended"
+    );
+    // The lease ends while the source stays in its last step.
+    let after_lease = lease + margin(Duration::from_millis(300));
+    std::thread::sleep(after_lease.saturating_sub(leased_at.elapsed()));
+    let state = slot_migrations(&mut src)
+        .into_iter()
+        .find(|j| j.name == job)
+        .map(|j| j.state);
+    assert_eq!(state.as_deref(), Some("failover-granted"));
+    // Not granted on the source: still queued, A's expired lease not reclaimed.
+    assert_eq!(rlock_stat(&mut src, "sem_waiters"), 1);
+    assert_eq!(rlock_stat(&mut src, "sem_acquired"), 1, "only A's permit");
+    assert_eq!(
+        int(&mut src, &cmd!("ZCARD", "{t}:sem:timeout")),
+        1,
+        "A's lease only"
+    );
+
+    assert_eq!(
+        raw(
+            &mut dst,
+            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-FAILOVER", 0)
+        ),
+        Value::Okay
+    );
+    wait_migration(source, &job, &["success"]);
+    let v = waiter.reply_within(Duration::from_secs(5));
+    assert!(ended_by_move(&v), "the waiter's reply on the source: {v:?}");
+    cluster.wait_ok();
+
+    // On the target the one permit is A's expired one: the waiter, queued again there, gets it.
+    let b = permit(raw(
+        &mut dst,
+        &cmd!("RSEM.ACQUIRE", "{t}:sem", "LEASE", 60_000, "BLOCK", 5_000),
+    ));
+    assert_ne!(b, a);
+    assert_eq!(string(&mut dst, &cmd!("GET", "{t}:sem")), "0");
+    assert_eq!(
+        int(&mut dst, &cmd!("ZCARD", "{t}:sem:timeout")),
+        1,
+        "B's lease only"
+    );
+}
+
+/// `CLUSTER CANCELSLOTMIGRATIONS` midway (held before its pause by Valkey's test hook
+/// `DEBUG SLOTMIGRATION PREVENT-PAUSE` on the source): the source goes on serving the slot as
+/// before: its waiter is granted at the release, on the source; the target keeps nothing.
+#[test]
+fn a_cancelled_migration_leaves_the_source_serving_as_before() {
+    if !has_atomic_migration("a_cancelled_migration_leaves_the_source_serving") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let slot = cluster.slot("{t}");
+    let source = cluster.master_for("{t}");
+    let target = cluster.other_master("{t}");
+    let objects = set_up(source);
+    let mut src = source.conn();
+    let waiter = Pending::send(
+        source,
+        &cmd!("RLOCK.ACQUIRE", "{t}:lock", "B", 60_000, "BLOCK", 0),
+    );
+    wait_until(WAIT, "waiter queued", || {
+        rlock_stat(&mut src, "waiters") == 1
+    });
+
+    assert_eq!(
+        raw(
+            &mut src,
+            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 1)
+        ),
+        Value::Okay
+    );
+    let job = cluster.start_atomic_migration(slot, source, target);
+    wait_migration(source, &job, &["waiting-to-pause"]);
+    // Writes during the migration are streamed: a lease taken now arrives if it completes.
+    assert_eq!(
+        int(&mut src, &cmd!("RLOCK.ACQUIRE", "{t}:other", "C", 60_000)),
+        1
+    );
+    assert_eq!(
+        raw(&mut src, &cmd!("CLUSTER", "CANCELSLOTMIGRATIONS")),
+        Value::Okay
+    );
+    wait_migration(source, &job, &["cancelled"]);
+    assert_eq!(
+        raw(
+            &mut src,
+            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 0)
+        ),
+        Value::Okay
+    );
+    assert_eq!(cluster.master_port_of_slot(slot), source.port);
+
+    // The source serves as before: the waiter is still queued and gets the lock at A's
+    // release, here.
+    assert_eq!(rlock_stat(&mut src, "waiters"), 1);
+    assert_eq!(int(&mut src, &cmd!("RLOCK.RELEASE", "{t}:lock", "A")), 0);
+    assert_eq!(waiter.reply_within(Duration::from_secs(5)), Value::Int(1));
+    let next = int(&mut src, &cmd!("RLOCK.ACQUIRE", "t", "A", 60_000, "FENCE"));
+    assert!(next > objects.token);
+    assert_eq!(
+        int(
+            &mut src,
+            &cmd!("RSEM.RELEASE", "{t}:sem", "ID", &objects.permit)
+        ),
+        2
+    );
+    let mut dst = target.conn();
+    wait_until(WAIT, "the target dropped what it received", || {
+        int(&mut dst, &cmd!("CLUSTER", "COUNTKEYSINSLOT", slot)) == 0
+    });
+}
+
+/// The target dies midway: the source's export fails and the source goes on serving the slot,
+/// its waiter granted there at the release.
+#[test]
+fn a_migration_whose_target_dies_leaves_the_source_serving() {
+    if !has_atomic_migration("a_migration_whose_target_dies") {
+        return;
+    }
+    // The cluster stays up with one master dead for the test's length.
+    let mut cluster = Cluster::with_node_timeout(60_000);
+    let slot = cluster.slot("{t}");
+    let source_port = cluster.master_for("{t}").port;
+    let target_port = cluster.other_master("{t}").port;
+    let source = cluster.by_port(source_port);
+    let target = cluster.by_port(target_port);
+    set_up(source);
+    let mut src = source.conn();
+    let waiter = Pending::send(
+        source,
+        &cmd!("RLOCK.ACQUIRE", "{t}:lock", "B", 60_000, "BLOCK", 0),
+    );
+    wait_until(WAIT, "waiter queued", || {
+        rlock_stat(&mut src, "waiters") == 1
+    });
+    assert_eq!(
+        raw(
+            &mut src,
+            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 1)
+        ),
+        Value::Okay
+    );
+    let job = cluster.start_atomic_migration(slot, source, target);
+    wait_migration(source, &job, &["waiting-to-pause"]);
+    cluster
+        .masters
+        .iter_mut()
+        .find(|m| m.port == target_port)
+        .unwrap()
+        .kill();
+    let source = cluster.by_port(source_port);
+    let state = wait_migration(source, &job, &["failed"]);
+    assert_eq!(state, "failed");
+    let mut src = source.conn();
+    assert_eq!(
+        raw(
+            &mut src,
+            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 0)
+        ),
+        Value::Okay
+    );
+    assert_eq!(rlock_stat(&mut src, "waiters"), 1);
+    assert_eq!(int(&mut src, &cmd!("RLOCK.RELEASE", "{t}:lock", "A")), 0);
+    assert_eq!(waiter.reply_within(Duration::from_secs(5)), Value::Int(1));
+}
+
+/// As `reshard.rs` does for `redis-cli --cluster reshard`: the slot moves back and forth five
+/// times with `CLUSTER MIGRATESLOTS` while the rlock client's lockers, readers, writers and
+/// permit holders (their waits go through sessions) work on it, with raw `BLOCK` waiters parked
+/// on the node it leaves. Checked: nobody ever holds what another holds (in the clients, and in
+/// the keys after each move), every raw waiter on the old node ends with `TRYAGAIN` or a
+/// redirect within a second, nothing is left on the old node, and the clients go on.
+#[test]
+fn migrateslots_under_load_keeps_exclusion_and_strands_no_waiter() {
+    if !has_atomic_migration("migrateslots_under_load") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let tag = "t";
+    let key = |s: &str| format!("{{{tag}}}:{s}");
+    let (lock, rw, sem, latch, held) = (
+        key("lock"),
+        key("rw"),
+        key("sem"),
+        key("latch"),
+        key("held"),
+    );
+    let slot = cluster.slot(&lock);
+    {
+        let mut c = cluster.master_for(&lock).conn();
+        assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", &sem, 2)), 1);
+        assert_eq!(int(&mut c, &cmd!("RLATCH.TRYSETCOUNT", &latch, 1)), 1);
+        assert_eq!(
+            int(&mut c, &cmd!("RLOCK.ACQUIRE", &held, "keeper", 120_000)),
+            1
+        );
+    }
+    let client = rlock::Client::builder()
+        .cluster(cluster.seeds())
+        .retry(10, Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let load = Load::start(&client, &lock, &rw, &sem);
+
+    let mut worst = Duration::ZERO;
+    let mut raw_ends = std::collections::BTreeMap::<String, usize>::new();
+    for round in 0..5 {
+        let from = cluster.master_for(&lock);
+        let to = cluster
+            .masters
+            .iter()
+            .find(|m| m.port != from.port && (round % 2 == 0 || m.port != cluster.masters[0].port))
+            .unwrap();
+        load.progress(20, "clients make progress before the move");
+        let raw_waiters = park_raw_waiters(from, tag, round);
+        cluster.migrate_slot_atomic(slot, from, to);
+        let moved = Instant::now();
+        for w in raw_waiters {
+            let v = w.pending.reply_within(Duration::from_secs(5));
+            let took = moved.elapsed();
+            worst = worst.max(took);
+            assert!(ended_by_move(&v), "round {round}: {}: {v:?}", w.what);
+            let word = error_text(&v).unwrap_or_default();
+            *raw_ends
+                .entry(word.split(' ').next().unwrap_or_default().to_string())
+                .or_default() += 1;
+            assert!(
+                took < Duration::from_secs(1),
+                "{} ended after {took:?}",
+                w.what
+            );
+        }
+        let mut f = from.conn();
+        assert_eq!(
+            rlock_stat(&mut f, "waiters"),
+            0,
+            "nothing waits on the old node"
+        );
+        assert_eq!(
+            rlock_tests::dbsize(&mut f),
+            0,
+            "every key left the old node"
+        );
+        check_keys(to, &rw);
+        assert!(load.violations().is_empty(), "{:?}", load.violations());
+    }
+    load.progress(20, "clients make progress after the moves");
+    let violations = load.violations();
+    let grants = load.grants();
+    let errors = load.stop();
+    eprintln!(
+        "{grants} grants; raw waiters on the old node ended with {raw_ends:?}, the worst \
+         {worst:?} after the move; client errors: {errors:?}"
+    );
+    assert!(violations.is_empty(), "{violations:?}");
+    let mut c = cluster.master_for(&held).conn();
+    assert_eq!(
+        hgetall(&mut c, &held).get("keeper").map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(string(&mut c, &cmd!("GET", &latch)), "1");
+}
