@@ -416,6 +416,7 @@ fn migrateslots_under_load_keeps_exclusion_and_strands_no_waiter() {
 
     let mut worst = Duration::ZERO;
     let mut raw_ends = std::collections::BTreeMap::<String, usize>::new();
+    let mut ended_waits = 0;
     for round in 0..5 {
         let from = cluster.master_for(&lock);
         let to = cluster
@@ -425,6 +426,7 @@ fn migrateslots_under_load_keeps_exclusion_and_strands_no_waiter() {
             .unwrap();
         load.progress(20, "clients make progress before the move");
         let raw_waiters = park_raw_waiters(from, tag, round);
+        let errors_before = rlock_stat(&mut from.conn(), "errors");
         cluster.migrate_slot_atomic(slot, from, to);
         let moved = Instant::now();
         for w in raw_waiters {
@@ -443,6 +445,8 @@ fn migrateslots_under_load_keeps_exclusion_and_strands_no_waiter() {
             );
         }
         let mut f = from.conn();
+        // Each wait the move ended counts once in rlock_errors: the raw ones and the client's.
+        ended_waits += rlock_stat(&mut f, "errors") - errors_before;
         assert_eq!(
             rlock_stat(&mut f, "waiters"),
             0,
@@ -462,7 +466,8 @@ fn migrateslots_under_load_keeps_exclusion_and_strands_no_waiter() {
     let errors = load.stop();
     eprintln!(
         "{grants} grants; raw waiters on the old node ended with {raw_ends:?}, the worst \
-         {worst:?} after the move; client errors: {errors:?}"
+         {worst:?} after the move; waits ended by the moves (raw, and the client's, which it \
+         queued again): {ended_waits}; client errors: {errors:?}"
     );
     assert!(violations.is_empty(), "{violations:?}");
     let mut c = cluster.master_for(&held).conn();
