@@ -3,7 +3,7 @@ SHELL := /bin/bash
 MODULE := target/release/librlock_module.so
 PORT ?= $(shell awk '$$1=="port"{print $$2}' redis.conf)
 
-.PHONY: deps build run test lint matrix bench bench-quick loaded soak torture fuzz clean
+.PHONY: deps build run test lint matrix bench bench-quick budget loaded soak torture fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -44,6 +44,16 @@ bench: deps
 bench-quick: deps
 	cargo build --release -p rlock-module -p rlock-bench
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) target/release/rlock-bench --quick
+
+# The cost budget: server-side instructions per call of the calls that matter (callgrind: counts,
+# not times), against bench/budget.txt; fails when a call costs more than its line + 2 %. CI runs
+# it. A change that makes a call cost more raises its line in the same commit, saying why:
+# `python3 scripts/budget.py --write` measures three times and writes the highest counts.
+budget: deps
+	@command -v valgrind >/dev/null || { SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq valgrind >/dev/null; }
+	cargo build --release -p rlock-module
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) python3 scripts/budget.py --check
 
 clean:
 	cargo clean
