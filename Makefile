@@ -3,7 +3,7 @@ SHELL := /bin/bash
 MODULE := target/release/librlock_module.so
 PORT ?= $(shell awk '$$1=="port"{print $$2}' redis.conf)
 
-.PHONY: deps build run test lint matrix bench bench-quick budget loaded soak torture fuzz clean
+.PHONY: deps build run test lint matrix bench bench-quick budget dist loaded soak torture fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -54,6 +54,12 @@ budget: deps
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq valgrind >/dev/null; }
 	cargo build --release -p rlock-module
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) python3 scripts/budget.py --check
+
+# A module release: dist/rlock-<version>-linux-<arch>.so, its sha256 and a text on loading it
+# (loadmodule line, MODULE LOAD, the configuration parameters); checks that a plain redis-server
+# loads it and reports its version.
+dist: deps
+	bash scripts/dist.sh
 
 clean:
 	cargo clean

@@ -8,6 +8,7 @@ use crate::ffi::Ctx;
 use crate::{events, observe, sessions, timers, wait};
 
 pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
+    out.text("version", crate::VERSION);
     let by_kind = wait::waiters_by_kind();
     out.int("waiters", by_kind.iter().map(|(_, n)| *n as i64).sum());
     for (kind, n) in &by_kind {

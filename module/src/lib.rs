@@ -17,6 +17,37 @@
 
 pub mod core;
 
+/// The module's version: the crate's (`INFO rlock`'s `rlock_version`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// [`VERSION`] as Redis modules number theirs (`MODULE LIST`'s `ver`): major * 10000 + minor *
+/// 100 + patch (0.1.0 is 100, 1.2.3 is 10203).
+pub const VERSION_NUMBER: i32 = version_number(VERSION);
+
+const fn version_number(v: &str) -> i32 {
+    let b = v.as_bytes();
+    let (mut parts, mut n, mut i) = ([0i32; 3], 0, 0);
+    while i < b.len() && n < 3 {
+        match b[i] {
+            b'0'..=b'9' => parts[n] = parts[n] * 10 + (b[i] - b'0') as i32,
+            b'.' => n += 1,
+            _ => break, // a pre-release or build suffix
+        }
+        i += 1;
+    }
+    parts[0] * 10000 + parts[1] * 100 + parts[2]
+}
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn versions_number_as_redis_modules_do() {
+        assert_eq!(super::version_number("0.1.0"), 100);
+        assert_eq!(super::version_number("1.2.3"), 10203);
+        assert_eq!(super::version_number("2.10.0-rc.1"), 21000);
+    }
+}
+
 #[cfg(not(test))]
 mod after;
 #[cfg(not(test))]
@@ -63,10 +94,11 @@ mod module {
     #[no_mangle]
     pub extern "C" fn RedisModule_OnLoad(
         ctx: *mut RedisModuleCtx,
-        argv: *mut *mut RedisModuleString,
-        argc: c_int,
+        // rlock takes its settings as module configs (`rlock.*`), not as load arguments.
+        _argv: *mut *mut RedisModuleString,
+        _argc: c_int,
     ) -> c_int {
-        load::on_load(ctx, argv, argc, c"rlock", init)
+        load::on_load(ctx, c"rlock", crate::VERSION_NUMBER, init)
     }
 
     fn init(c: Ctx) -> Result<(), String> {

@@ -210,3 +210,62 @@ fn a_wait_ended_by_a_demotion_counts_as_an_error() {
         },
     );
 }
+
+/// The module says which version it is: `MODULE LIST`'s `ver` (major * 10000 + minor * 100 +
+/// patch, as Redis modules number theirs) and `INFO rlock`'s first field, `rlock_version`.
+#[test]
+fn the_module_reports_its_version_in_module_list_and_info() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        info_field(&mut c, "rlock", "rlock_version").as_deref(),
+        Some(version)
+    );
+    let parts: Vec<i64> = version
+        .split(['.', '-'])
+        .take(3)
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let number = parts[0] * 10000 + parts[1] * 100 + parts[2];
+    let Value::Array(modules) = raw(&mut c, &cmd!("MODULE", "LIST")) else {
+        panic!("MODULE LIST is an array");
+    };
+    let rlock = modules
+        .iter()
+        .map(strings_and_ints)
+        .find(|m| {
+            m.first().map(String::as_str) == Some("name")
+                && m.get(1).map(String::as_str) == Some("rlock")
+        })
+        .expect("rlock in MODULE LIST");
+    let ver = rlock
+        .iter()
+        .position(|f| f == "ver")
+        .and_then(|i| rlock.get(i + 1))
+        .expect("a ver field");
+    assert_eq!(ver, &number.to_string());
+}
+
+/// A MODULE LIST entry's fields as text (integers included).
+fn strings_and_ints(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|i| match i {
+                Value::Int(n) => n.to_string(),
+                other => text(other).unwrap_or_default(),
+            })
+            .collect(),
+        Value::Map(kv) => kv
+            .iter()
+            .flat_map(|(k, v)| {
+                [k, v].map(|i| match i {
+                    Value::Int(n) => n.to_string(),
+                    other => text(other).unwrap_or_default(),
+                })
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}

@@ -4,7 +4,7 @@
 //! server, a warning that they are not supported (rlock has nothing to defragment).
 
 use super::boundary::guarded;
-use super::{Ctx, RedisModuleCtx, RedisModuleString};
+use super::{Ctx, RedisModuleCtx};
 use redis_module::raw;
 use std::ffi::c_int;
 
@@ -14,19 +14,23 @@ use std::ffi::c_int;
 #[global_allocator]
 static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
 
-/// Register the module named `name` and run `init`; a failed init is logged and stops the
-/// load.
+/// Register the module named `name` at `version` (`MODULE LIST`'s `ver`) and run `init`; a
+/// failed init is logged and stops the load.
 pub fn on_load(
     ctx: *mut RedisModuleCtx,
-    _argv: *mut *mut RedisModuleString,
-    _argc: c_int,
     name: &'static std::ffi::CStr,
+    version: c_int,
     init: fn(Ctx) -> Result<(), String>,
 ) -> c_int {
     // SAFETY: Redis calls OnLoad with a valid ctx; Init fills the API function pointers that
     // every other call in this layer uses. The name is a static C string.
     let ok = unsafe {
-        raw::Export_RedisModule_Init(ctx, name.as_ptr(), 1, raw::REDISMODULE_APIVER_1 as c_int)
+        raw::Export_RedisModule_Init(
+            ctx,
+            name.as_ptr(),
+            version,
+            raw::REDISMODULE_APIVER_1 as c_int,
+        )
     };
     if ok == raw::REDISMODULE_ERR as c_int {
         return ok;
