@@ -23,7 +23,8 @@ pub struct RedisKeys {
     /// Outside a client command (timers, events): a write that creates a key checks first that
     /// no expired copy of it is still stored, which happens while writes are paused.
     pub(crate) guard_pause: bool,
-    /// Cluster mode only: auxiliary keys read and found absent (see [`RedisKeys::whole`]).
+    /// Cluster mode only: auxiliary keys read and found absent, or read while the main key is
+    /// absent (see [`RedisKeys::whole`]).
     absent: std::cell::RefCell<Vec<Vec<u8>>>,
     /// The command's own key (not a timer's, not another object's read for deadlock
     /// detection): its absent reads also gate the command's reply (see [`gate_reply`]).
@@ -115,7 +116,11 @@ impl RedisKeys {
             Target::Main => f(&self.main),
             Target::Aux(name) => {
                 let k = Key::open_bytes(self.ctx, name, false);
-                if k.kind() == KeyType::Empty {
+                // Present here while the object's main key is not, the key may have arrived
+                // ahead of it on the node importing the slot (a semaphore's leased-permit set
+                // moved, its count not yet): confirmed as an absent one is, or a release sent
+                // with ASKING would run on half the object.
+                if k.kind() == KeyType::Empty || self.main.kind() == KeyType::Empty {
                     self.note_absent(name);
                 }
                 f(&k)

@@ -441,3 +441,37 @@ fn odd_names_keep_redissons_keys_outside_a_cluster() {
     assert!(rlock_tests::error_text(&leased).is_none(), "{leased:?}");
     assert_eq!(int(&mut c, &cmd!("ZCARD", "{x}y-s}:timeout")), 1);
 }
+
+/// A refusal through a cluster is an error of its kind, never a grant. redis-rs' cluster
+/// connection hands a server's error reply back as a value unless it is a redirect: before, a
+/// refused `RSEM.ACQUIRE` read as granted (any reply but nil grants: a permit held by nobody's
+/// count, beyond the semaphore's bound), a refused lock as a broken connection, and a release of
+/// a permit no longer leased as one too (`NOPERMIT` seen as "can't reach Redis").
+#[test]
+fn a_refusal_through_a_cluster_is_an_error_never_a_grant() {
+    use rlock::Error;
+    let cluster = Cluster::start();
+    let client = client(&cluster);
+    for name in ["refused:lock", "refused:sem"] {
+        let mut m = cluster.master_for(name).conn();
+        assert_eq!(string(&mut m, &cmd!("SET", name, "not an object")), "OK");
+    }
+    let sem = client.semaphore("refused:sem");
+    let got = sem.try_acquire();
+    assert!(got.is_err(), "a refused acquire, at once: {got:?}");
+    let got = sem.try_acquire_for(Duration::from_millis(100));
+    assert!(got.is_err(), "a refused acquire that may wait: {got:?}");
+    let got = client.lock("refused:lock").try_lock();
+    assert!(matches!(got, Err(Error::WrongType { .. })), "{got:?}");
+
+    let exp = client.permit_expirable_semaphore("granted:sem");
+    assert!(exp.try_set_permits(1).unwrap());
+    let id = exp.acquire(Duration::from_secs(10)).unwrap();
+    exp.release(id).unwrap();
+    let again = exp.release(id);
+    assert!(
+        matches!(again, Err(Error::PermitNotLeased { .. })),
+        "{again:?}"
+    );
+    assert_eq!(exp.available_permits().unwrap(), 1);
+}

@@ -3,6 +3,7 @@
 //! the other way round.
 
 use rlock_tests::*;
+use std::time::Duration;
 
 #[test]
 fn redisson_acquire_reenters_a_lock_taken_with_rlock() {
@@ -205,4 +206,31 @@ fn redisson_fenced_lock_and_rlock_fence_share_the_token_counter() {
         string(&mut c, &cmd!("GET", "redisson_lock_token:{app}:x")),
         b2.to_string()
     );
+}
+
+/// A Redisson waiter sees a lease rlock took as one Redisson took: the acquire script answers
+/// the lease left, nothing is published when the lease runs out (Redisson publishes on unlock
+/// only, so its waiters wake by that TTL), and the script takes the lock once the lease has
+/// passed. (A waiter that comes back in the lease's last millisecond reads `PTTL` 0: Redis' own
+/// rule, see docs/operations.md, "A Redisson client takes a lock a second after its lease
+/// ended".)
+#[test]
+fn a_lease_that_runs_out_publishes_nothing_and_redisson_takes_the_lock_after_it() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut sub = Subscriber::psubscribe(&s, "redisson_lock__channel*");
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "r:1", 300)), 1);
+    match redisson::acquire(&mut c, "lk", "j:1", 30_000) {
+        Value::Int(ttl) => assert_between("Redisson sees the lease left", ttl, 1, 300),
+        other => panic!("Redisson acquire on a held lock: {other:?}"),
+    }
+    wait_until(margin(Duration::from_secs(5)), "the lease runs out", || {
+        !exists(&mut c, "lk")
+    });
+    assert!(
+        sub.drain(&mut c).is_empty(),
+        "nothing published at the lease's end"
+    );
+    assert_eq!(redisson::acquire(&mut c, "lk", "j:1", 30_000), Value::Nil);
+    assert_eq!(hgetall(&mut c, "lk"), holder("j:1", 1));
 }

@@ -10,6 +10,11 @@
 //! commands themselves (a command sent to a node that does not serve its slot is refused at
 //! once with the right address). A command that blocks its connection (`WAIT`) gets a
 //! connection of its own on the node.
+//!
+//! `route_command` hands a server's error reply back as a value (`Value::ServerError`) unless
+//! it is a redirect or a "try again": every reply is turned into an error here, as a single
+//! server's `query_async` does. Taken for a reply, a refused `RSEM.ACQUIRE` read as granted
+//! (any reply but nil grants) and every other refusal as a broken connection.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -148,12 +153,14 @@ impl Cluster {
                 let route = SingleNodeRoutingInfo::SpecificNode(master(key));
                 conn.route_command(cmd.clone(), RoutingInfo::SingleNode(route))
                     .await
+                    .and_then(Value::extract_error)
             }
             Some(Redirect::Moved(addr)) => {
                 self.learn(key, &addr);
                 let route = by_address(&addr)?;
                 conn.route_command(cmd.clone(), RoutingInfo::SingleNode(route))
                     .await
+                    .and_then(Value::extract_error)
             }
             Some(Redirect::Ask(addr)) => {
                 let mut pipe = redis::pipe();
@@ -172,7 +179,10 @@ impl Cluster {
         let mut conn = self.conn(false).await?;
         if !asking {
             let route = RoutingInfo::SingleNode(by_address(addr)?);
-            return conn.route_command(cmd.clone(), route).await;
+            return conn
+                .route_command(cmd.clone(), route)
+                .await
+                .and_then(Value::extract_error);
         }
         let mut pipe = redis::pipe();
         pipe.cmd("ASKING").ignore();
@@ -193,7 +203,11 @@ impl Cluster {
         Ok(join_all(cmds.iter().map(|(key, cmd)| {
             let mut c = conn.clone();
             let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(master(key)));
-            async move { c.route_command(cmd.clone(), route).await }
+            async move {
+                c.route_command(cmd.clone(), route)
+                    .await
+                    .and_then(Value::extract_error)
+            }
         }))
         .await)
     }
