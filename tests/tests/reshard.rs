@@ -315,6 +315,14 @@ fn reshard_under_load_keeps_exclusion_and_strands_no_waiter() {
         "{grants} grants; worst waiter end after a move: {worst:?}; client errors: {errors:?}"
     );
     assert!(violations.is_empty(), "{violations:?}");
+    // A release or unlock refused as not held means a hold the client had was lost or its
+    // release ran twice (issue 38's lead 2 was such a NOPERMIT, printed here, not asserted).
+    assert!(
+        !errors
+            .iter()
+            .any(|e| e.contains(" unlock: ") || e.starts_with("semaphore release: ")),
+        "{errors:?}"
+    );
     // The held lock and the latch moved with the slot, unchanged.
     let owner = cluster.master_for(&held);
     let mut c = owner.conn();
