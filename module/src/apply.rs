@@ -314,11 +314,10 @@ impl RedisKeys {
         Ok(())
     }
 
-    /// While writes are paused (CLIENT PAUSE WRITE, FAILOVER), Redis 7.0 keeps keys whose time
-    /// has passed: they read as absent but are still stored, and creating one trips Redis' own
-    /// assertion. A timer or event must then wait until the pause ends.
-    /// And where the server says what it pauses (Redis 7.2+, Valkey), a timer or an event
-    /// writes nothing at all while writes are paused (see `paused`).
+    /// A timer or an event writes nothing while the server pauses writes (see `paused`), as
+    /// Redis' own expiry waits. Behind that, the older, narrower guard: during a pause Redis 7.0
+    /// keeps keys whose time has passed (they read as absent but are still stored), and
+    /// creating one trips its own assertion.
     fn check_not_paused(&self, decision: &Decision) -> Result<(), CmdError> {
         if !decision.writes.is_empty() && paused::writes(self.ctx) {
             return Err(CmdError::Paused);
