@@ -387,6 +387,7 @@ mod ops;
 mod owner;
 pub mod performance;
 mod permit;
+mod protocol;
 mod runtime;
 mod session;
 mod transport;
@@ -404,7 +405,7 @@ pub use api::{
 };
 pub use cancel::CancelToken;
 pub use client::Client;
-pub use config::{ClientBuilder, Config};
+pub use config::{ClientBuilder, Config, Protocol};
 pub use error::{Error, Result};
 pub use metrics::NameLabel;
 pub use owner::Owner;

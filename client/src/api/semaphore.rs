@@ -35,6 +35,7 @@ impl SemCore {
             ctx: &self.ctx,
             io,
             name: &self.name,
+            module_only: Some("semaphore"),
         }
     }
 
