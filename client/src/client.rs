@@ -39,7 +39,8 @@ use crate::transport::Io;
 use crate::wait::millis;
 use crate::watchdog;
 
-/// A connection to a Redis server with the rlock module, and the factory of lock handles.
+/// A connection to a Redis server (with the rlock module, or without it over Redisson's
+/// protocol: see "Two protocols" in the crate docs), and the factory of lock handles.
 ///
 /// Each client has its own random UUID: the owner of a lock is `UUID:number`, so two clients (or
 /// two processes) never mistake each other's holds. Requests run on the caller's thread (sync
