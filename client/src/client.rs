@@ -425,12 +425,13 @@ impl Client {
         AsyncMultiLock::new(names.into_iter().map(|n| self.async_lock(n)))
     }
 
-    fn sem(&self, name: String) -> SemCore {
+    fn sem(&self, name: String, plain: bool) -> SemCore {
         SemCore {
             ctx: self.ctx.clone(),
             name: Arc::from(name),
             anchor: Arc::new(()),
             watched: false,
+            plain,
         }
     }
 
@@ -446,7 +447,7 @@ impl Client {
     /// ```
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore {
-            core: self.sem(name.into()),
+            core: self.sem(name.into(), true),
         }
     }
 
@@ -462,7 +463,7 @@ impl Client {
     /// ```
     pub fn async_semaphore(&self, name: impl Into<String>) -> AsyncSemaphore {
         AsyncSemaphore {
-            core: self.sem(name.into()),
+            core: self.sem(name.into(), true),
         }
     }
 
@@ -479,7 +480,7 @@ impl Client {
     /// ```
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
-            core: self.sem(name.into()),
+            core: self.sem(name.into(), false),
         }
     }
 
@@ -498,7 +499,7 @@ impl Client {
         name: impl Into<String>,
     ) -> AsyncPermitExpirableSemaphore {
         AsyncPermitExpirableSemaphore {
-            core: self.sem(name.into()),
+            core: self.sem(name.into(), false),
         }
     }
 

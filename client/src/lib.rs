@@ -21,9 +21,9 @@
 //! neither the module nor scripting fails with [`Error::NoLockProtocol`].
 //!
 //! Over Redisson's protocol only the reentrant lock ([`Client::lock`], [`Client::async_lock`],
-//! every method, guards, watchdog, [`Lock::is_lost`]) and [`MultiLock`]/[`RedLock`] of such
-//! locks work so far; every other object fails with [`Error::NotInRedissonProtocol`] before
-//! anything is sent. Waits there are Redisson's (retry on an unlock message or when the
+//! every method, guards, watchdog, [`Lock::is_lost`]), [`MultiLock`]/[`RedLock`] of such
+//! locks and the plain [`Semaphore`] work so far; every other object fails with
+//! [`Error::NotInRedissonProtocol`] before anything is sent. Waits there are Redisson's (retry on an unlock message or when the
 //! holder's lease ends, not first come first served), on one pub/sub connection per server
 //! shared by every wait of the client, one subscription per lock; a lost hold is found by the
 //! watchdog's next renewal instead of being pushed. What the sections below say of sessions,

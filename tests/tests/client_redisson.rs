@@ -559,13 +559,15 @@ fn objects_not_served_yet_fail_with_a_typed_error() {
         "read-write lock",
         "rw",
     );
-    let sem = client.semaphore("sem");
-    check(sem.try_set_permits(3).unwrap_err(), "semaphore", "sem");
-    check(sem.try_acquire().unwrap_err(), "semaphore", "sem");
     let pes = client.permit_expirable_semaphore("pes");
     check(
         pes.try_acquire(Duration::from_secs(1)).unwrap_err(),
-        "semaphore",
+        "permit-expirable semaphore",
+        "pes",
+    );
+    check(
+        pes.try_set_permits(2).unwrap_err(),
+        "permit-expirable semaphore",
         "pes",
     );
     let latch = client.count_down_latch("l");
@@ -593,4 +595,119 @@ fn a_multilock_of_plain_locks_works_over_redissons_protocol() {
         assert!(!other.try_lock().unwrap());
     }
     assert!(!exists(&mut c, "m1") && !exists(&mut c, "m2"));
+}
+
+#[test]
+fn a_semaphore_over_redissons_protocol() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    let sem = client.semaphore("sem");
+    assert!(sem.try_set_permits(2).unwrap());
+    assert!(!sem.try_set_permits(5).unwrap());
+    // Redisson's layout: a string count.
+    assert_eq!(num(&mut c, &cmd!("GET", "sem")), 2);
+    assert_eq!(sem.available_permits().unwrap(), 2);
+    assert!(sem.try_acquire_many(2).unwrap());
+    assert!(!sem.try_acquire().unwrap());
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    // A waiter is woken by a release (a count has no TTL: only the message can wake it).
+    let woken = std::thread::scope(|t| {
+        let waiter = t.spawn(|| {
+            assert!(sem.try_acquire_for(Duration::from_secs(10)).unwrap());
+            Instant::now()
+        });
+        wait_until(
+            margin(Duration::from_secs(3)),
+            "the waiter subscribed",
+            || numsub(&mut c, "redisson_sc:{sem}") == 1,
+        );
+        let mut sub = rlock_tests::Subscriber::psubscribe(&s, "redisson_sc:*");
+        sem.release().unwrap();
+        let released = Instant::now();
+        let got = waiter.join().unwrap().duration_since(released);
+        // Redisson's release publishes the new count on Redisson's channel.
+        assert_eq!(
+            sub.drain(&mut c),
+            [("redisson_sc:{sem}".to_string(), "1".to_string())]
+        );
+        got
+    });
+    assert!(woken < margin(Duration::from_millis(200)), "{woken:?}");
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    // A wait that ends first returns false, on time.
+    let start = Instant::now();
+    assert!(!sem.try_acquire_for(Duration::from_millis(200)).unwrap());
+    assert!(start.elapsed() < Duration::from_millis(200) + margin(Duration::from_millis(150)));
+    // Interop: Redisson's own release script wakes this client's waiter.
+    std::thread::scope(|t| {
+        let waiter = t.spawn(|| sem.try_acquire_for(Duration::from_secs(10)).unwrap());
+        wait_until(
+            margin(Duration::from_secs(3)),
+            "the waiter subscribed",
+            || numsub(&mut c, "redisson_sc:{sem}") == 1,
+        );
+        raw(
+            &mut c,
+            &cmd!(
+                "EVAL",
+                redisson::semaphore::RELEASE,
+                2,
+                "sem",
+                "redisson_sc:{sem}",
+                1,
+                "PUBLISH"
+            ),
+        );
+        assert!(waiter.join().unwrap());
+    });
+    assert_eq!(sem.add_permits(3).unwrap(), 3);
+    assert_eq!(sem.drain_permits().unwrap(), 3);
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    {
+        assert_eq!(sem.add_permits(1).unwrap(), 1);
+        let _g = sem.guard().unwrap();
+        assert_eq!(sem.available_permits().unwrap(), 0);
+    }
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    // The same script text as Redisson's (by SHA1).
+    let sha = redis::Script::new(redisson::semaphore::TRY_ACQUIRE)
+        .get_hash()
+        .to_string();
+    assert_eq!(
+        raw(&mut c, &cmd!("SCRIPT", "EXISTS", &sha)),
+        Value::Array(vec![Value::Int(1)])
+    );
+}
+
+#[test]
+fn semaphore_permits_are_never_overdrawn_by_tasks() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    assert!(client.semaphore("pool").try_set_permits(3).unwrap());
+    let rt = runtime(4);
+    let inside = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    rt.block_on(async {
+        let mut all = Vec::new();
+        for _ in 0..12 {
+            let sem = client.async_semaphore("pool");
+            let inside = inside.clone();
+            all.push(tokio::spawn(async move {
+                for _ in 0..10 {
+                    let g = sem.guard().await.unwrap();
+                    let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    assert!(n <= 3, "{n} holders of 3 permits");
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    g.unlock().await.unwrap();
+                }
+            }));
+        }
+        for t in all {
+            t.await.unwrap();
+        }
+    });
+    assert_eq!(num(&mut c, &cmd!("GET", "pool")), 3, "every permit back");
+    assert_eq!(client.permits_in_doubt(), 0);
 }

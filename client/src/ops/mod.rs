@@ -38,15 +38,25 @@ impl Obj<'_> {
         d: Delivery,
     ) -> Result<T> {
         let ctx = self.ctx;
-        if let Some(object) = self.module_only {
-            ctx.protocols
-                .require_module(&ctx.transport, &ctx.bg, self.io, self.name, object)
-                .await?;
-        }
+        self.require_module().await?;
         ctx.transport
             .query(&ctx.bg, self.io, self.name, cmd, d)
             .await
             .map_err(|e| e.about(self.name, who))
+    }
+
+    /// The error naming the object when only the module serves it and its server speaks
+    /// Redisson's protocol.
+    pub(crate) async fn require_module(&self) -> Result<()> {
+        let ctx = self.ctx;
+        match self.module_only {
+            Some(object) => {
+                ctx.protocols
+                    .require_module(&ctx.transport, &ctx.bg, self.io, self.name, object)
+                    .await
+            }
+            None => Ok(()),
+        }
     }
 
     /// A command that may run twice (a read, a renewal).

@@ -12,6 +12,7 @@ use crate::transport::{Delivery, Io, Transport};
 
 pub(crate) mod lock;
 pub(crate) mod pubsub;
+pub(crate) mod semaphore;
 
 /// A Lua script and its SHA1.
 pub(crate) struct Script {
