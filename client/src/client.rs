@@ -13,24 +13,34 @@ use crate::ops::lock::Flavor;
 const PLAIN: Flavor = Flavor::Exclusive {
     fence: false,
     reentrant: true,
+    fair: false,
+};
+const FAIR: Flavor = Flavor::Exclusive {
+    fence: false,
+    reentrant: true,
+    fair: true,
 };
 const FENCED: Flavor = Flavor::Exclusive {
     fence: true,
     reentrant: true,
+    fair: false,
 };
 const NON_REENTRANT: Flavor = Flavor::Exclusive {
     fence: false,
     reentrant: false,
+    fair: false,
 };
-use crate::config::{ClientBuilder, Config};
+use crate::config::{ClientBuilder, Config, Protocol};
 use crate::context::Context;
 use crate::error::Result;
 use crate::failover;
 use crate::owner::{self, Owner, OwnerPolicy};
+use crate::transport::Io;
 use crate::wait::millis;
 use crate::watchdog;
 
-/// A connection to a Redis server with the rlock module, and the factory of lock handles.
+/// A connection to a Redis server (with the rlock module, or without it over Redisson's
+/// protocol: see "Two protocols" in the crate docs), and the factory of lock handles.
 ///
 /// Each client has its own random UUID: the owner of a lock is `UUID:number`, so two clients (or
 /// two processes) never mistake each other's holds. Requests run on the caller's thread (sync
@@ -132,6 +142,55 @@ impl Client {
         Ok(Client { ctx })
     }
 
+    /// The protocol the client speaks to its server (for a cluster: to the node serving
+    /// `name`'s slot, see [`Client::protocol_for`]): [`Protocol::Module`] or
+    /// [`Protocol::Redisson`], as forced with
+    /// [`ClientBuilder::protocol`](crate::ClientBuilder::protocol) or detected (at the first
+    /// call that reaches the server; this one, if none did yet). Fails when the server can't
+    /// be reached, or has neither the module nor scripting
+    /// ([`Error::NoLockProtocol`](crate::Error::NoLockProtocol)).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// if client.protocol()? == rlock::Protocol::Redisson {
+    ///     println!("no rlock module: speaking Redisson's protocol");
+    /// }
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn protocol(&self) -> Result<Protocol> {
+        self.protocol_for("")
+    }
+
+    /// The protocol the client speaks to the server (cluster node) serving the object `name`.
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
+    /// let p = client.protocol_for("{orders}:42")?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn protocol_for(&self, name: &str) -> Result<Protocol> {
+        let ctx = &self.ctx;
+        ctx.bg.block_on(
+            ctx.protocols
+                .at(&ctx.transport, &ctx.bg, Io::Blocking, name),
+        )
+    }
+
+    /// The async form of [`Client::protocol_for`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let p = client.protocol_for_async("orders:42").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn protocol_for_async(&self, name: &str) -> Result<Protocol> {
+        let ctx = &self.ctx;
+        ctx.bg
+            .enter(ctx.protocols.at(&ctx.transport, &ctx.bg, Io::Async, name))
+            .await
+    }
+
     /// This client's UUID, the first part of every owner it writes.
     ///
     /// ```no_run
@@ -179,8 +238,10 @@ impl Client {
         }
     }
 
-    /// Same as [`Client::lock`]: the server always queues waiters first come, first served, so
-    /// Redisson's `getFairLock` maps here unchanged.
+    /// Redisson's `getFairLock`. With the module it is the same as [`Client::lock`]: the
+    /// server always queues waiters first come, first served. Redisson's protocol does not
+    /// serve it yet: its calls fail with
+    /// [`Error::NotInRedissonProtocol`](crate::Error::NotInRedissonProtocol) there.
     ///
     /// ```no_run
     /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
@@ -190,7 +251,9 @@ impl Client {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn fair_lock(&self, name: impl Into<String>) -> Lock {
-        self.lock(name)
+        Lock {
+            core: self.core(name.into(), FAIR, OwnerPolicy::Thread),
+        }
     }
 
     /// A lock that hands out fencing tokens (Redisson `getFencedLock`): every acquire, re-entry
@@ -268,7 +331,7 @@ impl Client {
         }
     }
 
-    /// Same as [`Client::async_lock`] (the server is always fair).
+    /// The async form of [`Client::fair_lock`].
     ///
     /// ```no_run
     /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
@@ -276,7 +339,9 @@ impl Client {
     /// # Ok::<(), rlock::Error>(())
     /// ```
     pub fn async_fair_lock(&self, name: impl Into<String>) -> AsyncLock {
-        self.async_lock(name)
+        AsyncLock {
+            core: self.core(name.into(), FAIR, OwnerPolicy::Task),
+        }
     }
 
     /// The async form of [`Client::fenced_lock`].
@@ -360,12 +425,13 @@ impl Client {
         AsyncMultiLock::new(names.into_iter().map(|n| self.async_lock(n)))
     }
 
-    fn sem(&self, name: String) -> SemCore {
+    fn sem(&self, name: String, plain: bool) -> SemCore {
         SemCore {
             ctx: self.ctx.clone(),
             name: Arc::from(name),
             anchor: Arc::new(()),
             watched: false,
+            plain,
         }
     }
 
@@ -381,7 +447,7 @@ impl Client {
     /// ```
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore {
-            core: self.sem(name.into()),
+            core: self.sem(name.into(), true),
         }
     }
 
@@ -397,7 +463,7 @@ impl Client {
     /// ```
     pub fn async_semaphore(&self, name: impl Into<String>) -> AsyncSemaphore {
         AsyncSemaphore {
-            core: self.sem(name.into()),
+            core: self.sem(name.into(), true),
         }
     }
 
@@ -414,7 +480,7 @@ impl Client {
     /// ```
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
-            core: self.sem(name.into()),
+            core: self.sem(name.into(), false),
         }
     }
 
@@ -433,7 +499,7 @@ impl Client {
         name: impl Into<String>,
     ) -> AsyncPermitExpirableSemaphore {
         AsyncPermitExpirableSemaphore {
-            core: self.sem(name.into()),
+            core: self.sem(name.into(), false),
         }
     }
 

@@ -27,6 +27,40 @@ pub struct Config {
     pub(crate) runtime: Option<tokio::runtime::Handle>,
     /// Report through the `metrics` facade, naming objects as this says; `None`: off.
     pub(crate) metrics: Option<NameLabel>,
+    /// Which protocol to speak: detected per server, or forced.
+    pub(crate) protocol: Protocol,
+}
+
+/// How the client talks to a server (see [`ClientBuilder::protocol`]).
+///
+/// ```
+/// assert_eq!(rlock::Protocol::default(), rlock::Protocol::Auto);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// Detect per server at its first use: the module's commands where `COMMAND INFO` knows
+    /// `RLOCK.ACQUIRE`, else Redisson's protocol if the server runs scripts.
+    #[default]
+    Auto,
+    /// The rlock module's native commands (`RLOCK.*`, `RSEM.*`, ...): server-side FIFO
+    /// queues, sessions, lost-hold push. A server without the module fails calls with
+    /// [`Error::ModuleNotLoaded`].
+    Module,
+    /// Redisson's own protocol: its Lua scripts (`EVALSHA`, `EVAL` on `NOSCRIPT`), keys and
+    /// pub/sub channels, for servers that cannot load modules (every hosted Redis). Only some
+    /// objects work in this mode yet (see `docs/operations.md`, "Two protocols"); the others
+    /// fail with [`Error::NotInRedissonProtocol`].
+    Redisson,
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Protocol::Auto => "auto",
+            Protocol::Module => "module",
+            Protocol::Redisson => "redisson",
+        })
+    }
 }
 
 impl Default for Config {
@@ -47,6 +81,7 @@ impl Default for Config {
             worker_threads: 2,
             runtime: None,
             metrics: None,
+            protocol: Protocol::Auto,
         }
     }
 }
@@ -216,6 +251,19 @@ impl Config {
     /// ```
     pub fn replica_sync(&self) -> Option<Duration> {
         self.replica_sync
+    }
+
+    /// The protocol asked for ([`Protocol::Auto`] unless forced with
+    /// [`ClientBuilder::protocol`]); [`Client::protocol`](crate::Client::protocol) says which
+    /// one a server gets.
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().protocol(), rlock::Protocol::Auto);
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn protocol(&self) -> Protocol {
+        self.protocol
     }
 }
 
@@ -436,6 +484,28 @@ impl ClientBuilder {
         key_pem: impl Into<Vec<u8>>,
     ) -> Self {
         self.config.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// Which protocol to speak (default [`Protocol::Auto`]). Auto asks each server, at its
+    /// first use, whether it has the rlock module (`COMMAND INFO RLOCK.ACQUIRE`; managed
+    /// services refuse `MODULE LIST`), and speaks the module's commands where it has, Redisson's
+    /// protocol (its Lua scripts, keys and channels) where it has not. A server with neither
+    /// the module nor scripting (`EVAL` refused by ACL, or a Lua engine turned off) fails calls
+    /// with [`Error::NoLockProtocol`]. [`Protocol::Module`] never falls back: a server without
+    /// the module fails calls with [`Error::ModuleNotLoaded`]. [`Protocol::Redisson`] speaks
+    /// Redisson's protocol even where the module is loaded (it interoperates with module
+    /// clients: the layouts are the same).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://my-managed-redis:6379/")
+    ///     .protocol(rlock::Protocol::Redisson)
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn protocol(mut self, protocol: Protocol) -> Self {
+        self.config.protocol = protocol;
         self
     }
 

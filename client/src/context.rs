@@ -9,6 +9,8 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::holds::Registry;
 use crate::metrics::Metrics;
+use crate::protocol::redisson::pubsub::PubSub;
+use crate::protocol::Protocols;
 use crate::runtime::Background;
 use crate::session::{Sessions, Settings};
 use crate::transport::Transport;
@@ -22,8 +24,12 @@ pub(crate) struct Context {
     pub(crate) metrics: Metrics,
     /// Shared with the session listeners, which mark holds the server reports lost.
     pub(crate) holds: Arc<Mutex<Registry>>,
-    /// Every wait goes through them.
+    /// Every wait in module mode goes through them.
     pub(crate) sessions: Sessions,
+    /// Which protocol each server gets.
+    pub(crate) protocols: Protocols,
+    /// Every wait in Redisson's protocol listens through them.
+    pub(crate) pubsub: PubSub,
     /// Plain permits this client may have taken without being able to confirm or give them
     /// back ([`Context::permits_in_doubt`]).
     in_doubt: AtomicU64,
@@ -58,6 +64,8 @@ impl Context {
         let sessions_id = uuid::Uuid::new_v4().to_string();
         Ok(Context {
             sessions: Sessions::new(&sessions_id, settings, holds.clone()),
+            protocols: Protocols::new(config.protocol),
+            pubsub: PubSub::new(config.connect_timeout, config.response_timeout),
             id,
             transport,
             metrics,

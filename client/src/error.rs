@@ -155,6 +155,40 @@ pub enum Error {
     )]
     ModuleNotLoaded(String),
 
+    /// The server has neither the rlock module nor scripting, so the client can speak neither
+    /// of its protocols there (see [`ClientBuilder::protocol`](crate::ClientBuilder::protocol)):
+    /// `RLOCK.*` is unknown and `EVAL` is refused (an ACL without `@scripting`, or a server
+    /// whose Lua engine is off).
+    #[error(
+        "the Redis server at {addr} can't serve locks: it has no rlock module (RLOCK.* unknown) \
+         and refuses the scripts of Redisson's protocol ({scripting}); load the module, or \
+         allow EVAL/EVALSHA for this user"
+    )]
+    NoLockProtocol {
+        /// `host:port` of the server.
+        addr: String,
+        /// The server's words when refusing `EVAL`.
+        scripting: String,
+    },
+
+    /// The object is not available yet over Redisson's protocol, which the client speaks to
+    /// this server (it has no rlock module, or [`Protocol::Redisson`](crate::Protocol) was
+    /// forced). Nothing was sent about the object. Which objects work in that mode:
+    /// `docs/operations.md`, "Two protocols".
+    #[error(
+        "the {object} '{name}' is not supported over Redisson's protocol yet, which the client \
+         speaks to {addr} (no rlock module there, or Protocol::Redisson forced); load the \
+         rlock module on that server to use it"
+    )]
+    NotInRedissonProtocol {
+        /// What kind of object (`fair lock`, `semaphore`, ...).
+        object: &'static str,
+        /// The object's name.
+        name: String,
+        /// `host:port` of the server.
+        addr: String,
+    },
+
     /// An argument the server would refuse, caught before sending (e.g. a zero lease).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -22,7 +22,8 @@ use crate::metrics::{HoldEnd, Metrics};
 pub(crate) struct Kind {
     pub(crate) name: &'static str,
     /// The command that extends `holder`'s hold of `key` to `lease_ms`; replies an integer
-    /// ≥ 1 if held.
+    /// ≥ 1 if held (Redisson's renewal script: an array of one such integer; see
+    /// [`held_after_renewal`]).
     pub(crate) renew: fn(key: &str, holder: &str, lease_ms: u64) -> Cmd,
     /// The command that gives back one of `holder`'s holds of `key` (replies the holds left),
     /// for kinds whose orphaned holds the watchdog may release; `None`: only reported.
@@ -32,6 +33,16 @@ pub(crate) struct Kind {
 impl fmt::Debug for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name)
+    }
+}
+
+/// Whether a renew command's reply says the hold is still there: the module's count of holds
+/// renewed, or Redisson's renewal script's array of one 1/0 per key.
+pub(crate) fn held_after_renewal(reply: &redis::Value) -> bool {
+    match reply {
+        redis::Value::Int(n) => *n >= 1,
+        redis::Value::Array(v) => v.len() == 1 && held_after_renewal(&v[0]),
+        _ => false,
     }
 }
 
@@ -289,6 +300,12 @@ impl Registry {
             Some(e) if !e.over() => e.holds,
             _ => 0,
         }
+    }
+
+    /// When `id`'s lease runs out, for a hold taken with a lease (`None`: a watchdog hold, or
+    /// not known).
+    pub(crate) fn lease_end(&self, id: &HoldId) -> Option<Instant> {
+        self.map.get(id).and_then(|e| e.state.lease_end())
     }
 
     /// Whether the watchdog found the current hold of `id` gone (kept until the holder

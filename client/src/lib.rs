@@ -10,6 +10,26 @@
 //! polls or sleeps. Every object comes as a blocking handle and an async one, written once,
 //! with guards that give the hold back when dropped.
 //!
+//! # Two protocols
+//!
+//! Most hosted Redis can't load modules. Where the module is absent, the same
+//! [`Client::open`] speaks Redisson's own protocol instead: its Lua scripts (`EVALSHA`, `EVAL`
+//! on `NOSCRIPT`), keys and pub/sub channels, so it shares locks with Java services on
+//! Redisson. The client detects which per server at the first call that reaches it
+//! (`COMMAND INFO RLOCK.ACQUIRE`), says which with [`Client::protocol`] and an `info` log
+//! line, and can be forced with [`ClientBuilder::protocol`] ([`Protocol`]). A server with
+//! neither the module nor scripting fails with [`Error::NoLockProtocol`].
+//!
+//! Over Redisson's protocol only the reentrant lock ([`Client::lock`], [`Client::async_lock`],
+//! every method, guards, watchdog, [`Lock::is_lost`]), [`MultiLock`]/[`RedLock`] of such
+//! locks and the plain [`Semaphore`] work so far; every other object fails with
+//! [`Error::NotInRedissonProtocol`] before anything is sent. Waits there are Redisson's (retry on an unlock message or when the
+//! holder's lease ends, not first come first served), on one pub/sub connection per server
+//! shared by every wait of the client, one subscription per lock; a lost hold is found by the
+//! watchdog's next renewal instead of being pushed. What the sections below say of sessions,
+//! server-side queues and pushed losses is the module's. `docs/operations.md`, "Two
+//! protocols", has the feature × mode table.
+//!
 //! # Quick start
 //!
 //! A lock (Redisson's `RLock`):
@@ -387,6 +407,7 @@ mod ops;
 mod owner;
 pub mod performance;
 mod permit;
+mod protocol;
 mod runtime;
 mod session;
 mod transport;
@@ -404,7 +425,7 @@ pub use api::{
 };
 pub use cancel::CancelToken;
 pub use client::Client;
-pub use config::{ClientBuilder, Config};
+pub use config::{ClientBuilder, Config, Protocol};
 pub use error::{Error, Result};
 pub use metrics::NameLabel;
 pub use owner::Owner;

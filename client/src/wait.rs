@@ -44,6 +44,9 @@ use crate::cancel::{self, CancelToken};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::metrics::Outcome;
+use crate::protocol::redisson::lock::Try;
+use crate::protocol::redisson::pubsub::Subscription;
+use crate::protocol::redisson::Script;
 use crate::session::{wire, Delivered, Ticket};
 #[cfg(doc)]
 use crate::transport::Transport;
@@ -101,6 +104,27 @@ enum Until {
 }
 
 impl Until {
+    fn of(wait: Wait) -> Until {
+        match wait {
+            Wait::No => Until::Now,
+            Wait::For(d) if d.is_zero() => Until::Now,
+            // A wait too long to represent is a wait without limit.
+            Wait::For(d) => Instant::now()
+                .checked_add(d)
+                .map_or(Until::Forever, Until::At),
+            Wait::Forever => Until::Forever,
+        }
+    }
+
+    /// What is left of the wait; `None`: no limit.
+    fn left(self) -> Option<Duration> {
+        match self {
+            Until::Now => Some(Duration::ZERO),
+            Until::At(t) => Some(t.saturating_duration_since(Instant::now())),
+            Until::Forever => None,
+        }
+    }
+
     /// The server-side timeout to queue with right now (0: none); `None`: don't queue, make one
     /// attempt (no wait, or its time is up after redirects).
     fn queue_ms(self) -> Option<u64> {
@@ -118,10 +142,25 @@ impl Until {
 /// Acquire per `wait`: the server's reply (its "not granted" reply, nil, when the wait ended).
 /// Reported to the client's metrics, and traced as an `rlock.acquire` span with its outcome.
 pub(crate) async fn acquire<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait) -> Result<Value> {
+    let run = || acquire_untraced(ctx, io, a, wait);
+    observed(ctx, a.kind(), a.key(), wait, |v| a.granted(v), run).await
+}
+
+/// The acquire `run` makes (per `wait`; `granted` reads its result), reported to the client's
+/// metrics and traced as an `rlock.acquire` span with its outcome. The future is made where it
+/// is awaited: made before, it would be held twice in the caller's state.
+async fn observed<T, F: Future<Output = Result<T>>>(
+    ctx: &Context,
+    kind: &'static str,
+    key: &str,
+    wait: Wait,
+    granted: impl Fn(&T) -> bool,
+    run: impl FnOnce() -> F,
+) -> Result<T> {
     let span = tracing::info_span!(
         "rlock.acquire",
-        kind = a.kind(),
-        name = a.key(),
+        kind = kind,
+        name = key,
         outcome = tracing::field::Empty,
         wait_ms = tracing::field::Empty,
     );
@@ -129,42 +168,37 @@ pub(crate) async fn acquire<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait
     // With neither metrics nor a subscriber that wants the span (the common hot path), the
     // acquire runs as it is: no clock reads, no outcome to work out.
     if !m.is_on() && span.is_disabled() {
-        return acquire_untraced(ctx, io, a, wait).await;
+        return run().await;
     }
-    m.wait_started(a.kind(), a.key());
+    m.wait_started(kind, key);
     let start = Instant::now();
-    let r = tracing::Instrument::instrument(acquire_untraced(ctx, io, a, wait), span.clone()).await;
+    let r = tracing::Instrument::instrument(run(), span.clone()).await;
     let outcome = match &r {
-        Ok(v) if a.granted(v) => Outcome::Acquired,
+        Ok(v) if granted(v) => Outcome::Acquired,
         Ok(_) if matches!(wait, Wait::No | Wait::For(Duration::ZERO)) => Outcome::Busy,
         Ok(_) => Outcome::Timeout,
         Err(Error::Cancelled { .. }) => Outcome::Cancelled,
         Err(_) => Outcome::Error,
     };
     let waited = start.elapsed();
-    m.wait_ended(a.kind(), a.key(), outcome, waited);
+    m.wait_ended(kind, key, outcome, waited);
     span.record("outcome", outcome.label());
     span.record("wait_ms", waited.as_secs_f64() * 1000.0);
     r
 }
 
 async fn acquire_untraced<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait) -> Result<Value> {
-    let until = match wait {
-        Wait::No => Until::Now,
-        Wait::For(d) if d.is_zero() => Until::Now,
-        // A wait too long to represent is a wait without limit.
-        Wait::For(d) => Instant::now()
-            .checked_add(d)
-            .map_or(Until::Forever, Until::At),
-        Wait::Forever => Until::Forever,
+    let object = match a.kind() {
+        "latch" => "count-down latch",
+        kind => kind,
     };
-    // A blocking wait runs on its caller's thread: the token it runs under, if any.
-    let cancel = match (io, until) {
-        (Io::Blocking, Until::At(_) | Until::Forever) => cancel::current(),
-        _ => None,
-    };
+    ctx.protocols
+        .require_module(&ctx.transport, &ctx.bg, io, a.key(), object)
+        .await?;
+    let until = Until::of(wait);
+    let cancel = cancel_token(io, until);
     if cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
-        return Err(cancelled(a));
+        return Err(cancelled(a.key()));
     }
     let cancel = cancel.as_ref();
     ctx.transport
@@ -180,9 +214,200 @@ async fn acquire_untraced<A: Attempt>(ctx: &Context, io: Io, a: &A, wait: Wait) 
         .await
 }
 
-fn cancelled<A: Attempt>(a: &A) -> Error {
+fn cancelled(key: &str) -> Error {
     Error::Cancelled {
-        name: a.key().to_string(),
+        name: key.to_string(),
+    }
+}
+
+/// A blocking wait runs on its caller's thread: the token it runs under, if any.
+fn cancel_token(io: Io, until: Until) -> Option<CancelToken> {
+    match (io, until) {
+        (Io::Blocking, Until::At(_) | Until::Forever) => cancel::current(),
+        _ => None,
+    }
+}
+
+/// One object's acquire in Redisson's protocol, as the wait path drives it: a script tried,
+/// and tried again when the object's channel says it was released or when the holder's lease
+/// ends (reference/redisson.md §0.5), never polled.
+pub(crate) trait Scripted: Sync {
+    /// The key that routes it.
+    fn key(&self) -> &str;
+    /// The object's kind, as metrics label it.
+    fn kind(&self) -> &'static str;
+    /// The channel its releases are published on.
+    fn channel(&self) -> String;
+    /// The acquire script and its KEYS and ARGV.
+    fn call(&self) -> (&'static Script, Vec<String>, Vec<String>);
+    /// What the script's reply says.
+    fn read(&self, reply: &Value) -> RedisResult<Try>;
+    /// After an ambiguous failure: the reply it would have had, if it took effect anyway.
+    async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>>;
+    /// A grant nobody will receive: give it back.
+    async fn give_back(&self, ctx: &Context);
+}
+
+/// Acquire per `wait` over Redisson's protocol: the granting reply, `None` when the wait
+/// ended first. Reported and traced as [`acquire`] is.
+///
+/// As Redisson waits, done on the client's shared subscriptions: one attempt; if it must wait,
+/// subscribe to the object's channel (one subscription per channel for every waiter of the
+/// client, on one connection per server), try again (a release between the first attempt and
+/// the subscription is not missed), then wait for a message, the holder's lease end or the
+/// deadline, whichever comes first, and try again. A message wakes one waiter of the client
+/// (only one can win the lock). Cancellation (a dropped future, a [`CancelToken`]) and
+/// deadlines as in module mode; an attempt dropped while its script is on the way reads the
+/// reply and gives back a grant in it.
+pub(crate) async fn acquire_scripted<S: Scripted>(
+    ctx: &Context,
+    io: Io,
+    s: &S,
+    wait: Wait,
+) -> Result<Option<Value>> {
+    let run = || scripted_untraced(ctx, io, s, wait);
+    observed(ctx, s.kind(), s.key(), wait, Option::is_some, run).await
+}
+
+async fn scripted_untraced<S: Scripted>(
+    ctx: &Context,
+    io: Io,
+    s: &S,
+    wait: Wait,
+) -> Result<Option<Value>> {
+    let until = Until::of(wait);
+    let cancel = cancel_token(io, until);
+    let cancelled_now = || cancel.as_ref().is_some_and(CancelToken::is_cancelled);
+    if cancelled_now() {
+        return Err(cancelled(s.key()));
+    }
+    let on_cancel = async {
+        match &cancel {
+            Some(c) => c.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(on_cancel);
+    let mut sub: Option<Arc<Subscription>> = None;
+    loop {
+        let reply = attempt_scripted(ctx, io, s).await?;
+        let retry_in = match s
+            .read(&reply)
+            .map_err(|e| ctx.transport.error(e, s.key()))?
+        {
+            Try::Granted => return Ok(Some(reply)),
+            Try::Busy(ttl) => ttl,
+        };
+        let left = until.left();
+        if left == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        let nap = match (retry_in, left) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(live) = sub.as_ref().filter(|x| !x.is_dead()) else {
+            // Subscribe within what is left of the wait, then try again before waiting.
+            let channel = s.channel();
+            let subscribing = ctx
+                .pubsub
+                .subscribe(&ctx.transport, &ctx.bg, s.key(), &channel);
+            tokio::select! {
+                biased;
+                _ = &mut on_cancel => return Err(cancelled(s.key())),
+                r = subscribing => sub = Some(r?),
+                _ = sleep_for(ctx, left) => return Ok(None),
+            }
+            continue;
+        };
+        let woken = live.wake().notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if live.is_dead() {
+            continue;
+        }
+        tokio::select! {
+            biased;
+            _ = &mut on_cancel => return Err(cancelled(s.key())),
+            _ = woken => {}
+            _ = sleep_for(ctx, nap) => {}
+        }
+        if cancelled_now() {
+            return Err(cancelled(s.key()));
+        }
+    }
+}
+
+/// Sleep `d` on the client's runtime; `None`: forever.
+async fn sleep_for(ctx: &Context, d: Option<Duration>) {
+    match d {
+        Some(d) => ctx.bg.sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One attempt of the acquire script: its reply. Sent again only after the object's
+/// [`Scripted::took_effect`] says an ambiguous failure did not take effect.
+async fn attempt_scripted<S: Scripted>(ctx: &Context, io: Io, s: &S) -> Result<Value> {
+    ctx.transport
+        .policy
+        .at_most_once(
+            &ctx.bg,
+            || async {
+                let (script, keys, args) = s.call();
+                let (transport, bg) = (&ctx.transport, &ctx.bg);
+                let mut trying = Trying {
+                    ctx,
+                    s,
+                    sending: InFlight::new(async move {
+                        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        script
+                            .run::<Value>(transport, bg, io, &keys, &args, Delivery::AtMostOnce)
+                            .await
+                    }),
+                };
+                trying.sending.reply().await
+            },
+            || Box::pin(s.took_effect(ctx)),
+        )
+        .await
+}
+
+/// An acquire script on its way. Dropped before its reply was read (its caller went away), it
+/// reads the reply before the drop returns and gives back a grant in it, as [`Attempting`]
+/// does for the module's commands.
+struct Trying<'a, S: Scripted> {
+    ctx: &'a Context,
+    s: &'a S,
+    sending: InFlight<'a, Result<Value>>,
+}
+
+impl<S: Scripted> Drop for Trying<'_, S> {
+    fn drop(&mut self) {
+        let Some(sending) = self.sending.unread() else {
+            return;
+        };
+        let (ctx, s) = (self.ctx, self.s);
+        ctx.bg.block_on(async {
+            match sending.await {
+                Ok(v) => {
+                    if matches!(s.read(&v), Ok(Try::Granted)) {
+                        tracing::debug!(
+                            key = s.key(),
+                            "rlock: an acquire was granted as its caller left; giving it back"
+                        );
+                        s.give_back(ctx).await;
+                    }
+                }
+                Err(e) if e.is_ambiguous() => {
+                    if matches!(s.took_effect(ctx).await, Ok(Some(_))) {
+                        s.give_back(ctx).await;
+                    }
+                }
+                Err(_) => {}
+            }
+        });
     }
 }
 
@@ -209,7 +434,7 @@ async fn waited<A: Attempt>(
             Sent::Queued(q) => q,
         };
         let Some(outcome) = Box::pin(queued.outcome(until, cancel)).await else {
-            return Err(cancelled(a));
+            return Err(cancelled(a.key()));
         };
         let e = match outcome {
             Delivered::Granted(v) => return Ok(v),
@@ -353,19 +578,19 @@ async fn send_at<'a, A: Attempt>(
 
 /// The acquire on its way: owned by [`Queued`] or [`Attempting`] (in an [`InFlight`]), so that a
 /// caller who goes away while it is in flight does not take its reply with it.
-type Sending<'a> = Pin<Box<dyn Future<Output = RedisResult<Value>> + Send + 'a>>;
+type Sending<'a, T = RedisResult<Value>> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// An acquire's send until its reply is read (`None` then). In a mutex only so that the wait's
 /// future stays `Sync` (it is never locked: every use has `&mut self`).
-struct InFlight<'a>(Mutex<Option<Sending<'a>>>);
+struct InFlight<'a, T = RedisResult<Value>>(Mutex<Option<Sending<'a, T>>>);
 
-impl<'a> InFlight<'a> {
-    fn new(send: impl Future<Output = RedisResult<Value>> + Send + 'a) -> Self {
+impl<'a, T> InFlight<'a, T> {
+    fn new(send: impl Future<Output = T> + Send + 'a) -> Self {
         InFlight(Mutex::new(Some(Box::pin(send))))
     }
 
     /// The reply (read once).
-    async fn reply(&mut self) -> RedisResult<Value> {
+    async fn reply(&mut self) -> T {
         let sending = self.0.get_mut();
         let reply = sending.as_mut().expect("read once").as_mut().await;
         *sending = None;
@@ -373,7 +598,7 @@ impl<'a> InFlight<'a> {
     }
 
     /// The send, if its reply was not read: its caller went away.
-    fn unread(&mut self) -> Option<Sending<'a>> {
+    fn unread(&mut self) -> Option<Sending<'a, T>> {
         self.0.get_mut().take()
     }
 }

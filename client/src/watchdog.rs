@@ -5,10 +5,8 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use redis::Value;
-
 use crate::context::Context;
-use crate::holds::Orphan;
+use crate::holds::{held_after_renewal, Orphan};
 use crate::transport::{classify, Failure};
 
 /// The renewal loop. Holds only a weak reference: it ends when the client is dropped.
@@ -72,9 +70,9 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
     let (mut renewed, mut lost, mut failed) = (0, 0, 0);
     for (r, reply) in round.renew.iter().zip(replies.by_ref()) {
         let gone = match reply {
-            // Held: 1 for a lock, the number of holds renewed for a read-write lock.
-            Ok(Value::Int(n)) if n >= 1 => false,
-            Ok(_) => true,
+            // Held: 1 for a lock, the number of holds renewed for a read-write lock, `[1]`
+            // from Redisson's renewal script.
+            Ok(v) => !held_after_renewal(&v),
             Err(e) => match classify(&e) {
                 // Refused: the server answered about the hold.
                 Failure::Final => {

@@ -118,7 +118,8 @@ fn errors_read_as_sentences() {
         module: false,
         ..Default::default()
     });
-    let e = client_with(bare.url(), |b| b)
+    // Forced to the module's protocol (Auto speaks Redisson's there: client_redisson.rs).
+    let e = client_with(bare.url(), |b| b.protocol(rlock::Protocol::Module))
         .lock("x")
         .try_lock()
         .unwrap_err();

@@ -24,6 +24,7 @@ impl LatchCore {
             ctx: &self.ctx,
             io,
             name: &self.name,
+            module_only: Some("count-down latch"),
         }
     }
 }

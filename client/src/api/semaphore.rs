@@ -27,6 +27,9 @@ pub(crate) struct SemCore {
     pub(crate) anchor: Arc<()>,
     /// Leased permits are renewed by the watchdog (`with_watchdog`).
     pub(crate) watched: bool,
+    /// A plain semaphore (Redisson's `RSemaphore`), served over both protocols; a
+    /// permit-expirable one only by the module's commands so far.
+    pub(crate) plain: bool,
 }
 
 impl SemCore {
@@ -35,6 +38,7 @@ impl SemCore {
             ctx: &self.ctx,
             io,
             name: &self.name,
+            module_only: (!self.plain).then_some("permit-expirable semaphore"),
         }
     }
 

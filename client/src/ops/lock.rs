@@ -10,12 +10,14 @@ use redis::{Cmd, FromRedisValue, Value};
 
 use super::rwlock::{self, Side};
 use super::{lease_millis, prefix_name, Obj};
+use crate::config::Protocol;
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::holds::{HoldId, HoldState, Kind};
+use crate::holds::{held_after_renewal, HoldId, HoldState, Kind};
 use crate::owner::{Owner, OwnerPolicy};
+use crate::protocol::redisson::lock::{self as redisson, Try};
 use crate::transport::{Delivery, Io};
-use crate::wait::{self, millis, Attempt, Wait};
+use crate::wait::{self, millis, Attempt, Scripted, Wait};
 
 /// Locks in the hold registry: renewed with `RLOCK.RENEW`.
 pub(crate) static LOCK: Kind = Kind {
@@ -45,8 +47,13 @@ pub(crate) fn token_key(name: &str) -> String {
 pub(crate) enum Flavor {
     /// Redisson's `RLock`; with `fence`, every acquire takes a fencing token (`RFencedLock`);
     /// without `reentrant`, a second acquire by the holder is refused
-    /// (`RedissonNonReentrantLock`, never fenced).
-    Exclusive { fence: bool, reentrant: bool },
+    /// (`RedissonNonReentrantLock`, never fenced); `fair`: Redisson's `RFairLock` (the
+    /// module's queue is always fair, so only Redisson's protocol tells them apart).
+    Exclusive {
+        fence: bool,
+        reentrant: bool,
+        fair: bool,
+    },
     /// One side of a read-write lock (`RReadWriteLock.readLock()` / `writeLock()`).
     Rw(Side),
 }
@@ -74,6 +81,19 @@ impl Flavor {
         }
     }
 
+    /// What this lock is called when Redisson's protocol can't serve it yet; `None`: it can.
+    fn module_only(self) -> Option<&'static str> {
+        match self {
+            Flavor::Exclusive { fence: true, .. } => Some("fenced lock"),
+            Flavor::Exclusive {
+                reentrant: false, ..
+            } => Some("non-reentrant lock"),
+            Flavor::Exclusive { fair: true, .. } => Some("fair lock"),
+            Flavor::Exclusive { .. } => None,
+            Flavor::Rw(_) => Some("read-write lock"),
+        }
+    }
+
     /// The command that sets `owner`'s lease to `lease_ms` (the watchdog's).
     pub(crate) fn renew_cmd(self, name: &str, owner: &str, lease_ms: u64) -> Cmd {
         (self.kind().renew)(name, owner, lease_ms)
@@ -95,10 +115,35 @@ pub(crate) struct Target<'a> {
 
 impl Target<'_> {
     fn hold(&self, owner: &Owner) -> HoldId {
+        self.hold_in(owner, Protocol::Module)
+    }
+
+    /// The hold, as the registry renews it over `protocol` (the same hold whichever).
+    fn hold_in(&self, owner: &Owner, protocol: Protocol) -> HoldId {
+        let kind = match protocol {
+            Protocol::Redisson => &redisson::LOCK,
+            _ => self.flavor.kind(),
+        };
         HoldId {
-            kind: self.flavor.kind(),
+            kind,
             key: self.name.clone(),
             holder: owner.shared(),
+        }
+    }
+
+    /// The protocol the lock's server gets ([`Protocol::Module`] or [`Protocol::Redisson`]);
+    /// a lock Redisson's protocol can't serve yet fails here, before anything is sent about it.
+    async fn protocol(&self) -> Result<Protocol> {
+        let ctx = self.ctx;
+        let p = ctx
+            .protocols
+            .at(&ctx.transport, &ctx.bg, self.io, self.name)
+            .await?;
+        match self.flavor.module_only() {
+            Some(object) if p == Protocol::Redisson => {
+                Err(ctx.protocols.unsupported(&ctx.transport, self.name, object))
+            }
+            _ => Ok(p),
         }
     }
 
@@ -115,6 +160,8 @@ impl Target<'_> {
             ctx: self.ctx,
             io: self.io,
             name: self.name,
+            // The lock's operations choose their protocol themselves.
+            module_only: None,
         }
     }
 
@@ -201,6 +248,57 @@ impl Attempt for Acquire<'_> {
     }
 }
 
+/// Redisson's acquire script for one owner (Redisson's protocol).
+struct ScriptAcquire<'a> {
+    t: Target<'a>,
+    owner: &'a Owner,
+    lease_ms: u64,
+    /// The owner's holds before (to tell whether an ambiguous attempt took effect).
+    before: u64,
+}
+
+impl Scripted for ScriptAcquire<'_> {
+    fn key(&self) -> &str {
+        self.t.name
+    }
+
+    fn kind(&self) -> &'static str {
+        LOCK.name
+    }
+
+    fn channel(&self) -> String {
+        crate::protocol::redisson::lock_channel(self.t.name)
+    }
+
+    fn call(
+        &self,
+    ) -> (
+        &'static crate::protocol::redisson::Script,
+        Vec<String>,
+        Vec<String>,
+    ) {
+        (
+            &redisson::ACQUIRE,
+            vec![self.t.name.to_string()],
+            vec![self.lease_ms.to_string(), self.owner.as_str().to_string()],
+        )
+    }
+
+    fn read(&self, reply: &Value) -> redis::RedisResult<Try> {
+        redisson::read_acquire(reply)
+    }
+
+    /// The owner's count went above what it was: granted (the script's nil).
+    async fn took_effect(&self, _ctx: &Context) -> Result<Option<Value>> {
+        let now = holds_of(self.t, self.owner).await?;
+        Ok((now > self.before).then_some(Value::Nil))
+    }
+
+    async fn give_back(&self, _ctx: &Context) {
+        let _ = release(self.t, self.owner).await;
+    }
+}
+
 /// Acquire for `owner` per `lease` (`None`: the watchdog's) and `wait`. `None`: not granted.
 pub(crate) async fn acquire(
     t: Target<'_>,
@@ -210,23 +308,44 @@ pub(crate) async fn acquire(
 ) -> Result<Option<Granted>> {
     let ctx = t.ctx;
     let lease_ms = lease_millis(lease.unwrap_or(ctx.config.watchdog_timeout))?;
-    let id = t.hold(owner);
+    let protocol = t.protocol().await?;
+    let id = t.hold_in(owner, protocol);
     let before = ctx.holds.lock().holds(&id);
     let refuse = t.flavor.refuses_reentry();
     if refuse && before > 0 {
         return Err(not_reentrant(t, owner));
     }
-    let a = Acquire {
-        t,
-        owner,
-        lease_ms,
-        before,
-    };
     let sent = Instant::now();
-    let reply = wait::acquire(ctx, t.io, &a, wait)
-        .await
-        .map_err(|e| e.about(t.name, owner.as_str()))?;
-    let Some(value) = grant_of(reply).map_err(|e| ctx.transport.error(e, t.name))? else {
+    let granted = match protocol {
+        Protocol::Redisson => {
+            let a = ScriptAcquire {
+                t,
+                owner,
+                lease_ms,
+                before,
+            };
+            // Boxed: its state would make every acquire's future larger (see
+            // `an_awaited_acquire_stays_small`), module mode's included.
+            Box::pin(wait::acquire_scripted(ctx, t.io, &a, wait))
+                .await
+                .map_err(|e| e.about(t.name, owner.as_str()))?
+                // The script says nothing of the count: this client's own, plus this one.
+                .map(|_| before as i64 + 1)
+        }
+        _ => {
+            let a = Acquire {
+                t,
+                owner,
+                lease_ms,
+                before,
+            };
+            let reply = wait::acquire(ctx, t.io, &a, wait)
+                .await
+                .map_err(|e| e.about(t.name, owner.as_str()))?;
+            grant_of(reply).map_err(|e| ctx.transport.error(e, t.name))?
+        }
+    };
+    let Some(value) = granted else {
         return Ok(None);
     };
     // The lease runs from the grant: at the latest when the reply came for a wait, at the
@@ -254,7 +373,7 @@ pub(crate) async fn acquire(
     };
     if let Some(timeout) = ctx.config.replica_sync {
         // Boxed, as the paths below off the usual one: see `wait::acquire_untraced`.
-        if let Err(e) = Box::pin(sync_replicas(t, owner, lease_ms, timeout)).await {
+        if let Err(e) = Box::pin(sync_replicas(t, &id, lease_ms, timeout)).await {
             unclaimed.armed = false;
             let _ = Box::pin(release(t, owner)).await;
             return Err(e);
@@ -296,17 +415,32 @@ impl Drop for Unclaimed<'_> {
     }
 }
 
-/// `RLOCK.RELEASE`: the holds `owner` has left.
+/// `RLOCK.RELEASE` (Redisson's unlock script in its protocol): the holds `owner` has left.
 pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
     let ctx = t.ctx;
-    let id = t.hold(owner);
+    let protocol = t.protocol().await?;
+    let id = t.hold_in(owner, protocol);
     let before = ctx.holds.lock().holds(&id);
+    let r = match protocol {
+        Protocol::Redisson => Box::pin(script_release(t, &id, owner, before)).await,
+        _ => module_release(t, owner, before).await,
+    };
+    let mut holds = ctx.holds.lock();
+    match &r {
+        Ok(n) => holds.on_released(&id, *n),
+        Err(Error::NotOwner { .. }) => holds.forget(&id),
+        Err(_) => {}
+    }
+    r
+}
+
+async fn module_release(t: Target<'_>, owner: &Owner, before: u64) -> Result<u64> {
+    let ctx = t.ctx;
     let cmd = match t.flavor {
         Flavor::Exclusive { .. } => release_cmd(t.name, owner.as_str()),
         Flavor::Rw(side) => rwlock::release_cmd(t.name, owner.as_str(), side),
     };
-    let r = ctx
-        .transport
+    ctx.transport
         .policy
         .at_most_once(
             &ctx.bg,
@@ -320,30 +454,86 @@ pub(crate) async fn release(t: Target<'_>, owner: &Owner) -> Result<u64> {
                 Ok((before > 0 && now < before).then_some(now))
             },
         )
-        .await;
-    let mut holds = ctx.holds.lock();
-    match &r {
-        Ok(n) => holds.on_released(&id, *n),
-        Err(Error::NotOwner { .. }) => holds.forget(&id),
-        Err(_) => {}
+        .await
+}
+
+/// Redisson's unlock script. Its unlock latch makes it safe to send again after a broken
+/// connection (a second run answers as the first did), so it is retried as a read is; the
+/// latch is deleted once answered, as Redisson does. A partial release sets the lease to
+/// what is left of the hold's lease, or the watchdog timeout (Redisson: its
+/// `internalLockLeaseTime`).
+async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) -> Result<u64> {
+    let ctx = t.ctx;
+    let lease_end = ctx.holds.lock().lease_end(id);
+    let lease_ms = match lease_end {
+        Some(end) => millis(end.saturating_duration_since(Instant::now())).max(1),
+        None => millis(ctx.config.watchdog_timeout),
+    };
+    let (keys, args) = redisson::unlock_words(t.name, owner.as_str(), lease_ms);
+    let keys_ref: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
+    let reply: Option<i64> = redisson::UNLOCK
+        .run(
+            &ctx.transport,
+            &ctx.bg,
+            t.io,
+            &keys_ref,
+            &args_ref,
+            Delivery::Idempotent,
+        )
+        .await
+        .map_err(|e| e.about(t.name, owner.as_str()))?;
+    let Some(n) = reply else {
+        return Err(Error::NotOwner {
+            name: t.name.to_string(),
+            owner: owner.to_string(),
+        });
+    };
+    let mut del = redis::cmd("DEL");
+    del.arg(&keys[2]);
+    if let Err(e) = t.read::<i64>(&del).await {
+        // It ends with its TTL anyway.
+        tracing::debug!(key = %keys[2], error = %e, "rlock: can't delete an unlock latch");
     }
-    r
+    // 1: fully released; 0: still held (the script does not say how often).
+    Ok(if n == 1 {
+        0
+    } else {
+        before.saturating_sub(1).max(1)
+    })
 }
 
 /// Set `owner`'s lease to `lease` from now (`RLOCK.RENEW`, `RRWLOCK.RENEW`): whether it still
 /// held the lock. The hold's lease end is moved to match.
 pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Result<bool> {
     let ctx = t.ctx;
-    let id = t.hold(owner);
-    let cmd = t
-        .flavor
-        .renew_cmd(t.name, owner.as_str(), lease_millis(lease)?);
+    let lease_ms = lease_millis(lease)?;
+    let protocol = t.protocol().await?;
+    let id = t.hold_in(owner, protocol);
     let at = Instant::now();
-    let n: i64 = t.read(&cmd).await?;
+    let reply: Value = match protocol {
+        Protocol::Redisson => {
+            let ms = lease_ms.to_string();
+            redisson::RENEW
+                .run(
+                    &ctx.transport,
+                    &ctx.bg,
+                    t.io,
+                    &[t.name],
+                    &[&ms, owner.as_str()],
+                    Delivery::Idempotent,
+                )
+                .await?
+        }
+        _ => {
+            t.read(&t.flavor.renew_cmd(t.name, owner.as_str(), lease_ms))
+                .await?
+        }
+    };
     let mut holds = ctx.holds.lock();
     let held = holds.holds(&id);
     // Held as this client knows it (a hold whose lease ended by this client's clock is not).
-    let renewed = n >= 1 && held > 0;
+    let renewed = held_after_renewal(&reply) && held > 0;
     if renewed {
         holds.on_acquired(&id, held, Some(lease), at);
     }
@@ -353,6 +543,24 @@ pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Resu
 /// `RLOCK.FORCERELEASE` (a read-write lock: deleted only in this side's mode, see
 /// [`rwlock::force_release_cmd`]): whether a lock was deleted.
 pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
+    if t.protocol().await? == Protocol::Redisson {
+        let ctx = t.ctx;
+        let (keys, args) = redisson::force_unlock_words(t.name);
+        let n: i64 = redisson::FORCE_UNLOCK
+            .run(
+                &ctx.transport,
+                &ctx.bg,
+                t.io,
+                &[&keys[0], &keys[1]],
+                &[&args[0], &args[1]],
+                Delivery::Idempotent,
+            )
+            .await?;
+        if n == 1 {
+            ctx.holds.lock().forget_key(&LOCK, t.name);
+        }
+        return Ok(n == 1);
+    }
     let cmd = match t.flavor {
         Flavor::Exclusive { .. } => {
             let mut cmd = redis::cmd("RLOCK.FORCERELEASE");
@@ -378,6 +586,7 @@ pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
 
 /// `HGET name field` as a count (0 when absent).
 pub(crate) async fn holds_of(t: Target<'_>, owner: &Owner) -> Result<u64> {
+    t.protocol().await?;
     let mut cmd = redis::cmd("HGET");
     cmd.arg(&**t.name).arg(&*t.field(owner));
     Ok(t.read::<Option<u64>>(&cmd).await?.unwrap_or(0))
@@ -385,6 +594,7 @@ pub(crate) async fn holds_of(t: Target<'_>, owner: &Owner) -> Result<u64> {
 
 /// `EXISTS name`; for a side of a read-write lock, whether that side is held (`RRWLOCK.INFO`).
 pub(crate) async fn is_locked(t: Target<'_>) -> Result<bool> {
+    t.protocol().await?;
     match t.flavor {
         Flavor::Exclusive { .. } => {
             let mut cmd = redis::cmd("EXISTS");
@@ -400,6 +610,7 @@ pub(crate) async fn is_locked(t: Target<'_>) -> Result<bool> {
 
 /// `HEXISTS name field`.
 pub(crate) async fn is_held_by(t: Target<'_>, owner: &Owner) -> Result<bool> {
+    t.protocol().await?;
     let mut cmd = redis::cmd("HEXISTS");
     cmd.arg(&**t.name).arg(&*t.field(owner));
     Ok(t.read::<i64>(&cmd).await? == 1)
@@ -407,6 +618,7 @@ pub(crate) async fn is_held_by(t: Target<'_>, owner: &Owner) -> Result<bool> {
 
 /// `PTTL name` (Redis: -2 absent, -1 no expiry).
 pub(crate) async fn pttl(t: Target<'_>) -> Result<i64> {
+    t.protocol().await?;
     let mut cmd = redis::cmd("PTTL");
     cmd.arg(&**t.name);
     t.read(&cmd).await
@@ -414,6 +626,7 @@ pub(crate) async fn pttl(t: Target<'_>) -> Result<i64> {
 
 /// `GET redisson_lock_token:{name}`: the last fencing token handed out.
 pub(crate) async fn token(t: Target<'_>) -> Result<Option<u64>> {
+    t.protocol().await?;
     let mut cmd = redis::cmd("GET");
     cmd.arg(token_key(t.name));
     t.read(&cmd).await
@@ -431,12 +644,7 @@ pub(crate) fn is_lost(t: Target<'_>, owner: &Owner) -> bool {
 /// a hold already gone when the renewal ran, or a lease that ended before `WAIT` answered (the
 /// failover torture found holders that went on after their lease had run out during a slow
 /// `WAIT`, overlapping the next holder): the caller undoes the acquire.
-async fn sync_replicas(
-    t: Target<'_>,
-    owner: &Owner,
-    lease_ms: u64,
-    timeout: Duration,
-) -> Result<()> {
+async fn sync_replicas(t: Target<'_>, id: &HoldId, lease_ms: u64, timeout: Duration) -> Result<()> {
     let ctx = t.ctx;
     let wait_ms = millis(timeout).max(1);
     let lease = Duration::from_millis(lease_ms);
@@ -451,7 +659,8 @@ async fn sync_replicas(
             });
             let mut w = ctx.transport.waiter(t.io, t.name, at).await?;
             let mut pipe = redis::pipe();
-            pipe.add_command(t.flavor.renew_cmd(t.name, owner.as_str(), lease_ms));
+            // The hold's kind's renew command: `RLOCK.RENEW`, or Redisson's renewal script.
+            pipe.add_command((id.kind.renew)(t.name, &id.holder, lease_ms));
             pipe.cmd("INFO").arg("replication");
             // The renewed lease runs from no earlier than this.
             let renewed_at = Instant::now();
@@ -459,7 +668,7 @@ async fn sync_replicas(
             let (Some(renewed), Some(info)) = (replies.next(), replies.next()) else {
                 return Ok(Synced::Lost);
             };
-            if i64::from_redis_value(renewed)? < 1 {
+            if !held_after_renewal(&renewed) {
                 return Ok(Synced::Lost);
             }
             let info = String::from_redis_value(info)?;
@@ -558,7 +767,8 @@ mod tests {
                 None,
                 Flavor::Exclusive {
                     fence: false,
-                    reentrant: true
+                    reentrant: true,
+                    fair: false
                 }
             )),
             ["RLOCK.ACQUIRE", "k", "u:1", "30000"]
@@ -571,7 +781,8 @@ mod tests {
                 Some(0),
                 Flavor::Exclusive {
                     fence: true,
-                    reentrant: true
+                    reentrant: true,
+                    fair: false
                 }
             )),
             ["RLOCK.ACQUIRE", "k", "u:1", "5", "BLOCK", "0", "FENCE"]

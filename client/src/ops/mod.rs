@@ -24,6 +24,9 @@ pub(crate) struct Obj<'a> {
     pub(crate) ctx: &'a Context,
     pub(crate) io: Io,
     pub(crate) name: &'a Arc<str>,
+    /// The object, when only the module's commands serve it (its calls then fail over
+    /// Redisson's protocol, naming it); `None`: its operations choose their protocol.
+    pub(crate) module_only: Option<&'static str>,
 }
 
 impl Obj<'_> {
@@ -35,10 +38,25 @@ impl Obj<'_> {
         d: Delivery,
     ) -> Result<T> {
         let ctx = self.ctx;
+        self.require_module().await?;
         ctx.transport
             .query(&ctx.bg, self.io, self.name, cmd, d)
             .await
             .map_err(|e| e.about(self.name, who))
+    }
+
+    /// The error naming the object when only the module serves it and its server speaks
+    /// Redisson's protocol.
+    pub(crate) async fn require_module(&self) -> Result<()> {
+        let ctx = self.ctx;
+        match self.module_only {
+            Some(object) => {
+                ctx.protocols
+                    .require_module(&ctx.transport, &ctx.bg, self.io, self.name, object)
+                    .await
+            }
+            None => Ok(()),
+        }
     }
 
     /// A command that may run twice (a read, a renewal).
@@ -75,15 +93,7 @@ pub(crate) fn info_field<'a>(reply: &'a Value, name: &str) -> Option<&'a Value> 
     }
 }
 
-/// `prefix:{name}`, or `prefix:name` when the name already holds a `{` (Redisson's
-/// `RedissonObject.prefixName`), so auxiliaries share the object's cluster slot.
-pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
-    }
-}
+pub(crate) use crate::protocol::redisson::prefix_name;
 
 /// A lease in whole milliseconds, as the server takes it. A lease shorter than a millisecond is
 /// rounded up to 1 ms (every duration is sent rounded up); a zero lease is refused, as the

@@ -11,11 +11,15 @@ use std::time::{Duration, Instant};
 use redis::{Cmd, FromRedisValue, Value};
 
 use super::{lease_millis, Obj};
+use crate::config::Protocol;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::{HoldId, HoldState, Kind, Witness};
 use crate::permit::PermitId;
-use crate::wait::{self, Attempt, Wait};
+use crate::protocol::redisson::lock::Try;
+use crate::protocol::redisson::{semaphore as redisson, Script, PUBLISH};
+use crate::transport::Delivery;
+use crate::wait::{self, Attempt, Scripted, Wait};
 
 /// Leased permits in the hold registry: there for the lost-hold signal of their guards, and
 /// renewed by the watchdog when taken through a watched handle
@@ -118,18 +122,12 @@ impl Attempt for Acquire<'_> {
     /// Unknowable: no owner to ask. Not sent again (it could take permits twice). Plain
     /// permits are then in doubt for good; leased ones end with their lease.
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>> {
-        if self.lease_ms.is_none() {
-            ctx.permits_in_doubt(self.s.name, self.permits, "an acquire's reply was lost");
-        }
-        let cut = std::io::Error::new(
-            std::io::ErrorKind::ConnectionAborted,
-            "the connection broke before the reply to an acquire: whether it took permits is \
-             unknown (a semaphore has no owner to ask)",
-        );
-        Err(Error::Connection {
-            addr: ctx.transport.addr_of(self.s.name).to_string(),
-            source: cut.into(),
-        })
+        Err(unknowable(
+            ctx,
+            self.s,
+            self.permits,
+            self.lease_ms.is_none(),
+        ))
     }
 
     /// Plain permits go back by count; leased ones end with their lease.
@@ -148,6 +146,103 @@ impl Attempt for Acquire<'_> {
             _ => self.give_back(ctx).await,
         }
     }
+}
+
+/// An acquire whose reply was lost: whether it took permits is unknowable (a semaphore has no
+/// owner to ask); plain ones are then in doubt for good.
+fn unknowable(ctx: &Context, s: Obj<'_>, permits: u64, plain: bool) -> Error {
+    if plain {
+        ctx.permits_in_doubt(s.name, permits, "an acquire's reply was lost");
+    }
+    let cut = std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "the connection broke before the reply to an acquire: whether it took permits is \
+         unknown (a semaphore has no owner to ask)",
+    );
+    Error::Connection {
+        addr: ctx.transport.addr_of(s.name).to_string(),
+        source: cut.into(),
+    }
+}
+
+/// Redisson's `tryAcquire(n)` script (Redisson's protocol): plain permits.
+struct ScriptAcquire<'a> {
+    s: Obj<'a>,
+    permits: u64,
+}
+
+impl Scripted for ScriptAcquire<'_> {
+    fn key(&self) -> &str {
+        self.s.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "semaphore"
+    }
+
+    fn channel(&self) -> String {
+        redisson::channel(self.s.name)
+    }
+
+    fn call(&self) -> (&'static Script, Vec<String>, Vec<String>) {
+        (
+            &redisson::TRY_ACQUIRE,
+            vec![self.s.name.to_string()],
+            vec![self.permits.to_string()],
+        )
+    }
+
+    /// 1: taken; 0: not enough, wait for a release's message (a count has no TTL).
+    fn read(&self, reply: &Value) -> redis::RedisResult<Try> {
+        Ok(match i64::from_redis_value_ref(reply)? {
+            1 => Try::Granted,
+            _ => Try::Busy(None),
+        })
+    }
+
+    async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>> {
+        Err(unknowable(ctx, self.s, self.permits, true))
+    }
+
+    async fn give_back(&self, ctx: &Context) {
+        if release(self.s, self.permits).await.is_err() {
+            ctx.permits_in_doubt(self.s.name, self.permits, "giving them back failed");
+        }
+    }
+}
+
+/// The protocol the semaphore's server gets.
+async fn protocol(s: Obj<'_>) -> Result<Protocol> {
+    // A permit-expirable semaphore fails here over Redisson's protocol (only the plain one
+    // is served there so far).
+    s.require_module().await?;
+    let ctx = s.ctx;
+    ctx.protocols
+        .at(&ctx.transport, &ctx.bg, s.io, s.name)
+        .await
+}
+
+/// One of Redisson's semaphore scripts about `s`, with KEYS = [name, channel] and ARGV = [n,
+/// publish command] (or KEYS = [name] and ARGV = `one`), not sent again after a broken
+/// connection.
+async fn script<T: FromRedisValue>(s: Obj<'_>, script: &Script, n: Option<i64>) -> Result<T> {
+    let ctx = s.ctx;
+    let channel = redisson::channel(s.name);
+    let n = n.map(|n| n.to_string());
+    let (keys, args): (Vec<&str>, Vec<&str>) = match &n {
+        Some(n) => (vec![s.name, &channel], vec![n, PUBLISH]),
+        None => (vec![s.name], vec![]),
+    };
+    script
+        .run(
+            &ctx.transport,
+            &ctx.bg,
+            s.io,
+            &keys,
+            &args,
+            Delivery::AtMostOnce,
+        )
+        .await
 }
 
 /// A leased permit: its id and what tells when it ends.
@@ -170,6 +265,11 @@ pub(crate) async fn acquire(s: Obj<'_>, permits: u64, wait: Wait) -> Result<bool
     if permits == 0 {
         return Ok(true);
     }
+    if protocol(s).await? == Protocol::Redisson {
+        let a = ScriptAcquire { s, permits };
+        let got = Box::pin(wait::acquire_scripted(s.ctx, s.io, &a, wait)).await?;
+        return Ok(got.is_some());
+    }
     let a = Acquire {
         s,
         permits,
@@ -189,6 +289,8 @@ pub(crate) async fn lease(
     wait: Wait,
     watched: Option<&Arc<()>>,
 ) -> Result<Option<Vec<Leased>>> {
+    // Before the wait path, which would name the object by its metrics kind.
+    s.require_module().await?;
     let lease_ms = lease_millis(lease)?;
     if watched.is_some() {
         // A renewal must come before the lease ends, with a period to spare for a slow one.
@@ -246,6 +348,13 @@ pub(crate) async fn release(s: Obj<'_>, permits: u64) -> Result<i64> {
     if permits == 0 {
         return available(s).await;
     }
+    if protocol(s).await? == Protocol::Redisson {
+        let n = i64::try_from(permits)
+            .map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+        let () = script(s, &redisson::RELEASE, Some(n)).await?;
+        // Redisson's script replies nothing: the count a moment after.
+        return available(s).await;
+    }
     s.write(&release_cmd(s.name, permits)).await
 }
 
@@ -279,6 +388,11 @@ pub(crate) async fn update_lease(s: Obj<'_>, id: &PermitId, lease: Duration) -> 
 
 /// `RSEM.TRYSETPERMITS`: whether the count was set (the semaphore did not exist).
 pub(crate) async fn try_set_permits(s: Obj<'_>, permits: u64) -> Result<bool> {
+    if protocol(s).await? == Protocol::Redisson {
+        let n = i64::try_from(permits)
+            .map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+        return Ok(script::<i64>(s, &redisson::TRY_SET_PERMITS, Some(n)).await? == 1);
+    }
     let mut cmd = redis::cmd("RSEM.TRYSETPERMITS");
     cmd.arg(&**s.name).arg(permits);
     Ok(s.write::<i64>(&cmd).await? == 1)
@@ -286,6 +400,11 @@ pub(crate) async fn try_set_permits(s: Obj<'_>, permits: u64) -> Result<bool> {
 
 /// `RSEM.ADDPERMITS`: the count after queued waiters were served.
 pub(crate) async fn add_permits(s: Obj<'_>, delta: i64) -> Result<i64> {
+    if protocol(s).await? == Protocol::Redisson {
+        let () = script(s, &redisson::ADD_PERMITS, Some(delta)).await?;
+        // Redisson's script replies nothing: the count a moment after.
+        return available(s).await;
+    }
     let mut cmd = redis::cmd("RSEM.ADDPERMITS");
     cmd.arg(&**s.name).arg(delta);
     s.write(&cmd).await
@@ -293,6 +412,12 @@ pub(crate) async fn add_permits(s: Obj<'_>, delta: i64) -> Result<i64> {
 
 /// `RSEM.AVAILABLE`.
 pub(crate) async fn available(s: Obj<'_>) -> Result<i64> {
+    if protocol(s).await? == Protocol::Redisson {
+        // Redisson's `availablePermits()`: `GET` (absent: 0).
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(&**s.name);
+        return Ok(s.read::<Option<i64>>(&cmd).await?.unwrap_or(0));
+    }
     let mut cmd = redis::cmd("RSEM.AVAILABLE");
     cmd.arg(&**s.name);
     s.read(&cmd).await
@@ -300,6 +425,10 @@ pub(crate) async fn available(s: Obj<'_>) -> Result<i64> {
 
 /// `RSEM.DRAIN`: the permits taken.
 pub(crate) async fn drain(s: Obj<'_>) -> Result<u64> {
+    if protocol(s).await? == Protocol::Redisson {
+        let n: i64 = script(s, &redisson::DRAIN, None).await?;
+        return Ok(n.max(0) as u64);
+    }
     let mut cmd = redis::cmd("RSEM.DRAIN");
     cmd.arg(&**s.name);
     s.write(&cmd).await

@@ -93,6 +93,11 @@ impl Transport {
         Error::from_redis(e, &self.addr_of(key), self.response_timeout)
     }
 
+    /// `e`, met at the node `addr`, as the caller's error.
+    pub(crate) fn error_at(&self, e: redis::RedisError, addr: &str) -> Error {
+        Error::from_redis(e, addr, self.response_timeout)
+    }
+
     /// `cmd` about `key`, sent and retried per the policy.
     pub(crate) async fn query<T: FromRedisValue>(
         &self,

@@ -1,0 +1,139 @@
+//! Redisson's own protocol, for servers without the rlock module: its Lua scripts, the text
+//! Redisson sends (reference/redisson.md §2; the same text as the test harness's
+//! `tests/src/redisson/`, so the SHA1 Redisson loads is the one this client runs), its keys
+//! and its pub/sub channels. Scripts run with `EVALSHA`, then `EVAL` when the server answers
+//! `NOSCRIPT` (as redis-rs' `Script` and Redisson do).
+
+use redis::{Cmd, FromRedisValue, Value};
+
+use crate::error::{Error, Result};
+use crate::runtime::Background;
+use crate::transport::{Delivery, Io, Transport};
+
+pub(crate) mod lock;
+pub(crate) mod pubsub;
+pub(crate) mod semaphore;
+
+/// A Lua script and its SHA1.
+pub(crate) struct Script {
+    pub(crate) text: &'static str,
+    sha: std::sync::OnceLock<String>,
+}
+
+impl Script {
+    pub(crate) const fn new(text: &'static str) -> Script {
+        Script {
+            text,
+            sha: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| redis::Script::new(self.text).get_hash().to_string())
+    }
+
+    /// `EVAL text nkeys keys.. args..` (the watchdog's pipelines, which can't fall back).
+    pub(crate) fn eval_cmd(&self, keys: &[&str], args: &[&str]) -> Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(self.text);
+        with_keys_and_args(&mut cmd, keys, args);
+        cmd
+    }
+
+    /// Run it about `key` (the first of `keys`): `EVALSHA`, then `EVAL` on `NOSCRIPT`.
+    pub(crate) async fn run<T: FromRedisValue>(
+        &self,
+        transport: &Transport,
+        bg: &Background,
+        io: Io,
+        keys: &[&str],
+        args: &[&str],
+        d: Delivery,
+    ) -> Result<T> {
+        let key = keys.first().copied().unwrap_or_default();
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.sha());
+        with_keys_and_args(&mut cmd, keys, args);
+        match transport.query::<Value>(bg, io, key, &cmd, d).await {
+            Err(Error::Redis(e)) if e.code() == Some("NOSCRIPT") => {
+                // Not run: the server does not have the script (yet, or after a restart).
+                let cmd = self.eval_cmd(keys, args);
+                transport.query(bg, io, key, &cmd, d).await
+            }
+            r => T::from_redis_value(r?).map_err(|e| transport.error(e.into(), key)),
+        }
+    }
+}
+
+fn with_keys_and_args(cmd: &mut Cmd, keys: &[&str], args: &[&str]) {
+    cmd.arg(keys.len());
+    for k in keys {
+        cmd.arg(*k);
+    }
+    for a in args {
+        cmd.arg(*a);
+    }
+}
+
+/// `prefix:{name}`, or `prefix:name` when the name already holds a `{` (Redisson's
+/// `RedissonObject.prefixName`), so auxiliaries share the object's cluster slot.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// The pub/sub channel of a lock (`redisson_lock__channel:{name}`).
+pub(crate) fn lock_channel(name: &str) -> String {
+    prefix_name("redisson_lock__channel", name)
+}
+
+/// A fresh unlock latch of `name` (reference/redisson.md §0.3): the key an unlock script sets
+/// so that an unlock sent again after a broken connection answers as the first did.
+pub(crate) fn unlock_latch(name: &str) -> String {
+    let request = uuid::Uuid::new_v4().simple().to_string();
+    format!("{}:{request}", prefix_name("redisson_unlock_latch", name))
+}
+
+/// How long an unlock latch lives: Redisson's with its default settings (about 16-20 s),
+/// longer than this client's retries of an unlock.
+pub(crate) const LATCH_TTL_MS: u64 = 18_000;
+
+/// The publish command the scripts are given (Redisson: `SPUBLISH` on a cluster with sharded
+/// pub/sub, else `PUBLISH`). This client subscribes with `SUBSCRIBE`, so it publishes with
+/// `PUBLISH`, which every Redisson client also receives outside sharded clusters.
+pub(crate) const PUBLISH: &str = "PUBLISH";
+
+/// Redisson's `UNLOCK_MESSAGE`: one waiter per client may take the lock.
+pub(crate) const UNLOCK_MESSAGE: i64 = 0;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_channels_are_redissons() {
+        assert_eq!(lock_channel("myLock"), "redisson_lock__channel:{myLock}");
+        assert_eq!(lock_channel("{app}:l"), "redisson_lock__channel:{app}:l");
+        let latch = unlock_latch("myLock");
+        let request = latch
+            .strip_prefix("redisson_unlock_latch:{myLock}:")
+            .unwrap();
+        assert_eq!(request.len(), 32);
+        assert!(request.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn a_script_runs_by_its_sha1() {
+        let s = Script::new("return 1");
+        assert_eq!(s.sha(), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+        let cmd = s.eval_cmd(&["k"], &["5", "o"]);
+        assert_eq!(
+            crate::ops::words(&cmd),
+            ["EVAL", "return 1", "1", "k", "5", "o"]
+        );
+    }
+}

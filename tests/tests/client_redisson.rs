@@ -1,0 +1,713 @@
+//! The rlock client over Redisson's own protocol, against a plain redis-server WITHOUT the
+//! module (issue 37): detection at connect, the reentrant lock with Redisson's scripts, keys
+//! and channel, waits on the client's one shared pub/sub connection, the watchdog, lost holds,
+//! interop with Redisson's scripts run by the harness (a "Java" holder), and the objects this
+//! mode does not serve yet failing with a typed error.
+
+mod client_support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use client_support::*;
+use rlock::{Error, Protocol, Ttl};
+use rlock_tests::{
+    acl_user, cmd, int, lock_channel, margin, pttl, raw, redis, redisson, wait_until, Server,
+    ServerOptions, Value,
+};
+
+/// A redis-server without the rlock module.
+fn plain() -> Server {
+    Server::with(ServerOptions {
+        module: false,
+        ..Default::default()
+    })
+}
+
+/// An integer reply that Redis sends as a string (`GET`, `HGET`).
+fn num(c: &mut redis::Connection, cmd: &redis::Cmd) -> i64 {
+    cmd.query::<Option<i64>>(c).unwrap().unwrap_or(0)
+}
+
+/// Subscribers of `channel` on the server (`PUBSUB NUMSUB`).
+fn numsub(c: &mut redis::Connection, channel: &str) -> i64 {
+    match raw(c, &cmd!("PUBSUB", "NUMSUB", channel)) {
+        Value::Array(v) => redis::from_redis_value(v[1].clone()).unwrap(),
+        Value::Map(v) => redis::from_redis_value(v[0].1.clone()).unwrap(),
+        other => panic!("PUBSUB NUMSUB: {other:?}"),
+    }
+}
+
+/// Connections of the server in pub/sub mode (`CLIENT LIST`, flag `P`).
+fn pubsub_connections(c: &mut redis::Connection) -> usize {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(c).unwrap();
+    list.lines()
+        .filter(|l| {
+            l.split(' ')
+                .find_map(|f| f.strip_prefix("flags="))
+                .is_some_and(|f| f.contains('P'))
+        })
+        .count()
+}
+
+#[test]
+fn auto_detects_the_protocol_of_each_server() {
+    let bare = plain();
+    let with_module = Server::start();
+    assert_eq!(client(&bare).protocol().unwrap(), Protocol::Redisson);
+    assert_eq!(client(&with_module).protocol().unwrap(), Protocol::Module);
+    // Forced: no detection, and the module is never pretended.
+    let forced = client_with(bare.url(), |b| b.protocol(Protocol::Module));
+    assert_eq!(forced.protocol().unwrap(), Protocol::Module);
+    assert!(matches!(
+        forced.lock("x").try_lock(),
+        Err(Error::ModuleNotLoaded(_))
+    ));
+    let forced = client_with(with_module.url(), |b| b.protocol(Protocol::Redisson));
+    assert_eq!(forced.protocol().unwrap(), Protocol::Redisson);
+    assert_eq!(forced.config().protocol(), Protocol::Redisson);
+    // Redisson's protocol on a server with the module: the same layout, no RLOCK command.
+    let mut c = with_module.conn();
+    let lock = forced.lock("both");
+    assert!(lock.try_lock().unwrap());
+    assert_eq!(calls(&mut c, "rlock.acquire"), 0);
+    let owner_holds: i64 = num(&mut c, &cmd!("HGET", "both", lock.owner().as_str()));
+    assert_eq!(owner_holds, 1);
+    lock.unlock().unwrap();
+}
+
+#[test]
+fn neither_module_nor_scripting_is_one_clear_error() {
+    let bare = plain();
+    let mut c = bare.conn();
+    let _user = acl_user(
+        &bare,
+        &mut c,
+        "noscripts",
+        &["~*", "&*", "+@all", "-@scripting"],
+    );
+    let url = format!("redis://noscripts:x@127.0.0.1:{}/", bare.port);
+    let client = client_with(url, |b| b);
+    let e = client.lock("x").try_lock().unwrap_err();
+    assert!(matches!(e, Error::NoLockProtocol { .. }), "{e:?}");
+    let msg = e.to_string();
+    for words in [
+        "rlock module",
+        "Redisson's protocol",
+        "EVAL",
+        &bare.port.to_string(),
+    ] {
+        assert!(msg.contains(words), "{msg}");
+    }
+    assert!(matches!(
+        client.protocol(),
+        Err(Error::NoLockProtocol { .. })
+    ));
+}
+
+#[test]
+fn reentrant_lock_in_redissons_layout_with_its_scripts() {
+    let s = plain();
+    let mut c = s.conn();
+    raw(&mut c, &cmd!("SCRIPT", "FLUSH"));
+    let client = client(&s);
+    let lock = client.lock("re");
+    let owner = lock.owner();
+    for n in 1..=3 {
+        lock.lock().unwrap();
+        assert_eq!(lock.hold_count().unwrap(), n);
+    }
+    assert_eq!(num(&mut c, &cmd!("HGET", "re", owner.as_str())), 3);
+    assert!(lock.is_locked().unwrap());
+    assert!(lock.is_held_by_current_thread().unwrap());
+    let ttl = pttl(&mut c, "re");
+    assert!(ttl > 0 && ttl <= 600, "watchdog lease: {ttl}");
+    // Byte for byte Redisson's acquire script: the server cached the SHA1 of the harness's
+    // copy of Redisson's text (after EVALSHA found nothing and EVAL loaded it).
+    let sha = redis::Script::new(redisson::ACQUIRE).get_hash().to_string();
+    assert_eq!(
+        raw(&mut c, &cmd!("SCRIPT", "EXISTS", &sha)),
+        Value::Array(vec![Value::Int(1)])
+    );
+    assert!(calls(&mut c, "evalsha") >= 3, "EVALSHA first");
+
+    let other = std::thread::scope(|t| {
+        t.spawn(|| {
+            assert!(!lock.try_lock().unwrap());
+            assert!(!lock.is_held_by_current_thread().unwrap());
+            lock.unlock().unwrap_err()
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(matches!(other, Error::NotOwner { .. }), "{other:?}");
+
+    let mut sub = rlock_tests::Subscriber::psubscribe(&s, "redisson_lock__channel:*");
+    for n in (0..3).rev() {
+        lock.unlock().unwrap();
+        assert_eq!(lock.hold_count().unwrap(), n);
+    }
+    assert!(!exists(&mut c, "re"));
+    // One unlock message, on Redisson's channel, at the full release.
+    assert_eq!(sub.drain(&mut c), [(lock_channel("re"), "0".to_string())]);
+    // The unlock latches were deleted after their unlocks, as Redisson does.
+    let latches: Vec<String> = redis::cmd("KEYS")
+        .arg("redisson_unlock_latch:*")
+        .query(&mut c)
+        .unwrap();
+    assert!(latches.is_empty(), "{latches:?}");
+    assert!(matches!(lock.unlock(), Err(Error::NotOwner { .. })));
+    assert_eq!(lock.remain_time_to_live().unwrap(), Ttl::NotLocked);
+
+    // A lease, a guard, force unlock.
+    assert!(lock
+        .try_lock_with(Duration::ZERO, Duration::from_secs(20))
+        .unwrap());
+    let ttl = pttl(&mut c, "re");
+    assert!(ttl > 19_000 && ttl <= 20_000, "{ttl}");
+    assert_eq!(client.renewing_count(), 0, "a lease hold is not renewed");
+    assert!(lock.force_unlock().unwrap());
+    assert!(!lock.force_unlock().unwrap());
+    assert_eq!(sub.drain(&mut c), [(lock_channel("re"), "0".to_string())]);
+    {
+        let _g = lock.guard().unwrap();
+        assert!(exists(&mut c, "re"));
+    }
+    assert!(!exists(&mut c, "re"));
+}
+
+#[test]
+fn threads_exclude_each_other_under_contention() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 40;
+    let in_section = AtomicBool::new(false);
+    std::thread::scope(|t| {
+        for _ in 0..THREADS {
+            t.spawn(|| {
+                let lock = client.lock("hot");
+                let mut conn = s.conn();
+                for _ in 0..ROUNDS {
+                    let _g = lock.guard().unwrap();
+                    assert!(!in_section.swap(true, Ordering::SeqCst), "two holders");
+                    // A non-atomic read-modify-write: lost updates if two ran at once.
+                    let n: i64 = redis::cmd("GET")
+                        .arg("counter")
+                        .query::<Option<i64>>(&mut conn)
+                        .unwrap()
+                        .unwrap_or(0);
+                    let () = redis::cmd("SET")
+                        .arg("counter")
+                        .arg(n + 1)
+                        .query(&mut conn)
+                        .unwrap();
+                    in_section.store(false, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    assert_eq!(
+        num(&mut c, &cmd!("GET", "counter")),
+        (THREADS * ROUNDS) as i64
+    );
+    assert!(!exists(&mut c, "hot"));
+    // Every wait shared one pub/sub connection, and it unsubscribed when the waits ended.
+    assert!(pubsub_connections(&mut c) <= 1);
+    wait_until(margin(Duration::from_secs(2)), "unsubscribed", || {
+        numsub(&mut c, &lock_channel("hot")) == 0
+    });
+}
+
+#[test]
+fn tasks_exclude_each_other_under_contention() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    let rt = runtime(4);
+    const TASKS: usize = 16;
+    const ROUNDS: usize = 20;
+    let in_section = Arc::new(AtomicBool::new(false));
+    rt.block_on(async {
+        let mut all = Vec::new();
+        for _ in 0..TASKS {
+            let lock = client.async_lock("hot");
+            let in_section = in_section.clone();
+            let url = s.url();
+            all.push(tokio::spawn(async move {
+                let redis_client = redis::Client::open(url).unwrap();
+                let mut conn = redis_client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .unwrap();
+                for _ in 0..ROUNDS {
+                    let g = lock.guard().await.unwrap();
+                    assert!(!in_section.swap(true, Ordering::SeqCst), "two holders");
+                    let n: Option<i64> = redis::cmd("GET")
+                        .arg("counter")
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    let () = redis::cmd("SET")
+                        .arg("counter")
+                        .arg(n.unwrap_or(0) + 1)
+                        .query_async(&mut conn)
+                        .await
+                        .unwrap();
+                    in_section.store(false, Ordering::SeqCst);
+                    g.unlock().await.unwrap();
+                }
+            }));
+        }
+        for t in all {
+            t.await.unwrap();
+        }
+    });
+    assert_eq!(
+        num(&mut c, &cmd!("GET", "counter")),
+        (TASKS * ROUNDS) as i64
+    );
+    assert!(pubsub_connections(&mut c) <= 1);
+}
+
+/// A waiter's subscription on the server: the wait is past its subscribe and re-attempt.
+fn wait_subscribed(c: &mut redis::Connection, name: &str, n: i64) {
+    wait_until(
+        margin(Duration::from_secs(3)),
+        "the waiter subscribed",
+        || numsub(c, &lock_channel(name)) == n,
+    );
+}
+
+#[test]
+fn an_unlock_wakes_a_waiter_at_once() {
+    let s = plain();
+    let mut c = s.conn();
+    // A 30 s watchdog: the holder's TTL can't be what wakes the waiter.
+    let client = client_with(s.url(), |b| b.watchdog_timeout(Duration::from_secs(30)));
+    let lock = client.lock("wake");
+    lock.lock().unwrap();
+    let released = std::thread::scope(|t| {
+        let waiter = t.spawn(|| {
+            let l = client.lock("wake");
+            assert!(l.try_lock_for(Duration::from_secs(10)).unwrap());
+            let at = Instant::now();
+            l.unlock().unwrap();
+            at
+        });
+        wait_subscribed(&mut c, "wake", 1);
+        lock.unlock().unwrap();
+        let released = Instant::now();
+        let got = waiter.join().unwrap();
+        got.duration_since(released)
+    });
+    assert!(
+        released < margin(Duration::from_millis(200)),
+        "woken {released:?} after the unlock"
+    );
+}
+
+#[test]
+fn many_waiters_share_one_subscription_and_connection() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client_with(s.url(), |b| b.watchdog_timeout(Duration::from_secs(30)));
+    let a = client.lock("a");
+    let b = client.lock("b");
+    a.lock().unwrap();
+    b.lock().unwrap();
+    const WAITERS: usize = 6;
+    let start = Barrier::new(WAITERS + 1);
+    std::thread::scope(|t| {
+        for i in 0..WAITERS {
+            let (client, start) = (&client, &start);
+            t.spawn(move || {
+                let l = client.lock(if i % 2 == 0 { "a" } else { "b" });
+                start.wait();
+                assert!(l.try_lock_for(Duration::from_secs(20)).unwrap());
+                l.unlock().unwrap();
+            });
+        }
+        start.wait();
+        wait_subscribed(&mut c, "a", 1);
+        wait_subscribed(&mut c, "b", 1);
+        // One subscription per lock, all on one connection, however many wait.
+        assert_eq!(pubsub_connections(&mut c), 1);
+        a.unlock().unwrap();
+        b.unlock().unwrap();
+    });
+    wait_until(margin(Duration::from_secs(2)), "unsubscribed", || {
+        numsub(&mut c, &lock_channel("a")) + numsub(&mut c, &lock_channel("b")) == 0
+    });
+}
+
+#[test]
+fn a_waiter_takes_the_lock_when_the_holders_lease_ends() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    // A "Java" holder with a 400 ms lease that never unlocks: no message, only the TTL.
+    assert_eq!(
+        redisson::acquire(&mut c, "lease", "java-uuid:1", 400),
+        Value::Nil
+    );
+    let lock = client.lock("lease");
+    let start = Instant::now();
+    assert!(lock.try_lock_for(Duration::from_secs(5)).unwrap());
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(350)
+            && waited < Duration::from_millis(400) + margin(Duration::from_millis(200)),
+        "waited {waited:?} for a 400 ms lease"
+    );
+    lock.unlock().unwrap();
+    // A wait that ends first returns false on time.
+    assert_eq!(
+        redisson::acquire(&mut c, "lease", "java-uuid:1", 30_000),
+        Value::Nil
+    );
+    let start = Instant::now();
+    assert!(!lock.try_lock_for(Duration::from_millis(300)).unwrap());
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300)
+            && waited < Duration::from_millis(300) + margin(Duration::from_millis(150)),
+        "{waited:?}"
+    );
+}
+
+#[test]
+fn the_watchdog_renews_with_redissons_script_and_reports_a_lost_hold() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s); // 600 ms watchdog, renewed every 200 ms
+    let lock = client.lock("dog");
+    let g = lock.guard().unwrap();
+    assert_eq!(client.renewing_count(), 1);
+    // Timing is the behaviour here: three leases long, still held.
+    std::thread::sleep(Duration::from_millis(1800));
+    assert!(exists(&mut c, "dog"));
+    assert!(!g.is_lost());
+    let ttl = pttl(&mut c, "dog");
+    assert!(ttl > 0 && ttl <= 600, "{ttl}");
+    assert!(
+        calls(&mut c, "eval") >= 3,
+        "renewals by EVAL of the renewal script"
+    );
+    // Gone behind its back: the next renewal finds it gone.
+    int(&mut c, &cmd!("DEL", "dog"));
+    wait_until(
+        margin(Duration::from_secs(2)),
+        "the hold reported lost",
+        || g.is_lost(),
+    );
+    assert!(lock.is_lost());
+    assert_eq!(client.renewing_count(), 0);
+    drop(g);
+}
+
+#[test]
+fn a_redisson_holder_blocks_this_client_and_its_unlock_wakes_it() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client_with(s.url(), |b| b.watchdog_timeout(Duration::from_secs(30)));
+    assert_eq!(
+        redisson::acquire(&mut c, "shared", "java-uuid:7", 30_000),
+        Value::Nil
+    );
+    // One owner whichever thread acts (the waiter below is another thread).
+    let lock = client.lock("shared").with_owner(client.new_owner());
+    assert!(!lock.try_lock().unwrap());
+    assert!(matches!(lock.unlock(), Err(Error::NotOwner { .. })));
+    let woken = std::thread::scope(|t| {
+        let waiter = t.spawn(|| {
+            assert!(lock.try_lock_for(Duration::from_secs(10)).unwrap());
+            Instant::now()
+        });
+        wait_subscribed(&mut c, "shared", 1);
+        // Redisson's unlock script publishes on the lock's channel.
+        assert_eq!(
+            redisson::unlock(&mut c, "shared", "java-uuid:7", 30_000),
+            Value::Int(1)
+        );
+        let unlocked = Instant::now();
+        waiter.join().unwrap().duration_since(unlocked)
+    });
+    assert!(woken < margin(Duration::from_millis(200)), "{woken:?}");
+    // Now this client holds it: Redisson's acquire is refused with the PTTL, its renewal
+    // finds its own field missing, and this client's unlock wakes Redisson's waiters.
+    assert!(matches!(
+        redisson::acquire(&mut c, "shared", "java-uuid:7", 30_000),
+        Value::Int(ms) if ms > 0
+    ));
+    assert!(!redisson::renew(&mut c, "shared", "java-uuid:7", 30_000));
+    assert_eq!(
+        num(&mut c, &cmd!("HGET", "shared", lock.owner().as_str())),
+        1
+    );
+    let mut sub = rlock_tests::Subscriber::psubscribe(&s, "redisson_lock__channel:*");
+    lock.unlock().unwrap();
+    assert_eq!(
+        sub.drain(&mut c),
+        [(lock_channel("shared"), "0".to_string())]
+    );
+    assert_eq!(
+        redisson::acquire(&mut c, "shared", "java-uuid:7", 30_000),
+        Value::Nil
+    );
+    // Redisson's force unlock frees it for this client.
+    assert_eq!(redisson::force_unlock(&mut c, "shared"), Value::Int(1));
+    assert!(lock.try_lock().unwrap());
+    lock.unlock().unwrap();
+}
+
+#[test]
+fn async_waits_are_cancel_safe_and_time_out() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client_with(s.url(), |b| b.watchdog_timeout(Duration::from_secs(30)));
+    let rt = runtime(2);
+    rt.block_on(async {
+        let holder = client.async_lock("c").with_owner(client.new_owner());
+        holder.lock().await.unwrap();
+        let lock = client.async_lock("c");
+        // Times out on time.
+        let start = Instant::now();
+        assert!(!lock.try_lock_for(Duration::from_millis(200)).await.unwrap());
+        assert!(start.elapsed() < Duration::from_millis(200) + margin(Duration::from_millis(150)));
+        // A wait dropped by its caller: no hold, and its subscription goes.
+        let dropped = tokio::time::timeout(Duration::from_millis(150), lock.lock()).await;
+        assert!(dropped.is_err());
+        assert!(!lock.is_held_by_current_task().await.unwrap());
+        assert_eq!(client.renewing_count(), 1, "only the holder's");
+        holder.unlock().await.unwrap();
+        // An async waiter is woken by the unlock.
+        holder.lock().await.unwrap();
+        let waiter = {
+            let lock = lock.clone();
+            tokio::spawn(async move {
+                lock.lock().await.unwrap();
+                let at = Instant::now();
+                lock.unlock().await.unwrap();
+                at
+            })
+        };
+        while numsub(&mut c, &lock_channel("c")) != 1 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        holder.unlock().await.unwrap();
+        let unlocked = Instant::now();
+        let got = waiter.await.unwrap();
+        assert!(got.duration_since(unlocked) < margin(Duration::from_millis(200)));
+    });
+    wait_until(margin(Duration::from_secs(2)), "unsubscribed", || {
+        numsub(&mut c, &lock_channel("c")) == 0
+    });
+    assert!(!exists(&mut c, "c"));
+}
+
+#[test]
+fn objects_not_served_yet_fail_with_a_typed_error() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    let check = |e: Error, object: &str, name: &str| {
+        match &e {
+            Error::NotInRedissonProtocol {
+                object: o, name: n, ..
+            } => assert_eq!((*o, n.as_str()), (object, name)),
+            other => panic!("{object}: {other:?}"),
+        }
+        let msg = e.to_string();
+        assert!(
+            msg.contains("Redisson's protocol") && msg.contains(object),
+            "{msg}"
+        );
+    };
+    check(
+        client.fair_lock("f").try_lock().unwrap_err(),
+        "fair lock",
+        "f",
+    );
+    check(
+        client.fenced_lock("t").try_lock().unwrap_err(),
+        "fenced lock",
+        "t",
+    );
+    check(
+        client.non_reentrant_lock("n").try_lock().unwrap_err(),
+        "non-reentrant lock",
+        "n",
+    );
+    check(
+        client
+            .read_write_lock("rw")
+            .read_lock()
+            .try_lock()
+            .unwrap_err(),
+        "read-write lock",
+        "rw",
+    );
+    check(
+        client
+            .read_write_lock("rw")
+            .write_lock()
+            .lock()
+            .unwrap_err(),
+        "read-write lock",
+        "rw",
+    );
+    let pes = client.permit_expirable_semaphore("pes");
+    check(
+        pes.try_acquire(Duration::from_secs(1)).unwrap_err(),
+        "permit-expirable semaphore",
+        "pes",
+    );
+    check(
+        pes.try_set_permits(2).unwrap_err(),
+        "permit-expirable semaphore",
+        "pes",
+    );
+    let latch = client.count_down_latch("l");
+    check(latch.try_set_count(1).unwrap_err(), "count-down latch", "l");
+    check(
+        latch.wait_for(Duration::from_millis(10)).unwrap_err(),
+        "count-down latch",
+        "l",
+    );
+    // Nothing was written.
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[test]
+fn a_multilock_of_plain_locks_works_over_redissons_protocol() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    let both = client.multi_lock(["m1", "m2"]).unwrap();
+    {
+        let _g = both.guard().unwrap();
+        assert!(exists(&mut c, "m1") && exists(&mut c, "m2"));
+        let other = client.lock("m2").with_owner(client.new_owner());
+        assert!(!other.try_lock().unwrap());
+    }
+    assert!(!exists(&mut c, "m1") && !exists(&mut c, "m2"));
+}
+
+#[test]
+fn a_semaphore_over_redissons_protocol() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    let sem = client.semaphore("sem");
+    assert!(sem.try_set_permits(2).unwrap());
+    assert!(!sem.try_set_permits(5).unwrap());
+    // Redisson's layout: a string count.
+    assert_eq!(num(&mut c, &cmd!("GET", "sem")), 2);
+    assert_eq!(sem.available_permits().unwrap(), 2);
+    assert!(sem.try_acquire_many(2).unwrap());
+    assert!(!sem.try_acquire().unwrap());
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    // A waiter is woken by a release (a count has no TTL: only the message can wake it).
+    let woken = std::thread::scope(|t| {
+        let waiter = t.spawn(|| {
+            assert!(sem.try_acquire_for(Duration::from_secs(10)).unwrap());
+            Instant::now()
+        });
+        wait_until(
+            margin(Duration::from_secs(3)),
+            "the waiter subscribed",
+            || numsub(&mut c, "redisson_sc:{sem}") == 1,
+        );
+        let mut sub = rlock_tests::Subscriber::psubscribe(&s, "redisson_sc:*");
+        sem.release().unwrap();
+        let released = Instant::now();
+        let got = waiter.join().unwrap().duration_since(released);
+        // Redisson's release publishes the new count on Redisson's channel.
+        assert_eq!(
+            sub.drain(&mut c),
+            [("redisson_sc:{sem}".to_string(), "1".to_string())]
+        );
+        got
+    });
+    assert!(woken < margin(Duration::from_millis(200)), "{woken:?}");
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    // A wait that ends first returns false, on time.
+    let start = Instant::now();
+    assert!(!sem.try_acquire_for(Duration::from_millis(200)).unwrap());
+    assert!(start.elapsed() < Duration::from_millis(200) + margin(Duration::from_millis(150)));
+    // Interop: Redisson's own release script wakes this client's waiter.
+    std::thread::scope(|t| {
+        let waiter = t.spawn(|| sem.try_acquire_for(Duration::from_secs(10)).unwrap());
+        wait_until(
+            margin(Duration::from_secs(3)),
+            "the waiter subscribed",
+            || numsub(&mut c, "redisson_sc:{sem}") == 1,
+        );
+        raw(
+            &mut c,
+            &cmd!(
+                "EVAL",
+                redisson::semaphore::RELEASE,
+                2,
+                "sem",
+                "redisson_sc:{sem}",
+                1,
+                "PUBLISH"
+            ),
+        );
+        assert!(waiter.join().unwrap());
+    });
+    assert_eq!(sem.add_permits(3).unwrap(), 3);
+    assert_eq!(sem.drain_permits().unwrap(), 3);
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    {
+        assert_eq!(sem.add_permits(1).unwrap(), 1);
+        let _g = sem.guard().unwrap();
+        assert_eq!(sem.available_permits().unwrap(), 0);
+    }
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    // The same script text as Redisson's (by SHA1).
+    let sha = redis::Script::new(redisson::semaphore::TRY_ACQUIRE)
+        .get_hash()
+        .to_string();
+    assert_eq!(
+        raw(&mut c, &cmd!("SCRIPT", "EXISTS", &sha)),
+        Value::Array(vec![Value::Int(1)])
+    );
+}
+
+#[test]
+fn semaphore_permits_are_never_overdrawn_by_tasks() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = client(&s);
+    assert!(client.semaphore("pool").try_set_permits(3).unwrap());
+    let rt = runtime(4);
+    let inside = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    rt.block_on(async {
+        let mut all = Vec::new();
+        for _ in 0..12 {
+            let sem = client.async_semaphore("pool");
+            let inside = inside.clone();
+            all.push(tokio::spawn(async move {
+                for _ in 0..10 {
+                    let g = sem.guard().await.unwrap();
+                    let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    assert!(n <= 3, "{n} holders of 3 permits");
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    g.unlock().await.unwrap();
+                }
+            }));
+        }
+        for t in all {
+            t.await.unwrap();
+        }
+    });
+    assert_eq!(num(&mut c, &cmd!("GET", "pool")), 3, "every permit back");
+    assert_eq!(client.permits_in_doubt(), 0);
+}
