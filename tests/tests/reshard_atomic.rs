@@ -68,6 +68,27 @@ fn set_up(node: &Server) -> Objects {
     Objects { token, permit }
 }
 
+/// `B` queued on `node` behind `A`'s hold of `{t}:lock`: a raw `BLOCK 0` waiter.
+fn queue_waiter(node: &Server) -> Pending {
+    let waiter = Pending::send(
+        node,
+        &cmd!("RLOCK.ACQUIRE", "{t}:lock", "B", 60_000, "BLOCK", 0),
+    );
+    let mut c = node.conn();
+    wait_until(WAIT, "waiter queued", || rlock_stat(&mut c, "waiters") == 1);
+    waiter
+}
+
+/// Valkey's own test hooks that hold a migration before its pause (`PREVENT-PAUSE`, on the
+/// source) or before the target takes the slot (`PREVENT-FAILOVER`, on the target).
+fn hold_migration(node: &Server, hook: &str, on: bool) {
+    let v = raw(
+        &mut node.conn(),
+        &cmd!("DEBUG", "SLOTMIGRATION", hook, i64::from(on)),
+    );
+    assert_eq!(v, Value::Okay, "DEBUG SLOTMIGRATION {hook}");
+}
+
 /// The "done when" of issue 38: `CLUSTER MIGRATESLOTS` moves a slot holding a held lock with a
 /// blocked waiter, a fenced lock, a semaphore with a leased permit and a latch; the migration
 /// completes, everything arrives intact, the waiter is not granted on the source but ends with
@@ -89,13 +110,7 @@ fn migrateslots_moves_every_object_intact_and_grants_nothing_on_the_source() {
         &mut src,
         &cmd!("ZRANGE", "{t}:sem:timeout", 0, -1, "WITHSCORES"),
     );
-    let waiter = Pending::send(
-        source,
-        &cmd!("RLOCK.ACQUIRE", "{t}:lock", "B", 60_000, "BLOCK", 0),
-    );
-    wait_until(WAIT, "waiter queued", || {
-        rlock_stat(&mut src, "waiters") == 1
-    });
+    let waiter = queue_waiter(source);
     assert!(rlock_stat(&mut src, "holds_tracked") >= 2);
 
     cluster.migrate_slot_atomic(slot, source, target);
@@ -196,13 +211,7 @@ fn a_lease_ending_in_the_migrations_last_step_is_not_granted_on_the_source() {
         rlock_stat(&mut src, "sem_waiters") == 1
     });
 
-    assert_eq!(
-        raw(
-            &mut dst,
-            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-FAILOVER", 1)
-        ),
-        Value::Okay
-    );
+    hold_migration(target, "PREVENT-FAILOVER", true);
     let job = cluster.start_atomic_migration(slot, source, target);
     wait_migration(source, &job, &["failover-granted"]);
     assert!(
@@ -226,13 +235,7 @@ fn a_lease_ending_in_the_migrations_last_step_is_not_granted_on_the_source() {
         "A's lease only"
     );
 
-    assert_eq!(
-        raw(
-            &mut dst,
-            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-FAILOVER", 0)
-        ),
-        Value::Okay
-    );
+    hold_migration(target, "PREVENT-FAILOVER", false);
     wait_migration(source, &job, &["success"]);
     let v = waiter.reply_within(Duration::from_secs(5));
     assert!(ended_by_move(&v), "the waiter's reply on the source: {v:?}");
@@ -266,21 +269,9 @@ fn a_cancelled_migration_leaves_the_source_serving_as_before() {
     let target = cluster.other_master("{t}");
     let objects = set_up(source);
     let mut src = source.conn();
-    let waiter = Pending::send(
-        source,
-        &cmd!("RLOCK.ACQUIRE", "{t}:lock", "B", 60_000, "BLOCK", 0),
-    );
-    wait_until(WAIT, "waiter queued", || {
-        rlock_stat(&mut src, "waiters") == 1
-    });
+    let waiter = queue_waiter(source);
 
-    assert_eq!(
-        raw(
-            &mut src,
-            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 1)
-        ),
-        Value::Okay
-    );
+    hold_migration(source, "PREVENT-PAUSE", true);
     let job = cluster.start_atomic_migration(slot, source, target);
     wait_migration(source, &job, &["waiting-to-pause"]);
     // Writes during the migration are streamed: a lease taken now arrives if it completes.
@@ -293,13 +284,7 @@ fn a_cancelled_migration_leaves_the_source_serving_as_before() {
         Value::Okay
     );
     wait_migration(source, &job, &["cancelled"]);
-    assert_eq!(
-        raw(
-            &mut src,
-            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 0)
-        ),
-        Value::Okay
-    );
+    hold_migration(source, "PREVENT-PAUSE", false);
     assert_eq!(cluster.master_port_of_slot(slot), source.port);
 
     // The source serves as before: the waiter is still queued and gets the lock at A's
@@ -337,21 +322,8 @@ fn a_migration_whose_target_dies_leaves_the_source_serving() {
     let source = cluster.by_port(source_port);
     let target = cluster.by_port(target_port);
     set_up(source);
-    let mut src = source.conn();
-    let waiter = Pending::send(
-        source,
-        &cmd!("RLOCK.ACQUIRE", "{t}:lock", "B", 60_000, "BLOCK", 0),
-    );
-    wait_until(WAIT, "waiter queued", || {
-        rlock_stat(&mut src, "waiters") == 1
-    });
-    assert_eq!(
-        raw(
-            &mut src,
-            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 1)
-        ),
-        Value::Okay
-    );
+    let waiter = queue_waiter(source);
+    hold_migration(source, "PREVENT-PAUSE", true);
     let job = cluster.start_atomic_migration(slot, source, target);
     wait_migration(source, &job, &["waiting-to-pause"]);
     cluster
@@ -364,13 +336,7 @@ fn a_migration_whose_target_dies_leaves_the_source_serving() {
     let state = wait_migration(source, &job, &["failed"]);
     assert_eq!(state, "failed");
     let mut src = source.conn();
-    assert_eq!(
-        raw(
-            &mut src,
-            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", 0)
-        ),
-        Value::Okay
-    );
+    hold_migration(source, "PREVENT-PAUSE", false);
     assert_eq!(rlock_stat(&mut src, "waiters"), 1);
     assert_eq!(int(&mut src, &cmd!("RLOCK.RELEASE", "{t}:lock", "A")), 0);
     assert_eq!(waiter.reply_within(Duration::from_secs(5)), Value::Int(1));
