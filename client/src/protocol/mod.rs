@@ -43,14 +43,22 @@ impl Protocols {
         if self.asked != Protocol::Auto {
             return Ok(self.asked);
         }
-        let addr = transport.addr_of(key);
-        if let Some(p) = self.by_node.read().get(&addr) {
+        if let Some(p) = self.by_node.read().get(&transport.addr_of(key)) {
             return Ok(*p);
         }
         // Boxed: the rare path (once per server) stays out of every caller's future.
-        let p = Box::pin(detect(transport, bg, io, &addr)).await?;
-        self.by_node.write().insert(addr, p);
-        Ok(p)
+        Box::pin(async {
+            // The node itself, looked up if need be: before Sentinel has named the primary,
+            // `addr_of` is only a placeholder, which no command can be sent to.
+            let addr = transport.node_of(key).await;
+            if let Some(p) = self.by_node.read().get(&addr) {
+                return Ok(*p);
+            }
+            let p = detect(transport, bg, io, &addr).await?;
+            self.by_node.write().insert(addr, p);
+            Ok(p)
+        })
+        .await
     }
 
     /// `Ok` when the node serving `key` speaks the module's commands; else the error saying
