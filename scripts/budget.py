@@ -32,6 +32,10 @@ TOP_CALLS = 200
 MARGIN = 0.02
 OWNER = "6e3d30b7-83b1-433a-9335-5e8b9916d3ac:1"
 OTHER = "6e3d30b7-83b1-433a-9335-5e8b9916d3ac:2"
+# The lease of the holds that live on until RLOCK.TOP's phase: none may end during the run,
+# however slow the machine (a hold found ended is dropped by the first RLOCK.TOP, at a cost that
+# would then depend on the machine's speed, not on the code).
+LIVE_MS = 3_600_000
 DISPATCH = "RedisModuleCommandDispatcher"
 TIMER = "moduleTimerHandler"
 
@@ -114,7 +118,10 @@ def measure():
     vg = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, server,
          "--port", str(port), "--bind", "127.0.0.1", "--dir", work, "--save", "",
-         "--appendonly", "no", "--hz", "10", "--loadmodule", module,
+         # Rehashing only inside commands, never by the server's cron: a dict's rehash steps
+         # then fall on the same calls whatever the machine's speed (with it on, a call's count
+         # moved by up to 4 % between runs).
+         "--appendonly", "no", "--hz", "10", "--activerehashing", "no", "--loadmodule", module,
          "--logfile", os.path.join(work, "server.log")],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "valgrind.log"), "w"))
     try:
@@ -204,7 +211,7 @@ def run_phases(conn, pid):
     setup("handoff",
           [["RSESSION.OPEN", "h", 60000]]
           + [["RLOCK.ACQUIRE", "h:%d" % i, OWNER, 30000] for i in range(n)]
-          + [["RLOCK.ACQUIRE", "h:%d" % i, OTHER, 30000, "SESSION", "h", "QUEUE", i, 0]
+          + [["RLOCK.ACQUIRE", "h:%d" % i, OTHER, LIVE_MS, "SESSION", "h", "QUEUE", i, 0]
              for i in range(n)])
     phase("lock_release_handoff", [["RLOCK.RELEASE", "h:%d" % i, OWNER] for i in range(n)])
     phase("session_read_one", [["RSESSION.READ", "h", i, "COUNT", 1] for i in range(n)])
@@ -215,7 +222,7 @@ def run_phases(conn, pid):
     setup("lease_end",
           [["RSESSION.OPEN", "e", 60000]]
           + [["RLOCK.ACQUIRE", "e:%d" % i, OWNER, lease_ms] for i in range(n)]
-          + [["RLOCK.ACQUIRE", "e:%d" % i, OTHER, 30000, "SESSION", "e", "QUEUE", i, 0]
+          + [["RLOCK.ACQUIRE", "e:%d" % i, OTHER, LIVE_MS, "SESSION", "e", "QUEUE", i, 0]
              for i in range(n)])
     if time.time() - started > lease_ms / 1000 * 0.8:
         sys.exit("budget: the lease-end setup took too long under valgrind")
@@ -296,6 +303,19 @@ def main():
         if mode == "--check" and not b:
             over.append(name + " (no budget line)")
     if mode == "--check":
+        if over:
+            # A few calls spread up to 4 % between server processes (hash seeds: e.g.
+            # rwlock_write_acquire 11,456-11,959 in eight runs); their lines are the highest
+            # seen. A call over its line is measured once more, in a new server, and fails only
+            # if it is over again: a real growth is over every time.
+            print("budget: over in this run: %s; measuring again" % ", ".join(over))
+            again = measure()
+            over = [n for n in over if n in again and budget.get(n)
+                    and again[n] > budget[n] * (1 + MARGIN)] + [n for n in over if not budget.get(n.split()[0])]
+            for name in over:
+                if name in again:
+                    print("%-28s %10d %10d %+7.1f%%" % (name, again[name], budget[name],
+                          100.0 * (again[name] - budget[name]) / budget[name]))
         if over:
             print("budget: over budget by more than %d %%: %s" % (MARGIN * 100, ", ".join(over)))
             sys.exit(1)
