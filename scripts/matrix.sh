@@ -7,6 +7,9 @@
 # NAMEs are those of scripts/servers.sh (default: all of them); each server binary is fetched
 # into the cache on first use. RLOCK_MODULE must name the built module (the Makefile sets it).
 # MATRIX_CARGO_ARGS adds cargo test arguments, e.g. "--test servers" for one test file.
+# CLIENT_TESTS (the Makefile sets it: "--test client_sync --test ...") are run a second time on
+# the servers named in REDISSON_SERVERS (default: every server of the run), those servers
+# started without the module: the client speaks Redisson's protocol there (row NAME/redisson).
 # Logs: target/matrix/NAME.log. Exit status: non-zero when any server had a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +48,24 @@ for n in "${names[@]}"; do
   result=ok
   [ "$rc" = 0 ] || result="FAILED (exit $rc)"
   rows+=("$(printf '%-11s %-14s %7s %7s %6ss  %s' "$n" "$version" "$p" "$f" "$secs" "$result")")
+
+  if [ -n "${CLIENT_TESTS:-}" ] && [[ " ${REDISSON_SERVERS:-${names[*]}} " == *" $n "* ]]; then
+    echo "==> $n without the module: the client's tests over Redisson's protocol"
+    log=target/matrix/$n-redisson.log
+    start=$(date +%s)
+    set +e
+    # shellcheck disable=SC2086
+    RLOCK_CLIENT_PROTOCOL=redisson RLOCK_SERVER=$b \
+      cargo test --release -p rlock-tests --no-fail-fast $CLIENT_TESTS 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    secs=$(($(date +%s) - start))
+    read -r p f < <(awk '/^test result:/ { p += $4; f += $6 } END { print p + 0, f + 0 }' "$log")
+    [ "$rc" = 0 ] && [ "$f" = 0 ] || status=1
+    result=ok
+    [ "$rc" = 0 ] || result="FAILED (exit $rc)"
+    rows+=("$(printf '%-11s %-14s %7s %7s %6ss  %s' "$n/redisson" "$version" "$p" "$f" "$secs" "$result")")
+  fi
 done
 
 echo

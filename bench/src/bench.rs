@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 /// How big each scenario is.
+#[derive(Clone)]
 pub struct Sizes {
     /// Measuring time per throughput run.
     pub run: Duration,

@@ -98,19 +98,19 @@ pub fn run(b: &Bench, r: &mut Report) {
     r.tables.push(t);
 }
 
-struct Measured {
-    rate: f64,
-    p50: Duration,
-    p99: Duration,
-    min: u64,
-    max: u64,
-    jain: f64,
-    cmds_per_acq: f64,
+pub struct Measured {
+    pub rate: f64,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub min: u64,
+    pub max: u64,
+    pub jain: f64,
+    pub cmds_per_acq: f64,
 }
 
 /// One measured stretch: acquisitions per client, every acquire's wait, the time, and the
 /// server commands executed.
-struct Run {
+pub struct Run {
     counts: Vec<u64>,
     lat: Vec<Duration>,
     elapsed: Duration,
@@ -118,7 +118,7 @@ struct Run {
 }
 
 /// Stretches of one protocol as one measurement (per-client counts added up by client).
-fn summarize(runs: Vec<Run>) -> Measured {
+pub fn summarize(runs: Vec<Run>) -> Measured {
     let mut counts = vec![0u64; runs.first().map_or(0, |r| r.counts.len())];
     let (mut lat, mut elapsed, mut cmds) = (Vec::new(), Duration::ZERO, 0u64);
     for run in runs {
@@ -141,7 +141,7 @@ fn summarize(runs: Vec<Run>) -> Measured {
     }
 }
 
-fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report, run: Duration) -> Run {
+pub fn measure(b: &Bench, kind: Kind, n: usize, r: &mut Report, run: Duration) -> Run {
     let key = format!("contended:{n}:{}", kind.name());
     let mut stats = b.conn();
     let check = Exclusion::default();

@@ -20,6 +20,7 @@ mod memory;
 mod placement;
 mod protocols;
 mod proxy;
+mod redisson_mode;
 mod report;
 mod rw_protocols;
 mod rwlock;
@@ -81,7 +82,7 @@ fn main() {
 
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
-    let steps: [(&str, Step); 15] = [
+    let steps: [(&str, Step); 16] = [
         ("uncontended", uncontended::run),
         ("contended", contended::run),
         ("hand-off floor", handoff::run),
@@ -93,6 +94,7 @@ fn main() {
         ("semaphore", semaphore::run),
         ("latch fan-out", latch::run),
         ("client vs raw", client::run),
+        ("redisson mode", redisson_mode::run),
         ("family", family::run),
         ("many waiters", waiters::run),
         ("tracking", tracking::run),

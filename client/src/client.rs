@@ -131,6 +131,7 @@ impl Client {
 
     fn start(config: Config) -> Result<Client> {
         let ctx = Arc::new(Context::new(config)?);
+        let _ = ctx.me.set(Arc::downgrade(&ctx));
         let interval = ctx.config.renewal_interval();
         let lease_ms = millis(ctx.config.watchdog_timeout);
         ctx.bg

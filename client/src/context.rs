@@ -13,7 +13,7 @@ use crate::protocol::redisson::pubsub::PubSub;
 use crate::protocol::Protocols;
 use crate::runtime::Background;
 use crate::session::{Sessions, Settings};
-use crate::transport::Transport;
+use crate::transport::{Delivery, Io, Transport};
 
 pub(crate) struct Context {
     pub(crate) config: Config,
@@ -33,11 +33,31 @@ pub(crate) struct Context {
     /// Plain permits this client may have taken without being able to confirm or give them
     /// back ([`Context::permits_in_doubt`]).
     in_doubt: AtomicU64,
+    /// Itself, for work sent off without the caller waiting ([`Context::send_off`]); set once
+    /// by `Client::start`.
+    pub(crate) me: std::sync::OnceLock<std::sync::Weak<Context>>,
     /// Declared last: dropped after the connections that run on it.
     pub(crate) bg: Background,
 }
 
 impl Context {
+    /// Send `cmd` about `key` without the caller waiting for its reply (the clean-up Redisson
+    /// sends fire-and-forget, such as an unlock latch's `DEL`): a failure is only logged.
+    pub(crate) fn send_off(&self, key: String, cmd: redis::Cmd) {
+        let Some(ctx) = self.me.get().and_then(std::sync::Weak::upgrade) else {
+            return;
+        };
+        self.bg.spawn(async move {
+            let sent = ctx
+                .transport
+                .query::<redis::Value>(&ctx.bg, Io::Async, &key, &cmd, Delivery::Idempotent)
+                .await;
+            if let Err(e) = sent {
+                tracing::debug!(key = %key, error = %e, "rlock: a clean-up command failed");
+            }
+        });
+    }
+
     pub(crate) fn new(config: Config) -> Result<Context> {
         let bg = Background::start(config.worker_threads, config.runtime.clone())
             .map_err(|e| Error::Config(format!("can't start the client runtime: {e}")))?;
@@ -71,6 +91,7 @@ impl Context {
             metrics,
             holds,
             in_doubt: AtomicU64::new(0),
+            me: std::sync::OnceLock::new(),
             bg,
             config,
         })

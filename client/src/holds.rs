@@ -26,8 +26,10 @@ pub(crate) struct Kind {
     /// [`held_after_renewal`]).
     pub(crate) renew: fn(key: &str, holder: &str, lease_ms: u64) -> Cmd,
     /// The command that gives back one of `holder`'s holds of `key` (replies the holds left),
-    /// for kinds whose orphaned holds the watchdog may release; `None`: only reported.
-    pub(crate) release: Option<fn(key: &str, holder: &str) -> Cmd>,
+    /// for kinds whose orphaned holds the watchdog may release; `None`: only reported. Given
+    /// the deployment's publish command (Redisson's scripts publish with it; see
+    /// `Transport::publish_command`).
+    pub(crate) release: Option<fn(key: &str, holder: &str, publish: &'static str) -> Cmd>,
 }
 
 impl fmt::Debug for Kind {
@@ -528,7 +530,7 @@ mod tests {
     static THING: Kind = Kind {
         name: "thing",
         renew: |_, _, _| redis::cmd("PING"),
-        release: Some(|_, _| redis::cmd("PING")),
+        release: Some(|_, _, _| redis::cmd("PING")),
     };
 
     fn id(key: &str, holder: &str) -> HoldId {

@@ -55,7 +55,8 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
             .release
             .expect("only releasable orphans are released");
         for _ in 0..o.holds {
-            cmds.push((id.key.clone(), release(&id.key, &id.holder)));
+            let publish = ctx.transport.publish_command();
+            cmds.push((id.key.clone(), release(&id.key, &id.holder, publish)));
         }
     }
     let mut replies = match ctx.transport.send_each(&cmds).await {

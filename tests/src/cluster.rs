@@ -27,7 +27,7 @@ const CONVERGE: Duration = Duration::from_secs(30);
 
 /// Start one cluster-enabled node (retrying with fresh ports: the probed port or bus port may be
 /// taken by the time redis binds it).
-fn start_node(node_timeout_ms: u64) -> Server {
+fn start_node(node_timeout_ms: u64, module: bool) -> Server {
     let mut last = String::new();
     for _ in 0..8 {
         let bus = crate::free_port();
@@ -42,6 +42,7 @@ fn start_node(node_timeout_ms: u64) -> Server {
                 "--cluster-node-timeout".into(),
                 node_timeout_ms.to_string(),
             ],
+            module,
             ..ServerOptions::default()
         };
         match Server::try_start(&opts) {
@@ -56,6 +57,12 @@ impl Cluster {
     /// Three masters, no replicas.
     pub fn start() -> Cluster {
         Cluster::create(false, 5000)
+    }
+
+    /// Three masters, no replicas, none with the module (a managed service's cluster: the
+    /// client speaks Redisson's protocol there).
+    pub fn without_module() -> Cluster {
+        Cluster::build(false, 5000, false)
     }
 
     /// Three masters, no replicas, a master counted failed only after `node_timeout_ms`
@@ -76,8 +83,14 @@ impl Cluster {
     }
 
     fn create(replicas: bool, node_timeout_ms: u64) -> Cluster {
+        Cluster::build(replicas, node_timeout_ms, !crate::without_module())
+    }
+
+    fn build(replicas: bool, node_timeout_ms: u64, module: bool) -> Cluster {
         let n = if replicas { 6 } else { 3 };
-        let nodes: Vec<Server> = (0..n).map(|_| start_node(node_timeout_ms)).collect();
+        let nodes: Vec<Server> = (0..n)
+            .map(|_| start_node(node_timeout_ms, module))
+            .collect();
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
         args.extend(nodes.iter().map(|s| format!("127.0.0.1:{}", s.port)));
         if replicas {

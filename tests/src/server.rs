@@ -81,6 +81,30 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Whether this test run's servers go without the module (`RLOCK_CLIENT_PROTOCOL=redisson`):
+/// the client's tests run once so, their client detecting Redisson's protocol on every server
+/// (single, cluster, Sentinel, TLS), as on a managed service. Only the client's test files run
+/// this way (`make test` and the matrix say which); a test about a module-only feature asks
+/// [`skip_without_module`] first.
+pub fn without_module() -> bool {
+    static PLAIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PLAIN.get_or_init(|| match std::env::var("RLOCK_CLIENT_PROTOCOL").as_deref() {
+        Ok("redisson") => true,
+        Ok("module") | Ok("") | Err(_) => false,
+        Ok(other) => panic!("RLOCK_CLIENT_PROTOCOL={other}: expected `module` or `redisson`"),
+    })
+}
+
+/// True (and says so on stdout) when this run's servers have no module: the calling test is
+/// about a feature only the module has (`why`), and returns at once.
+pub fn skip_without_module(why: &str) -> bool {
+    let skip = without_module();
+    if skip {
+        println!("skipped without the module (RLOCK_CLIENT_PROTOCOL=redisson): {why}");
+    }
+    skip
+}
+
 /// How to start a server.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
@@ -99,7 +123,7 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
-            module: true,
+            module: !without_module(),
             replica_of: None,
             aof: false,
             dir: None,

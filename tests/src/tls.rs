@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rcgen::{ExtendedKeyUsagePurpose, KeyUsagePurpose};
 
-use crate::{module_path, server_binary};
+use crate::{module_path, server_binary, without_module};
 
 /// PEM files of a small PKI, in a temporary directory.
 pub struct Pki {
@@ -169,8 +169,7 @@ impl TlsServer {
             .arg(dir.path())
             .arg("--logfile")
             .arg(dir.path().join("redis.log"))
-            .arg("--loadmodule")
-            .arg(module_path())
+            .args(module_args())
             .args(pki.server_args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -241,4 +240,12 @@ impl Drop for TlsServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `--loadmodule <path>`, unless this run's servers go without the module.
+fn module_args() -> Vec<std::ffi::OsString> {
+    if without_module() {
+        return Vec::new();
+    }
+    vec!["--loadmodule".into(), module_path().into()]
 }

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use client_support::*;
 use rlock::{Error, Protocol, Ttl};
 use rlock_tests::{
-    acl_user, cmd, int, lock_channel, margin, pttl, raw, redis, redisson, wait_until, Server,
-    ServerOptions, Value,
+    acl_user, cmd, int, lock_channel, margin, prefix_name, pttl, raw, redis, redisson, wait_until,
+    Server, ServerOptions, Value,
 };
 
 /// A redis-server without the rlock module.
@@ -710,4 +710,141 @@ fn semaphore_permits_are_never_overdrawn_by_tasks() {
     });
     assert_eq!(num(&mut c, &cmd!("GET", "pool")), 3, "every permit back");
     assert_eq!(client.permits_in_doubt(), 0);
+}
+
+/// Connections subscribed to `channel` with `SSUBSCRIBE` on this node (`PUBSUB SHARDNUMSUB`).
+fn shardnumsub(c: &mut redis::Connection, channel: &str) -> i64 {
+    match raw(c, &cmd!("PUBSUB", "SHARDNUMSUB", channel)) {
+        Value::Array(v) => redis::from_redis_value(v[1].clone()).unwrap(),
+        Value::Map(v) => redis::from_redis_value(v[0].1.clone()).unwrap(),
+        other => panic!("PUBSUB SHARDNUMSUB: {other:?}"),
+    }
+}
+
+/// Redisson's unlock script as Redisson sends it in a cluster (publishing with `SPUBLISH`).
+fn redisson_unlock_sharded(c: &mut redis::Connection, name: &str, owner: &str) -> Value {
+    let latch = format!("{}:{:032x}", prefix_name("redisson_unlock_latch", name), 7);
+    raw(
+        c,
+        &cmd!(
+            "EVAL",
+            redisson::UNLOCK,
+            3,
+            name,
+            lock_channel(name),
+            &latch,
+            0,
+            30_000,
+            owner,
+            "SPUBLISH",
+            18_000
+        ),
+    )
+}
+
+#[test]
+fn in_a_cluster_waits_hear_and_send_sharded_messages_as_redisson_does() {
+    let cluster = rlock_tests::cluster::Cluster::without_module();
+    // A 30 s watchdog: only a message can wake a waiter within the margins below.
+    let client = rlock::Client::builder()
+        .cluster(cluster.seeds())
+        .watchdog_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let name = "sharded";
+    assert_eq!(client.protocol_for(name).unwrap(), Protocol::Redisson);
+    let node = cluster.master_for(name);
+    let mut c = node.conn();
+    let channel = lock_channel(name);
+
+    // A Java service holds it; this client waits, subscribed with SSUBSCRIBE on the node
+    // serving the channel's slot (not SUBSCRIBE: Redisson publishes with SPUBLISH there).
+    assert_eq!(
+        redisson::acquire(&mut c, name, "java-uuid:7", 30_000),
+        Value::Nil
+    );
+    let lock = client.lock(name).with_owner(client.new_owner());
+    let woken = std::thread::scope(|t| {
+        let waiter = t.spawn(|| {
+            assert!(lock.try_lock_for(Duration::from_secs(10)).unwrap());
+            Instant::now()
+        });
+        wait_until(
+            margin(Duration::from_secs(5)),
+            "the waiter subscribed",
+            || shardnumsub(&mut c, &channel) == 1,
+        );
+        assert_eq!(numsub(&mut c, &channel), 0, "no plain subscription");
+        assert_eq!(
+            redisson_unlock_sharded(&mut c, name, "java-uuid:7"),
+            Value::Int(1)
+        );
+        let unlocked = Instant::now();
+        waiter.join().unwrap().duration_since(unlocked)
+    });
+    assert!(
+        woken < margin(Duration::from_millis(500)),
+        "woken {woken:?} after SPUBLISH"
+    );
+
+    // This client's unlock publishes with SPUBLISH: a Java waiter (SSUBSCRIBE) hears it.
+    let mut sub = node.conn();
+    sub.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    sub.send_packed_command(&cmd!("SSUBSCRIBE", &channel).get_packed_command())
+        .unwrap();
+    let confirm = sub.recv_response().unwrap();
+    assert!(matches!(confirm, Value::Array(_)), "{confirm:?}");
+    lock.unlock().unwrap();
+    let msg = match sub.recv_response().unwrap() {
+        Value::Array(p) => p,
+        other => panic!("unexpected frame {other:?}"),
+    };
+    let parts: Vec<String> = msg.iter().map(|p| rlock_tests::text(p).unwrap()).collect();
+    assert_eq!(parts, ["smessage", channel.as_str(), "0"]);
+    assert_eq!(rlock_tests::exists(&mut c, name), false);
+}
+
+#[test]
+fn in_a_cluster_threads_exclude_each_other_across_slots() {
+    let cluster = rlock_tests::cluster::Cluster::without_module();
+    let client = rlock::Client::builder()
+        .cluster(cluster.seeds())
+        .watchdog_timeout(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    // Three names in three slots, four threads on each.
+    let names: Vec<String> = (0..3).map(|i| format!("{{slot-{i}}}:l")).collect();
+    let inside: Vec<AtomicBool> = names.iter().map(|_| AtomicBool::new(false)).collect();
+    std::thread::scope(|t| {
+        for (i, name) in names.iter().enumerate() {
+            for _ in 0..4 {
+                let (client, inside) = (&client, &inside[i]);
+                t.spawn(move || {
+                    let lock = client.lock(name.as_str());
+                    for _ in 0..25 {
+                        lock.lock().unwrap();
+                        assert!(
+                            !inside.swap(true, Ordering::SeqCst),
+                            "two holders of {name}"
+                        );
+                        std::thread::yield_now();
+                        inside.store(false, Ordering::SeqCst);
+                        lock.unlock().unwrap();
+                    }
+                });
+            }
+        }
+    });
+    let mut conns: Vec<_> = cluster.nodes().map(|n| n.conn()).collect();
+    wait_until(
+        margin(Duration::from_secs(3)),
+        "every subscription ended with its waits",
+        || {
+            conns.iter_mut().all(|c| {
+                names
+                    .iter()
+                    .all(|name| shardnumsub(c, &lock_channel(name)) == 0)
+            })
+        },
+    );
 }

@@ -23,7 +23,7 @@ use crate::wait::{self, millis, Attempt, Scripted, Wait};
 pub(crate) static LOCK: Kind = Kind {
     name: "lock",
     renew: renew_cmd,
-    release: Some(release_cmd),
+    release: Some(|name, owner, _| release_cmd(name, owner)),
 };
 
 /// `RLOCK.RELEASE name owner`: the holds left.
@@ -469,7 +469,8 @@ async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) 
         Some(end) => millis(end.saturating_duration_since(Instant::now())).max(1),
         None => millis(ctx.config.watchdog_timeout),
     };
-    let (keys, args) = redisson::unlock_words(t.name, owner.as_str(), lease_ms);
+    let publish = ctx.transport.publish_command();
+    let (keys, args) = redisson::unlock_words(t.name, owner.as_str(), lease_ms, publish);
     let keys_ref: Vec<&str> = keys.iter().map(String::as_str).collect();
     let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
     let reply: Option<i64> = redisson::UNLOCK
@@ -489,12 +490,11 @@ async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) 
             owner: owner.to_string(),
         });
     };
+    // The latch has served once the reply is here: deleted without waiting, as Redisson does
+    // (it ends with its TTL anyway); awaited, it was one more round trip per unlock.
     let mut del = redis::cmd("DEL");
     del.arg(&keys[2]);
-    if let Err(e) = t.read::<i64>(&del).await {
-        // It ends with its TTL anyway.
-        tracing::debug!(key = %keys[2], error = %e, "rlock: can't delete an unlock latch");
-    }
+    ctx.send_off(keys[0].clone(), del);
     // 1: fully released; 0: still held (the script does not say how often).
     Ok(if n == 1 {
         0
@@ -545,7 +545,7 @@ pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Resu
 pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
     if t.protocol().await? == Protocol::Redisson {
         let ctx = t.ctx;
-        let (keys, args) = redisson::force_unlock_words(t.name);
+        let (keys, args) = redisson::force_unlock_words(t.name, t.ctx.transport.publish_command());
         let n: i64 = redisson::FORCE_UNLOCK
             .run(
                 &ctx.transport,

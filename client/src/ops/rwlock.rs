@@ -28,7 +28,7 @@ impl Side {
 pub(crate) static READ: Kind = Kind {
     name: "read lock",
     renew: renew_cmd,
-    release: Some(|name, owner| release_cmd(name, owner, Side::Read)),
+    release: Some(|name, owner, _| release_cmd(name, owner, Side::Read)),
 };
 
 /// Write holds in the hold registry. `RRWLOCK.RENEW` renews every hold of the owner, so an
@@ -36,7 +36,7 @@ pub(crate) static READ: Kind = Kind {
 pub(crate) static WRITE: Kind = Kind {
     name: "write lock",
     renew: renew_cmd,
-    release: Some(|name, owner| release_cmd(name, owner, Side::Write)),
+    release: Some(|name, owner, _| release_cmd(name, owner, Side::Write)),
 };
 
 pub(crate) fn kind(side: Side) -> &'static Kind {

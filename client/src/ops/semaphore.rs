@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::holds::{HoldId, HoldState, Kind, Witness};
 use crate::permit::PermitId;
 use crate::protocol::redisson::lock::Try;
-use crate::protocol::redisson::{semaphore as redisson, Script, PUBLISH};
+use crate::protocol::redisson::{semaphore as redisson, Script};
 use crate::transport::Delivery;
 use crate::wait::{self, Attempt, Scripted, Wait};
 
@@ -230,7 +230,10 @@ async fn script<T: FromRedisValue>(s: Obj<'_>, script: &Script, n: Option<i64>) 
     let channel = redisson::channel(s.name);
     let n = n.map(|n| n.to_string());
     let (keys, args): (Vec<&str>, Vec<&str>) = match &n {
-        Some(n) => (vec![s.name, &channel], vec![n, PUBLISH]),
+        Some(n) => (
+            vec![s.name, &channel],
+            vec![n, ctx.transport.publish_command()],
+        ),
         None => (vec![s.name], vec![]),
     };
     script

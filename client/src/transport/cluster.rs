@@ -38,6 +38,7 @@ use crate::error::{Error, Result};
 pub(crate) struct Cluster {
     client: ClusterClient,
     seeds: Vec<ConnectionInfo>,
+    certs: Option<redis::TlsCertificates>,
     shared: OnceCell<ClusterConnection>,
     watchdog: OnceCell<ClusterConnection>,
     /// The node each slot was last seen served by (`CLUSTER SLOTS`, redirects).
@@ -106,7 +107,7 @@ impl Cluster {
                 .collect::<Result<Vec<_>>>()?,
         };
         let mut builder = ClusterClientBuilder::new(infos.clone());
-        if let Some(c) = certs {
+        if let Some(c) = certs.clone() {
             builder = builder.certs(c);
         }
         let client = builder
@@ -118,6 +119,7 @@ impl Cluster {
         Ok(Cluster {
             client,
             seeds: infos,
+            certs,
             shared: OnceCell::new(),
             watchdog: OnceCell::new(),
             masters: Mutex::new(HashMap::new()),
@@ -127,6 +129,24 @@ impl Cluster {
             connect_timeout: cfg.connect_timeout,
             response_timeout: cfg.response_timeout,
         })
+    }
+
+    /// A cluster client of its own for sharded pub/sub: RESP3 (`SSUBSCRIBE` needs it), each
+    /// message pushed to `pushes`. Its connection subscribes each channel on the node serving
+    /// the channel's slot, and subscribes again where the slot moves (redis-rs' subscription
+    /// tracker).
+    pub(crate) fn sharded_pubsub(
+        &self,
+        pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> RedisResult<ClusterClient> {
+        let mut builder = ClusterClientBuilder::new(self.seeds.clone())
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(pushes)
+            .connection_timeout(self.connect_timeout);
+        if let Some(c) = self.certs.clone() {
+            builder = builder.certs(c);
+        }
+        builder.build()
     }
 
     async fn conn(&self, watchdog: bool) -> RedisResult<ClusterConnection> {

@@ -145,6 +145,34 @@ impl Transport {
         }
     }
 
+    /// Whether waits subscribe with sharded pub/sub (`SSUBSCRIBE`, and the scripts publish with
+    /// `SPUBLISH`): in a cluster, as Redisson 3.23+ does by default (`ShardedSubscriptionMode.AUTO`
+    /// on Redis 7+ and Valkey, every server rlock supports), so that a Java service's waits hear
+    /// this client's releases and the other way round.
+    pub(crate) fn sharded_pubsub(&self) -> bool {
+        matches!(self.via, Via::Cluster(_))
+    }
+
+    /// The command Redisson's scripts publish with on this deployment.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        if self.sharded_pubsub() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        }
+    }
+
+    /// A cluster client for sharded pub/sub, its messages pushed to `pushes` (clusters only).
+    pub(crate) fn sharded_client(
+        &self,
+        pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
+    ) -> Option<RedisResult<redis::cluster::ClusterClient>> {
+        match &self.via {
+            Via::Cluster(c) => Some(c.sharded_pubsub(pushes)),
+            _ => None,
+        }
+    }
+
     /// The node serving `key` now, by address (a cluster reads its slot map when it does not
     /// know the slot).
     pub(crate) async fn node_of(&self, key: &str) -> Arc<str> {

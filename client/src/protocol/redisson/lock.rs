@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use redis::{Cmd, Value};
 
-use super::{lock_channel, unlock_latch, Script, LATCH_TTL_MS, PUBLISH, UNLOCK_MESSAGE};
+use super::{lock_channel, unlock_latch, Script, LATCH_TTL_MS, UNLOCK_MESSAGE};
 use crate::holds::Kind;
 
 /// `RedissonLock.tryLockInnerAsync`. KEYS = [name]; ARGV = [lease_ms, owner]. Nil when
@@ -88,33 +88,39 @@ fn renew_cmd(name: &str, owner: &str, lease_ms: u64) -> Cmd {
 /// One release of an orphaned hold (the watchdog sends as many as it has holds, in one
 /// pipeline: the last one deletes the lock; the lease the others set is Redisson's default
 /// watchdog timeout, which only matters if the pipeline is cut half way).
-fn orphan_release_cmd(name: &str, owner: &str) -> Cmd {
-    let (keys, args) = unlock_words(name, owner, 30_000);
+fn orphan_release_cmd(name: &str, owner: &str, publish: &'static str) -> Cmd {
+    let (keys, args) = unlock_words(name, owner, 30_000, publish);
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     UNLOCK.eval_cmd(&keys, &args)
 }
 
 /// The unlock script's KEYS and ARGV for `owner`, a partial release setting the lease to
-/// `lease_ms` (Redisson's `internalLockLeaseTime`), with a fresh unlock latch.
-pub(crate) fn unlock_words(name: &str, owner: &str, lease_ms: u64) -> ([String; 3], [String; 5]) {
+/// `lease_ms` (Redisson's `internalLockLeaseTime`), with a fresh unlock latch, publishing with
+/// `publish`.
+pub(crate) fn unlock_words(
+    name: &str,
+    owner: &str,
+    lease_ms: u64,
+    publish: &str,
+) -> ([String; 3], [String; 5]) {
     (
         [name.to_string(), lock_channel(name), unlock_latch(name)],
         [
             UNLOCK_MESSAGE.to_string(),
             lease_ms.to_string(),
             owner.to_string(),
-            PUBLISH.to_string(),
+            publish.to_string(),
             LATCH_TTL_MS.to_string(),
         ],
     )
 }
 
 /// The force-unlock script's KEYS and ARGV.
-pub(crate) fn force_unlock_words(name: &str) -> ([String; 2], [String; 2]) {
+pub(crate) fn force_unlock_words(name: &str, publish: &str) -> ([String; 2], [String; 2]) {
     (
         [name.to_string(), lock_channel(name)],
-        [UNLOCK_MESSAGE.to_string(), PUBLISH.to_string()],
+        [UNLOCK_MESSAGE.to_string(), publish.to_string()],
     )
 }
 
@@ -161,7 +167,7 @@ mod tests {
 
     #[test]
     fn requests_follow_redissons_wire() {
-        let (k, a) = unlock_words("myLock", "u:1", 30_000);
+        let (k, a) = unlock_words("myLock", "u:1", 30_000, "PUBLISH");
         assert_eq!(k[0], "myLock");
         assert_eq!(k[1], "redisson_lock__channel:{myLock}");
         assert!(k[2].starts_with("redisson_unlock_latch:{myLock}:"));
@@ -170,10 +176,10 @@ mod tests {
         assert_eq!(r[0], "EVAL");
         assert_eq!(&r[2..], ["1", "k", "10", "u:1"]);
         assert_eq!(
-            force_unlock_words("k"),
+            force_unlock_words("k", "SPUBLISH"),
             (
                 ["k".to_string(), "redisson_lock__channel:{k}".to_string()],
-                ["0".to_string(), "PUBLISH".to_string()]
+                ["0".to_string(), "SPUBLISH".to_string()]
             )
         );
     }

@@ -13,6 +13,7 @@ use crate::transport::{Delivery, Io, Transport};
 pub(crate) mod lock;
 pub(crate) mod pubsub;
 pub(crate) mod semaphore;
+mod sharded;
 
 /// A Lua script and its SHA1.
 pub(crate) struct Script {
@@ -101,11 +102,6 @@ pub(crate) fn unlock_latch(name: &str) -> String {
 /// How long an unlock latch lives: Redisson's with its default settings (about 16-20 s),
 /// longer than this client's retries of an unlock.
 pub(crate) const LATCH_TTL_MS: u64 = 18_000;
-
-/// The publish command the scripts are given (Redisson: `SPUBLISH` on a cluster with sharded
-/// pub/sub, else `PUBLISH`). This client subscribes with `SUBSCRIBE`, so it publishes with
-/// `PUBLISH`, which every Redisson client also receives outside sharded clusters.
-pub(crate) const PUBLISH: &str = "PUBLISH";
 
 /// Redisson's `UNLOCK_MESSAGE`: one waiter per client may take the lock.
 pub(crate) const UNLOCK_MESSAGE: i64 = 0;

@@ -24,6 +24,9 @@ use crate::error::{Error, Result};
 use crate::runtime::Background;
 use crate::transport::Transport;
 
+/// The key of a cluster's one sharded connection in [`PubSub`]'s map.
+const SHARDED: &str = "(sharded pub/sub)";
+
 /// The client's subscriptions, per server.
 pub(crate) struct PubSub {
     nodes: Mutex<HashMap<Arc<str>, Arc<NodeSubs>>>,
@@ -31,16 +34,52 @@ pub(crate) struct PubSub {
     response_timeout: Duration,
 }
 
-/// One server's connection (its task) and the channels subscribed on it.
-struct NodeSubs {
+/// One server's connection (its task) and the channels subscribed on it; in a cluster, the
+/// one sharded connection (`sharded.rs`) and every channel.
+pub(super) struct NodeSubs {
     ops: mpsc::UnboundedSender<Op>,
     /// Live subscriptions by channel; the waiters own them.
     channels: Mutex<HashMap<String, Weak<Subscription>>>,
 }
 
-enum Op {
+pub(super) enum Op {
     Subscribe(Weak<Subscription>),
     Unsubscribe(String),
+}
+
+impl Op {
+    /// The connection could not be opened: a subscribe fails (its waiters subscribe anew).
+    pub(super) fn refuse(self, why: &str) {
+        if let Op::Subscribe(w) = self {
+            if let Some(s) = w.upgrade() {
+                s.die(why);
+            }
+        }
+    }
+}
+
+impl NodeSubs {
+    /// A message on `channel`, to its waiters.
+    pub(super) fn deliver(&self, channel: &str, payload: Option<i64>) {
+        let sub = self.channels.lock().get(channel).and_then(Weak::upgrade);
+        if let Some(s) = sub {
+            s.deliver(payload);
+        }
+    }
+
+    /// Every waiter tries again (a message may have been missed).
+    pub(super) fn wake_all(&self) {
+        let subs: Vec<_> = self
+            .channels
+            .lock()
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for s in subs {
+            s.wake.notify_waiters();
+            s.wake.notify_one();
+        }
+    }
 }
 
 /// Where a subscription is.
@@ -75,7 +114,16 @@ impl Subscription {
         self.dead.load(Ordering::Acquire)
     }
 
-    fn die(&self, why: &str) {
+    pub(super) fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// Confirmed by the server.
+    pub(super) fn confirm(&self) {
+        self.state.send_replace(State::Confirmed);
+    }
+
+    pub(super) fn die(&self, why: &str) {
         self.dead.store(true, Ordering::Release);
         self.state.send_replace(State::Failed(why.to_string()));
         self.wake.notify_waiters();
@@ -141,7 +189,12 @@ impl PubSub {
         key: &str,
         channel: &str,
     ) -> Result<Arc<Subscription>> {
-        let addr = transport.node_of(key).await;
+        let addr = if transport.sharded_pubsub() {
+            // One sharded connection for the whole cluster: redis-rs routes each channel.
+            Arc::from(SHARDED)
+        } else {
+            transport.node_of(key).await
+        };
         let node = self.node(transport, bg, &addr)?;
         // A dead subscription found in the map is dropped after the map's lock (its drop
         // takes the lock).
@@ -193,20 +246,32 @@ impl PubSub {
         if let Some(n) = nodes.get(addr) {
             return Ok(n.clone());
         }
-        let server = transport
-            .node(addr)
-            .map_err(|e| transport.error_at(e, addr))?;
         let (tx, rx) = mpsc::unbounded_channel();
         let n = Arc::new(NodeSubs {
             ops: tx,
             channels: Mutex::new(HashMap::new()),
         });
-        bg.spawn(drive(
-            Arc::downgrade(&n),
-            server.client.clone(),
-            self.connect_timeout,
-            rx,
-        ));
+        let (push_tx, push_rx) = mpsc::unbounded_channel();
+        if let Some(client) = transport.sharded_client(push_tx) {
+            let client = client.map_err(|e| transport.error_at(e, addr))?;
+            bg.spawn(super::sharded::drive(
+                Arc::downgrade(&n),
+                client,
+                self.connect_timeout,
+                rx,
+                push_rx,
+            ));
+        } else {
+            let server = transport
+                .node(addr)
+                .map_err(|e| transport.error_at(e, addr))?;
+            bg.spawn(drive(
+                Arc::downgrade(&n),
+                server.client.clone(),
+                self.connect_timeout,
+                rx,
+            ));
+        }
         nodes.insert(addr.clone(), n.clone());
         Ok(n)
     }
@@ -224,11 +289,11 @@ async fn drive(
         let conn = match tokio::time::timeout(connect_timeout, client.get_async_pubsub()).await {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
-                refuse(first, &e.to_string());
+                first.refuse(&e.to_string());
                 continue;
             }
             Err(_) => {
-                refuse(first, "connect timed out");
+                first.refuse("connect timed out");
                 continue;
             }
         };
@@ -261,23 +326,13 @@ async fn drive(
     }
 }
 
-fn refuse(op: Op, why: &str) {
-    if let Op::Subscribe(w) = op {
-        if let Some(s) = w.upgrade() {
-            s.die(why);
-        }
-    }
-}
-
 async fn run_op(sink: &mut redis::aio::PubSubSink, op: Op) {
     match op {
         Op::Subscribe(w) => {
             let Some(s) = w.upgrade() else { return };
             let r: RedisResult<()> = sink.subscribe(&s.channel).await;
             match r {
-                Ok(()) => {
-                    s.state.send_replace(State::Confirmed);
-                }
+                Ok(()) => s.confirm(),
                 Err(e) => s.die(&e.to_string()),
             }
         }
@@ -288,10 +343,7 @@ async fn run_op(sink: &mut redis::aio::PubSubSink, op: Op) {
 }
 
 fn dispatch(node: &Weak<NodeSubs>, m: &redis::Msg) {
-    let Some(n) = node.upgrade() else { return };
-    let channel = m.get_channel_name();
-    let sub = n.channels.lock().get(channel).and_then(Weak::upgrade);
-    if let Some(s) = sub {
-        s.deliver(m.get_payload::<i64>().ok());
+    if let Some(n) = node.upgrade() {
+        n.deliver(m.get_channel_name(), m.get_payload::<i64>().ok());
     }
 }
