@@ -22,8 +22,9 @@ run: build
 
 # The client's test files, run a second time against servers without the module (the client
 # then speaks Redisson's protocol; tests about module-only features say they are skipped). The
-# client_redisson* files are about that protocol already and run once.
-CLIENT_TESTS := $(patsubst tests/tests/%.rs,--test %,$(filter-out tests/tests/client_redisson%,$(wildcard tests/tests/client_*.rs)))
+# client_redisson* files are about that protocol already and run once; client_sessions is about
+# the module's sessions only.
+CLIENT_TESTS := $(patsubst tests/tests/%.rs,--test %,$(filter-out tests/tests/client_redisson% tests/tests/client_sessions.rs,$(wildcard tests/tests/client_*.rs)))
 
 test: deps
 	cargo build --release -p rlock-module

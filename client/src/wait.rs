@@ -289,6 +289,8 @@ async fn scripted_untraced<S: Scripted>(
     };
     tokio::pin!(on_cancel);
     let mut sub: Option<Arc<Subscription>> = None;
+    // Subscriptions refused in a row (connection errors).
+    let mut refused = 0u32;
     loop {
         let reply = attempt_scripted(ctx, io, s).await?;
         let retry_in = match s
@@ -315,7 +317,29 @@ async fn scripted_untraced<S: Scripted>(
             tokio::select! {
                 biased;
                 _ = &mut on_cancel => return Err(cancelled(s.key())),
-                r = subscribing => sub = Some(r?),
+                r = subscribing => match r {
+                    Ok(live) => {
+                        sub = Some(live);
+                        refused = 0;
+                    }
+                    // The server went away (a restart, a failover): after the retry delay,
+                    // try again from the acquire, which waits for the server as every
+                    // command does; the wait fails once the retries are spent.
+                    Err(e @ Error::Connection { .. }) => {
+                        refused += 1;
+                        if refused > ctx.config.retry_attempts {
+                            return Err(e);
+                        }
+                        tracing::debug!(key = %s.key(), error = %e, "rlock: can't subscribe; trying again");
+                        let pause = left.map_or(ctx.config.retry_delay, |l| l.min(ctx.config.retry_delay));
+                        tokio::select! {
+                            biased;
+                            _ = &mut on_cancel => return Err(cancelled(s.key())),
+                            _ = ctx.bg.sleep(pause) => {}
+                        }
+                    }
+                    Err(e) => return Err(e),
+                },
                 _ = sleep_for(ctx, left) => return Ok(None),
             }
             continue;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use client_support::{client, runtime};
+use client_support::{assert_emptied, client, runtime};
 use rlock::{Error, Ttl};
 use rlock_tests::cluster::Cluster;
 use rlock_tests::*;
@@ -104,6 +104,9 @@ fn readers_share_writers_exclude_in_redissons_layout() {
 
 #[test]
 fn downgrade_is_allowed_and_upgrade_is_a_deadlock_error() {
+    if rlock_tests::skip_without_module("deadlock refusal (a read holder's write acquire) is the server's; over Redisson's protocol it waits, as in Redisson") {
+        return;
+    }
     let s = Server::start();
     let mut c = s.conn();
     let client = client(&s);
@@ -245,7 +248,7 @@ fn guards_release_on_drop_and_on_panic() {
     .join();
     assert!(r.is_err());
     assert!(!exists(&mut c, "gp"), "released while the panic unwound");
-    assert_eq!(dbsize(&mut c), 0, "no read-hold keys left behind");
+    assert_emptied(&mut c, "no read-hold keys left behind");
 }
 
 #[test]
@@ -350,6 +353,9 @@ fn async_sides_from_tasks() {
 
 #[test]
 fn the_server_refuses_a_wait_that_closes_a_cycle() {
+    if rlock_tests::skip_without_module("deadlock refusal is the server's") {
+        return;
+    }
     let s = Server::start();
     let mut c = s.conn();
     let client = client(&s);

@@ -44,8 +44,14 @@ pub fn lock_info(c: &mut redis::Connection, key: &str) -> Vec<(String, redis::Va
         .collect()
 }
 
-/// Waiters queued on `key` (RLOCK.INFO `waiters`).
+/// Waits on lock `key` as the server shows them. With the module: the waiters queued
+/// (`RLOCK.INFO` `waiters`). Over Redisson's protocol (`RLOCK_CLIENT_PROTOCOL=redisson`): the
+/// connections subscribed to its channel, where a waiting client is subscribed once however
+/// many of its tasks wait (Redisson's protocol has no queue to read).
 pub fn waiters(c: &mut redis::Connection, key: &str) -> i64 {
+    if rlock_tests::without_module() {
+        return subscribers(c, &rlock_tests::lock_channel(key));
+    }
     let info = lock_info(c, key);
     let v = info
         .into_iter()
@@ -53,6 +59,35 @@ pub fn waiters(c: &mut redis::Connection, key: &str) -> i64 {
         .expect("waiters field")
         .1;
     redis::from_redis_value(v).unwrap()
+}
+
+/// No wait left on lock `key`: at once with the module (a wait is withdrawn before its call
+/// returns); over Redisson's protocol, once the client's unsubscribe (sent when its last wait
+/// on the object ends, without the caller waiting) has reached the server.
+pub fn assert_no_waiters(c: &mut redis::Connection, key: &str) {
+    if rlock_tests::without_module() {
+        rlock_tests::wait_until(
+            rlock_tests::margin(Duration::from_secs(3)),
+            "the subscription of the last wait ended",
+            || waiters(c, key) == 0,
+        );
+    } else {
+        assert_eq!(waiters(c, key), 0, "no waiter left on {key}");
+    }
+}
+
+/// Connections subscribed to `channel` (`PUBSUB NUMSUB`).
+pub fn subscribers(c: &mut redis::Connection, channel: &str) -> i64 {
+    let v: redis::Value = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(c)
+        .unwrap();
+    match v {
+        redis::Value::Array(v) => redis::from_redis_value(v[1].clone()).unwrap(),
+        redis::Value::Map(v) => redis::from_redis_value(v[0].1.clone()).unwrap(),
+        other => panic!("PUBSUB NUMSUB: {other:?}"),
+    }
 }
 
 pub fn exists(c: &mut redis::Connection, key: &str) -> bool {
@@ -108,5 +143,39 @@ pub fn read_until(out: &mut BufReader<std::process::ChildStdout>, marker: &str) 
         if line.trim_end().ends_with(marker) {
             return;
         }
+    }
+}
+
+/// The database is empty: at once with the module; over Redisson's protocol, once the unlock
+/// latches' `DEL`s (sent after each unlock without waiting, as Redisson sends them) are in.
+pub fn assert_emptied(c: &mut redis::Connection, why: &str) {
+    if rlock_tests::without_module() {
+        rlock_tests::wait_until(rlock_tests::margin(Duration::from_secs(3)), why, || {
+            rlock_tests::dbsize(c) == 0
+        });
+    } else {
+        assert_eq!(rlock_tests::dbsize(c), 0, "{why}");
+    }
+}
+
+/// Nothing of this run's waits is left on the server: with the module, no request queued in
+/// any session (`INFO rlock` `session_requests`); over Redisson's protocol, no channel
+/// subscribed by anyone (`PUBSUB CHANNELS`), once the client's unsubscribes are in.
+pub fn assert_no_wait_left(c: &mut redis::Connection) {
+    if rlock_tests::without_module() {
+        rlock_tests::wait_until(
+            rlock_tests::margin(Duration::from_secs(3)),
+            "every subscription of a wait ended",
+            || {
+                let channels: Vec<String> = redis::cmd("PUBSUB").arg("CHANNELS").query(c).unwrap();
+                channels.is_empty()
+            },
+        );
+    } else {
+        assert_eq!(
+            rlock_tests::rlock_stat(c, "session_requests"),
+            0,
+            "no request left in the client's session"
+        );
     }
 }
