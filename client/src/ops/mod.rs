@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, Value};
 
+use crate::config::Protocol;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::protocol::redisson::Script;
 use crate::transport::{Delivery, Io};
 use crate::wait::millis;
 
@@ -57,6 +59,31 @@ impl Obj<'_> {
             }
             None => Ok(()),
         }
+    }
+
+    /// The protocol the object's server gets ([`Protocol::Module`] or [`Protocol::Redisson`]),
+    /// detected there on first use; a module-only object fails here over Redisson's.
+    pub(crate) async fn protocol(&self) -> Result<Protocol> {
+        self.require_module().await?;
+        let ctx = self.ctx;
+        ctx.protocols
+            .at(&ctx.transport, &ctx.bg, self.io, self.name)
+            .await
+    }
+
+    /// One of Redisson's scripts about this object (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    pub(crate) async fn script<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+        d: Delivery,
+    ) -> Result<T> {
+        let ctx = self.ctx;
+        script
+            .run(&ctx.transport, &ctx.bg, self.io, keys, args, d)
+            .await
+            .map_err(|e| e.about(self.name, ""))
     }
 
     /// A command that may run twice (a read, a renewal).
