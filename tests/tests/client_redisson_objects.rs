@@ -456,6 +456,7 @@ fn latch_in_redissons_layout_with_its_scripts() {
     l.count_down().unwrap();
     assert!(!exists(&mut c, "l"), "deleted at zero");
     assert!(l.wait_for(Duration::ZERO).unwrap());
+    l.wait().unwrap();
     // An open latch's count-down does nothing (Redisson's -1 deleted, nothing published).
     l.count_down().unwrap();
     assert!(!exists(&mut c, "l"));
@@ -492,7 +493,8 @@ fn every_latch_waiter_passes_when_it_opens() {
             .map(|_| {
                 let client = &client;
                 t.spawn(move || {
-                    client.count_down_latch("gate").wait().unwrap();
+                    let l = client.count_down_latch("gate");
+                    assert!(l.wait_for(Duration::from_secs(10)).unwrap());
                     Instant::now()
                 })
             })

@@ -24,7 +24,6 @@ impl LatchCore {
             ctx: &self.ctx,
             io,
             name: &self.name,
-            module_only: None,
         }
     }
 }

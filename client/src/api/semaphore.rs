@@ -38,7 +38,6 @@ impl SemCore {
             ctx: &self.ctx,
             io,
             name: &self.name,
-            module_only: None,
         }
     }
 

@@ -161,8 +161,6 @@ impl Target<'_> {
             ctx: self.ctx,
             io: self.io,
             name: self.name,
-            // The lock's operations choose their protocol themselves.
-            module_only: None,
         }
     }
 

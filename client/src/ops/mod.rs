@@ -26,9 +26,6 @@ pub(crate) struct Obj<'a> {
     pub(crate) ctx: &'a Context,
     pub(crate) io: Io,
     pub(crate) name: &'a Arc<str>,
-    /// The object, when only the module's commands serve it (its calls then fail over
-    /// Redisson's protocol, naming it); `None`: its operations choose their protocol.
-    pub(crate) module_only: Option<&'static str>,
 }
 
 impl Obj<'_> {
@@ -40,31 +37,15 @@ impl Obj<'_> {
         d: Delivery,
     ) -> Result<T> {
         let ctx = self.ctx;
-        self.require_module().await?;
         ctx.transport
             .query(&ctx.bg, self.io, self.name, cmd, d)
             .await
             .map_err(|e| e.about(self.name, who))
     }
 
-    /// The error naming the object when only the module serves it and its server speaks
-    /// Redisson's protocol.
-    pub(crate) async fn require_module(&self) -> Result<()> {
-        let ctx = self.ctx;
-        match self.module_only {
-            Some(object) => {
-                ctx.protocols
-                    .require_module(&ctx.transport, &ctx.bg, self.io, self.name, object)
-                    .await
-            }
-            None => Ok(()),
-        }
-    }
-
     /// The protocol the object's server gets ([`Protocol::Module`] or [`Protocol::Redisson`]),
-    /// detected there on first use; a module-only object fails here over Redisson's.
+    /// detected there on first use.
     pub(crate) async fn protocol(&self) -> Result<Protocol> {
-        self.require_module().await?;
         let ctx = self.ctx;
         ctx.protocols
             .at(&ctx.transport, &ctx.bg, self.io, self.name)

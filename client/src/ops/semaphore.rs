@@ -291,11 +291,6 @@ impl Scripted for ScriptLease<'_> {
     }
 }
 
-/// The protocol the semaphore's server gets.
-async fn protocol(s: Obj<'_>) -> Result<Protocol> {
-    s.protocol().await
-}
-
 /// One of Redisson's semaphore scripts about `s`, with KEYS = [name, channel] and ARGV = [n,
 /// publish command] (or KEYS = [name] and ARGV = `one`), not sent again after a broken
 /// connection.
@@ -344,7 +339,7 @@ pub(crate) async fn acquire(s: Obj<'_>, permits: u64, wait: Wait) -> Result<bool
     if permits == 0 {
         return Ok(true);
     }
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let a = ScriptAcquire { s, permits };
         let got = Box::pin(wait::acquire_scripted(s.ctx, s.io, &a, wait)).await?;
         return Ok(got.is_some());
@@ -383,7 +378,7 @@ pub(crate) async fn lease(
     if permits == 0 {
         return Ok(Some(Vec::new()));
     }
-    let protocol = protocol(s).await?;
+    let protocol = s.protocol().await?;
     let (ids, granted_at) = match protocol {
         Protocol::Redisson => {
             let a = ScriptLease {
@@ -448,7 +443,7 @@ pub(crate) async fn release(s: Obj<'_>, permits: u64) -> Result<i64> {
     if permits == 0 {
         return available(s, false).await;
     }
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let n = i64::try_from(permits)
             .map_err(|_| Error::InvalidArgument("too many permits".into()))?;
         let () = script(s, &redisson::RELEASE, Some(n)).await?;
@@ -464,7 +459,7 @@ pub(crate) async fn release_ids(s: Obj<'_>, ids: &[PermitId]) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
     }
-    let protocol = protocol(s).await?;
+    let protocol = s.protocol().await?;
     if protocol == Protocol::Redisson {
         Box::pin(script_release_ids(s, ids)).await?;
     } else {
@@ -542,7 +537,7 @@ async fn run_bytes<T: FromRedisValue>(
 /// now).
 pub(crate) async fn update_lease(s: Obj<'_>, id: &PermitId, lease: Duration) -> Result<bool> {
     let lease_ms = lease_millis(lease)?;
-    let protocol = protocol(s).await?;
+    let protocol = s.protocol().await?;
     let at = Instant::now();
     let n: i64 = match protocol {
         Protocol::Redisson => {
@@ -576,7 +571,7 @@ pub(crate) async fn update_lease(s: Obj<'_>, id: &PermitId, lease: Duration) -> 
 /// Redisson's protocol, the script of the semaphore's kind (`expirable`: the
 /// permit-expirable semaphore's).
 pub(crate) async fn try_set_permits(s: Obj<'_>, permits: u64, expirable: bool) -> Result<bool> {
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let n = i64::try_from(permits)
             .map_err(|_| Error::InvalidArgument("too many permits".into()))?;
         let set = match expirable {
@@ -593,7 +588,7 @@ pub(crate) async fn try_set_permits(s: Obj<'_>, permits: u64, expirable: bool) -
 /// `RSEM.ADDPERMITS`: the count after queued waiters were served (over Redisson's protocol,
 /// the script of the semaphore's kind, see [`try_set_permits`]).
 pub(crate) async fn add_permits(s: Obj<'_>, delta: i64, expirable: bool) -> Result<i64> {
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let add = match expirable {
             true => &permits::ADD_PERMITS,
             false => &redisson::ADD_PERMITS,
@@ -610,7 +605,7 @@ pub(crate) async fn add_permits(s: Obj<'_>, delta: i64, expirable: bool) -> Resu
 /// `RSEM.AVAILABLE`. Over Redisson's protocol `availablePermits()`: `GET` (absent: 0), or for
 /// a permit-expirable semaphore (`expirable`) its script, which returns ended leases first.
 pub(crate) async fn available(s: Obj<'_>, expirable: bool) -> Result<i64> {
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         if expirable {
             let reply: Value = reclaiming(s, &permits::AVAILABLE).await?;
             return permits::read_count(&reply).map_err(|e| s.error(e));
@@ -626,7 +621,7 @@ pub(crate) async fn available(s: Obj<'_>, expirable: bool) -> Result<i64> {
 
 /// `RSEM.DRAIN`: the permits taken.
 pub(crate) async fn drain(s: Obj<'_>) -> Result<u64> {
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let n: i64 = script(s, &redisson::DRAIN, None).await?;
         return Ok(n.max(0) as u64);
     }
@@ -654,7 +649,7 @@ async fn reclaiming<T: FromRedisValue>(s: Obj<'_>, script: &Script) -> Result<T>
 /// The permits leased now and not ended (`RSEM.INFO`'s `leased`; Redisson's
 /// `acquiredPermits()`).
 pub(crate) async fn leased(s: Obj<'_>) -> Result<u64> {
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let n: i64 = reclaiming(s, &permits::ACQUIRED).await?;
         return Ok(n.max(0) as u64);
     }
