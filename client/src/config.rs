@@ -47,9 +47,10 @@ pub enum Protocol {
     /// [`Error::ModuleNotLoaded`].
     Module,
     /// Redisson's own protocol: its Lua scripts (`EVALSHA`, `EVAL` on `NOSCRIPT`), keys and
-    /// pub/sub channels, for servers that cannot load modules (every hosted Redis). Only some
-    /// objects work in this mode yet (see `docs/operations.md`, "Two protocols"); the others
-    /// fail with [`Error::NotInRedissonProtocol`].
+    /// pub/sub channels, for servers that cannot load modules (every hosted Redis). Every
+    /// object but the fair, fenced and non-reentrant locks works in this mode (see
+    /// `docs/operations.md`, "Two protocols"); those fail with
+    /// [`Error::NotInRedissonProtocol`].
     Redisson,
 }
 

@@ -20,12 +20,14 @@
 //! line, and can be forced with [`ClientBuilder::protocol`] ([`Protocol`]). A server with
 //! neither the module nor scripting fails with [`Error::NoLockProtocol`].
 //!
-//! Over Redisson's protocol only the reentrant lock ([`Client::lock`], [`Client::async_lock`],
+//! Over Redisson's protocol the reentrant lock ([`Client::lock`], [`Client::async_lock`],
 //! every method, guards, watchdog, [`Lock::is_lost`]), [`MultiLock`]/[`RedLock`] of such
-//! locks and the plain [`Semaphore`] work so far; every other object fails with
-//! [`Error::NotInRedissonProtocol`] before anything is sent. Waits there are Redisson's (retry on an unlock message or when the
-//! holder's lease ends, not first come first served), on one pub/sub connection per server
-//! shared by every wait of the client, one subscription per lock; a lost hold is found by the
+//! locks, the [`ReadWriteLock`], the [`Semaphore`], the [`PermitExpirableSemaphore`] and the
+//! [`CountDownLatch`] work, with Redisson's scripts, keys and channels; the fair, fenced and
+//! non-reentrant locks fail with [`Error::NotInRedissonProtocol`] before anything is sent.
+//! Waits there are Redisson's (retry on a release's message or when the holder's lease ends,
+//! not first come first served), on one pub/sub connection per server shared by every wait of
+//! the client, one subscription per object; a lost hold is found by the
 //! watchdog's next renewal instead of being pushed. What the sections below say of sessions,
 //! server-side queues and pushed losses is the module's. `docs/operations.md`, "Two
 //! protocols", has the feature × mode table.

@@ -32,6 +32,12 @@ impl PermitId {
     pub fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }
+
+    /// A fresh id of 16 bytes (a random UUID; Redisson's `generateId`: 16 random bytes), for
+    /// permits this client leases over Redisson's protocol (its script takes the ids given).
+    pub(crate) fn new_random() -> PermitId {
+        PermitId(uuid::Uuid::new_v4().into_bytes())
+    }
 }
 
 impl fmt::Display for PermitId {

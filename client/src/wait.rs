@@ -240,8 +240,18 @@ pub(crate) trait Scripted: Sync {
     fn channel(&self) -> String;
     /// The acquire script and its KEYS and ARGV.
     fn call(&self) -> (&'static Script, Vec<String>, Vec<String>);
+    /// Arguments after `call`'s that are bytes, not text (permit ids); none by default.
+    fn byte_args(&self) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
     /// What the script's reply says.
     fn read(&self, reply: &Value) -> RedisResult<Try>;
+    /// Whether one grant lets every waiter through (an open latch), not one: a waiter granted
+    /// after a wake-up then wakes the next of the client's waiters on the channel, which looks
+    /// again and does the same (a message wakes one waiter; see `pubsub`).
+    fn wakes_all(&self) -> bool {
+        false
+    }
     /// After an ambiguous failure: the reply it would have had, if it took effect anyway.
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>>;
     /// A grant nobody will receive: give it back.
@@ -297,7 +307,12 @@ async fn scripted_untraced<S: Scripted>(
             .read(&reply)
             .map_err(|e| ctx.transport.error(e, s.key()))?
         {
-            Try::Granted => return Ok(Some(reply)),
+            Try::Granted => {
+                if let Some(live) = sub.as_ref().filter(|_| s.wakes_all()) {
+                    live.wake().notify_one();
+                }
+                return Ok(Some(reply));
+            }
             Try::Busy(ttl) => ttl,
         };
         let left = until.left();
@@ -379,15 +394,27 @@ async fn attempt_scripted<S: Scripted>(ctx: &Context, io: Io, s: &S) -> Result<V
             &ctx.bg,
             || async {
                 let (script, keys, args) = s.call();
+                let bytes = s.byte_args();
                 let (transport, bg) = (&ctx.transport, &ctx.bg);
                 let mut trying = Trying {
                     ctx,
                     s,
                     sending: InFlight::new(async move {
                         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        let args: Vec<&[u8]> = args
+                            .iter()
+                            .map(String::as_bytes)
+                            .chain(bytes.iter().map(Vec::as_slice))
+                            .collect();
                         script
-                            .run::<Value>(transport, bg, io, &keys, &args, Delivery::AtMostOnce)
+                            .run_bytes::<Value>(
+                                transport,
+                                bg,
+                                io,
+                                &keys,
+                                &args,
+                                Delivery::AtMostOnce,
+                            )
                             .await
                     }),
                 };

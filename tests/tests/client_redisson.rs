@@ -2,7 +2,8 @@
 //! module (issue 37): detection at connect, the reentrant lock with Redisson's scripts, keys
 //! and channel, waits on the client's one shared pub/sub connection, the watchdog, lost holds,
 //! interop with Redisson's scripts run by the harness (a "Java" holder), and the objects this
-//! mode does not serve yet failing with a typed error.
+//! mode does not serve yet failing with a typed error (the read-write lock, the latch and the
+//! permit-expirable semaphore: `client_redisson_objects.rs`).
 
 mod client_support;
 
@@ -540,42 +541,6 @@ fn objects_not_served_yet_fail_with_a_typed_error() {
         client.non_reentrant_lock("n").try_lock().unwrap_err(),
         "non-reentrant lock",
         "n",
-    );
-    check(
-        client
-            .read_write_lock("rw")
-            .read_lock()
-            .try_lock()
-            .unwrap_err(),
-        "read-write lock",
-        "rw",
-    );
-    check(
-        client
-            .read_write_lock("rw")
-            .write_lock()
-            .lock()
-            .unwrap_err(),
-        "read-write lock",
-        "rw",
-    );
-    let pes = client.permit_expirable_semaphore("pes");
-    check(
-        pes.try_acquire(Duration::from_secs(1)).unwrap_err(),
-        "permit-expirable semaphore",
-        "pes",
-    );
-    check(
-        pes.try_set_permits(2).unwrap_err(),
-        "permit-expirable semaphore",
-        "pes",
-    );
-    let latch = client.count_down_latch("l");
-    check(latch.try_set_count(1).unwrap_err(), "count-down latch", "l");
-    check(
-        latch.wait_for(Duration::from_millis(10)).unwrap_err(),
-        "count-down latch",
-        "l",
     );
     // Nothing was written.
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();

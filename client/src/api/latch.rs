@@ -24,7 +24,6 @@ impl LatchCore {
             ctx: &self.ctx,
             io,
             name: &self.name,
-            module_only: Some("count-down latch"),
         }
     }
 }
@@ -34,8 +33,9 @@ impl LatchCore {
 ///
 /// [`try_set_count`](CountDownLatch::try_set_count) closes an open latch with a count; every
 /// [`count_down`](CountDownLatch::count_down) lowers it; at zero the latch opens (the key is
-/// deleted) and every waiter passes at once. Waiters wait on the server (no polling). An
-/// absent latch is open. Redisson's `await()` is [`wait`](CountDownLatch::wait) here (`await`
+/// deleted) and every waiter passes at once. Waiters wait on the server (no polling); over
+/// Redisson's protocol (a server without the module) they wait on the latch's channel and check
+/// the count at its messages, as Redisson's do. An absent latch is open. Redisson's `await()` is [`wait`](CountDownLatch::wait) here (`await`
 /// is a Rust keyword), `await(timeout)` is [`wait_for`](CountDownLatch::wait_for).
 ///
 /// ```no_run
@@ -84,7 +84,7 @@ twins! {
     /// Lower the count by one; at zero the latch opens and every waiter passes. On an open
     /// latch it does nothing.
     fn count_down(&self) -> Result<()> {
-        op::count_down(self.core.obj(io)).await.map(drop)
+        op::count_down(self.core.obj(io)).await
     }
 
     /// The count now (0 when open).

@@ -29,6 +29,13 @@ use crate::owner::{Owner, OwnerPolicy};
 /// - A wait that would close a cycle of owners waiting for one another on the server is
 ///   refused with [`Error::Deadlock`](crate::Error::Deadlock) naming the cycle.
 ///
+/// Over Redisson's protocol (a server without the module) it is Redisson's own lock, scripts,
+/// keys and channel: not fair (readers go in while a writer waits), waits retry at a release's
+/// message or the lease's end, no cycle is detected; an upgrade this client knows of (the
+/// owner reads through this client) is still refused with
+/// [`Error::Deadlock`](crate::Error::Deadlock). Each read hold has its own lease there too,
+/// and the watchdog renews with Redisson's scripts (`docs/operations.md`, "Two protocols").
+///
 /// ```no_run
 /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
 /// let rw = client.read_write_lock("prices");

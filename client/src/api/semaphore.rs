@@ -27,8 +27,8 @@ pub(crate) struct SemCore {
     pub(crate) anchor: Arc<()>,
     /// Leased permits are renewed by the watchdog (`with_watchdog`).
     pub(crate) watched: bool,
-    /// A plain semaphore (Redisson's `RSemaphore`), served over both protocols; a
-    /// permit-expirable one only by the module's commands so far.
+    /// A plain semaphore (Redisson's `RSemaphore`), else a permit-expirable one (their
+    /// scripts differ over Redisson's protocol).
     pub(crate) plain: bool,
 }
 
@@ -38,7 +38,6 @@ impl SemCore {
             ctx: &self.ctx,
             io,
             name: &self.name,
-            module_only: (!self.plain).then_some("permit-expirable semaphore"),
         }
     }
 
@@ -219,6 +218,11 @@ pub struct AsyncSemaphore {
 /// has ended ([`Guard::is_lost`], [`Guard::valid_until`]); extend a lease with
 /// [`update_lease_time`](PermitExpirableSemaphore::update_lease_time).
 ///
+/// Over Redisson's protocol (a server without the module) it runs Redisson's scripts: waiters
+/// retry at a release's message or the earliest lease's end (not first come, first served),
+/// and ended leases are judged by the clock of the client whose script runs (keep clocks in
+/// sync, as with Redisson).
+///
 /// ```no_run
 /// use std::time::Duration;
 ///
@@ -300,19 +304,19 @@ macro_rules! counts {
             /// Set the number of permits if the semaphore does not exist yet: whether it was
             /// set. Waiters get the new permits at once.
             fn try_set_permits(&self, permits: u64) -> Result<bool> {
-                op::try_set_permits(self.core.obj(io), permits).await
+                op::try_set_permits(self.core.obj(io), permits, !self.core.plain).await
             }
 
             /// Add `delta` permits (negative: remove; the count may go negative), creating the
             /// semaphore if needed: the count after waiters were served.
             fn add_permits(&self, delta: i64) -> Result<i64> {
-                op::add_permits(self.core.obj(io), delta).await
+                op::add_permits(self.core.obj(io), delta, !self.core.plain).await
             }
 
             /// The permits available now (0 for an absent semaphore; leases that ended count
             /// as returned).
             fn available_permits(&self) -> Result<i64> {
-                op::available(self.core.obj(io)).await
+                op::available(self.core.obj(io), !self.core.plain).await
             }
         }
     };

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::holds::{held_after_renewal, HoldId, HoldState, Kind};
 use crate::owner::{Owner, OwnerPolicy};
 use crate::protocol::redisson::lock::{self as redisson, Try};
+use crate::protocol::redisson::rwlock as redisson_rw;
 use crate::transport::{Delivery, Io};
 use crate::wait::{self, millis, Attempt, Scripted, Wait};
 
@@ -89,8 +90,7 @@ impl Flavor {
                 reentrant: false, ..
             } => Some("non-reentrant lock"),
             Flavor::Exclusive { fair: true, .. } => Some("fair lock"),
-            Flavor::Exclusive { .. } => None,
-            Flavor::Rw(_) => Some("read-write lock"),
+            Flavor::Exclusive { .. } | Flavor::Rw(_) => None,
         }
     }
 
@@ -120,8 +120,9 @@ impl Target<'_> {
 
     /// The hold, as the registry renews it over `protocol` (the same hold whichever).
     fn hold_in(&self, owner: &Owner, protocol: Protocol) -> HoldId {
-        let kind = match protocol {
-            Protocol::Redisson => &redisson::LOCK,
+        let kind = match (protocol, self.flavor) {
+            (Protocol::Redisson, Flavor::Rw(side)) => redisson_rw::kind(side),
+            (Protocol::Redisson, _) => &redisson::LOCK,
             _ => self.flavor.kind(),
         };
         HoldId {
@@ -160,8 +161,6 @@ impl Target<'_> {
             ctx: self.ctx,
             io: self.io,
             name: self.name,
-            // The lock's operations choose their protocol themselves.
-            module_only: None,
         }
     }
 
@@ -263,11 +262,14 @@ impl Scripted for ScriptAcquire<'_> {
     }
 
     fn kind(&self) -> &'static str {
-        LOCK.name
+        self.t.flavor.kind().name
     }
 
     fn channel(&self) -> String {
-        crate::protocol::redisson::lock_channel(self.t.name)
+        match self.t.flavor {
+            Flavor::Rw(_) => redisson_rw::channel(self.t.name),
+            Flavor::Exclusive { .. } => crate::protocol::redisson::lock_channel(self.t.name),
+        }
     }
 
     fn call(
@@ -277,11 +279,15 @@ impl Scripted for ScriptAcquire<'_> {
         Vec<String>,
         Vec<String>,
     ) {
-        (
-            &redisson::ACQUIRE,
-            vec![self.t.name.to_string()],
-            vec![self.lease_ms.to_string(), self.owner.as_str().to_string()],
-        )
+        let (name, owner) = (self.t.name, self.owner.as_str());
+        match self.t.flavor {
+            Flavor::Rw(side) => redisson_rw::acquire_words(name, owner, side, self.lease_ms),
+            Flavor::Exclusive { .. } => (
+                &redisson::ACQUIRE,
+                vec![name.to_string()],
+                vec![self.lease_ms.to_string(), owner.to_string()],
+            ),
+        }
     }
 
     fn read(&self, reply: &Value) -> redis::RedisResult<Try> {
@@ -314,6 +320,9 @@ pub(crate) async fn acquire(
     let refuse = t.flavor.refuses_reentry();
     if refuse && before > 0 {
         return Err(not_reentrant(t, owner));
+    }
+    if protocol == Protocol::Redisson && t.flavor == Flavor::Rw(Side::Write) && before == 0 {
+        upgrade_check(t, owner)?;
     }
     let sent = Instant::now();
     let granted = match protocol {
@@ -387,6 +396,28 @@ pub(crate) async fn acquire(
         return Err(not_reentrant(t, owner));
     }
     Ok(Some(Granted { value, state }))
+}
+
+/// Redisson's write lock waits forever for a reader asking for it (an upgrade: the read hold
+/// it keeps blocks it); the module refuses it with `DEADLOCK`. Over Redisson's protocol the
+/// client refuses it the same way when it knows the owner reads and does not write.
+fn upgrade_check(t: Target<'_>, owner: &Owner) -> Result<()> {
+    let reading = HoldId {
+        kind: redisson_rw::kind(Side::Read),
+        key: t.name.clone(),
+        holder: owner.shared(),
+    };
+    if t.ctx.holds.lock().holds(&reading) == 0 {
+        return Ok(());
+    }
+    Err(Error::Deadlock {
+        name: t.name.to_string(),
+        message: format!(
+            "{owner} holds the read lock of '{}' and asks for its write lock (an upgrade): \
+             it would wait for itself forever",
+            t.name
+        ),
+    })
 }
 
 fn not_reentrant(t: Target<'_>, owner: &Owner) -> Error {
@@ -470,10 +501,18 @@ async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) 
         None => millis(ctx.config.watchdog_timeout),
     };
     let publish = ctx.transport.publish_command();
-    let (keys, args) = redisson::unlock_words(t.name, owner.as_str(), lease_ms, publish);
+    let (script, keys, args) = match t.flavor {
+        Flavor::Rw(side) => {
+            redisson_rw::unlock_words(t.name, owner.as_str(), side, lease_ms, publish)
+        }
+        Flavor::Exclusive { .. } => {
+            let (keys, args) = redisson::unlock_words(t.name, owner.as_str(), lease_ms, publish);
+            (&redisson::UNLOCK, keys.to_vec(), args.to_vec())
+        }
+    };
     let keys_ref: Vec<&str> = keys.iter().map(String::as_str).collect();
     let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
-    let reply: Option<i64> = redisson::UNLOCK
+    let reply: Option<i64> = script
         .run(
             &ctx.transport,
             &ctx.bg,
@@ -490,16 +529,20 @@ async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) 
             owner: owner.to_string(),
         });
     };
-    // The latch has served once the reply is here: deleted without waiting, as Redisson does
-    // (it ends with its TTL anyway); awaited, it was one more round trip per unlock.
+    // The unlock latch is the last key. It has served once the reply is here: deleted without
+    // waiting, as Redisson does (it ends with its TTL anyway); awaited, it was one more round
+    // trip per unlock.
+    let latch = keys.last().expect("an unlock latch");
     let mut del = redis::cmd("DEL");
-    del.arg(&keys[2]);
+    del.arg(latch);
     ctx.send_off(keys[0].clone(), del);
-    // 1: fully released; 0: still held (the script does not say how often).
-    Ok(if n == 1 {
-        0
-    } else {
-        before.saturating_sub(1).max(1)
+    Ok(match t.flavor {
+        // 1: the lock was freed; 0: still held, by this owner or by other readers: the
+        // script does not say which, this client's count does.
+        Flavor::Rw(Side::Read) => before.saturating_sub(1),
+        // 1: the owner's last hold went; 0: still held (the script does not say how often).
+        _ if n == 1 => 0,
+        _ => before.saturating_sub(1).max(1),
     })
 }
 
@@ -513,14 +556,25 @@ pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Resu
     let at = Instant::now();
     let reply: Value = match protocol {
         Protocol::Redisson => {
-            let ms = lease_ms.to_string();
-            redisson::RENEW
+            let (script, keys, args) = match t.flavor {
+                Flavor::Rw(side) => {
+                    redisson_rw::renew_words(t.name, owner.as_str(), side, lease_ms)
+                }
+                Flavor::Exclusive { .. } => (
+                    &redisson::RENEW,
+                    vec![t.name.to_string()],
+                    vec![lease_ms.to_string(), owner.as_str().to_string()],
+                ),
+            };
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            script
                 .run(
                     &ctx.transport,
                     &ctx.bg,
                     t.io,
-                    &[t.name],
-                    &[&ms, owner.as_str()],
+                    &keys,
+                    &args,
                     Delivery::Idempotent,
                 )
                 .await?
@@ -545,8 +599,16 @@ pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Resu
 pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
     if t.protocol().await? == Protocol::Redisson {
         let ctx = t.ctx;
-        let (keys, args) = redisson::force_unlock_words(t.name, t.ctx.transport.publish_command());
-        let n: i64 = redisson::FORCE_UNLOCK
+        let publish = ctx.transport.publish_command();
+        let (script, keys, args) = match t.flavor {
+            // Redisson's: deleted only in this side's mode.
+            Flavor::Rw(side) => redisson_rw::force_unlock_words(t.name, side, publish),
+            Flavor::Exclusive { .. } => {
+                let (keys, args) = redisson::force_unlock_words(t.name, publish);
+                (&redisson::FORCE_UNLOCK, keys, args)
+            }
+        };
+        let n: i64 = script
             .run(
                 &ctx.transport,
                 &ctx.bg,
@@ -557,7 +619,7 @@ pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
             )
             .await?;
         if n == 1 {
-            ctx.holds.lock().forget_key(&LOCK, t.name);
+            forget_all(t);
         }
         return Ok(n == 1);
     }
@@ -571,17 +633,22 @@ pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
     };
     let n: i64 = t.read(&cmd).await?;
     if n == 1 {
-        let mut holds = t.ctx.holds.lock();
-        match t.flavor {
-            Flavor::Exclusive { .. } => holds.forget_key(&LOCK, t.name),
-            // The whole read-write lock went, both sides.
-            Flavor::Rw(_) => {
-                holds.forget_key(&rwlock::READ, t.name);
-                holds.forget_key(&rwlock::WRITE, t.name);
-            }
-        }
+        forget_all(t);
     }
     Ok(n == 1)
+}
+
+/// The lock was deleted: no hold of it is left in the registry (of a read-write lock: both
+/// sides; kinds are one by name whichever protocol took the hold).
+fn forget_all(t: Target<'_>) {
+    let mut holds = t.ctx.holds.lock();
+    match t.flavor {
+        Flavor::Exclusive { .. } => holds.forget_key(&LOCK, t.name),
+        Flavor::Rw(_) => {
+            holds.forget_key(&rwlock::READ, t.name);
+            holds.forget_key(&rwlock::WRITE, t.name);
+        }
+    }
 }
 
 /// `HGET name field` as a count (0 when absent).
@@ -594,12 +661,32 @@ pub(crate) async fn holds_of(t: Target<'_>, owner: &Owner) -> Result<u64> {
 
 /// `EXISTS name`; for a side of a read-write lock, whether that side is held (`RRWLOCK.INFO`).
 pub(crate) async fn is_locked(t: Target<'_>) -> Result<bool> {
-    t.protocol().await?;
+    let protocol = t.protocol().await?;
     match t.flavor {
         Flavor::Exclusive { .. } => {
             let mut cmd = redis::cmd("EXISTS");
             cmd.arg(&**t.name);
             Ok(t.read::<i64>(&cmd).await? == 1)
+        }
+        // Redisson's: a read hold exists (its script), or the mode is `write`.
+        Flavor::Rw(Side::Read) if protocol == Protocol::Redisson => {
+            let ctx = t.ctx;
+            let n: i64 = redisson_rw::READ_IS_LOCKED
+                .run(
+                    &ctx.transport,
+                    &ctx.bg,
+                    t.io,
+                    &[t.name],
+                    &[],
+                    Delivery::Idempotent,
+                )
+                .await?;
+            Ok(n == 1)
+        }
+        Flavor::Rw(Side::Write) if protocol == Protocol::Redisson => {
+            let mut cmd = redis::cmd("HGET");
+            cmd.arg(&**t.name).arg("mode");
+            Ok(t.read::<Option<String>>(&cmd).await?.as_deref() == Some("write"))
         }
         Flavor::Rw(side) => {
             let info: Value = t.read(&rwlock::info_cmd(t.name)).await?;

@@ -6,8 +6,10 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, Value};
 
+use crate::config::Protocol;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::protocol::redisson::Script;
 use crate::transport::{Delivery, Io};
 use crate::wait::millis;
 
@@ -24,9 +26,6 @@ pub(crate) struct Obj<'a> {
     pub(crate) ctx: &'a Context,
     pub(crate) io: Io,
     pub(crate) name: &'a Arc<str>,
-    /// The object, when only the module's commands serve it (its calls then fail over
-    /// Redisson's protocol, naming it); `None`: its operations choose their protocol.
-    pub(crate) module_only: Option<&'static str>,
 }
 
 impl Obj<'_> {
@@ -38,25 +37,34 @@ impl Obj<'_> {
         d: Delivery,
     ) -> Result<T> {
         let ctx = self.ctx;
-        self.require_module().await?;
         ctx.transport
             .query(&ctx.bg, self.io, self.name, cmd, d)
             .await
             .map_err(|e| e.about(self.name, who))
     }
 
-    /// The error naming the object when only the module serves it and its server speaks
-    /// Redisson's protocol.
-    pub(crate) async fn require_module(&self) -> Result<()> {
+    /// The protocol the object's server gets ([`Protocol::Module`] or [`Protocol::Redisson`]),
+    /// detected there on first use.
+    pub(crate) async fn protocol(&self) -> Result<Protocol> {
         let ctx = self.ctx;
-        match self.module_only {
-            Some(object) => {
-                ctx.protocols
-                    .require_module(&ctx.transport, &ctx.bg, self.io, self.name, object)
-                    .await
-            }
-            None => Ok(()),
-        }
+        ctx.protocols
+            .at(&ctx.transport, &ctx.bg, self.io, self.name)
+            .await
+    }
+
+    /// One of Redisson's scripts about this object (`EVALSHA`, `EVAL` on `NOSCRIPT`).
+    pub(crate) async fn script<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+        d: Delivery,
+    ) -> Result<T> {
+        let ctx = self.ctx;
+        script
+            .run(&ctx.transport, &ctx.bg, self.io, keys, args, d)
+            .await
+            .map_err(|e| e.about(self.name, ""))
     }
 
     /// A command that may run twice (a read, a renewal).

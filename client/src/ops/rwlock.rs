@@ -7,20 +7,14 @@ use std::borrow::Cow;
 use redis::{Cmd, Value};
 
 use crate::holds::Kind;
+use crate::protocol::redisson::rwlock::write_field;
+pub(crate) use crate::protocol::redisson::rwlock::Side;
 
-/// One side of a read-write lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Side {
-    Read,
-    Write,
-}
-
-impl Side {
-    fn word(self) -> &'static str {
-        match self {
-            Side::Read => "READ",
-            Side::Write => "WRITE",
-        }
+/// The side's word in `RRWLOCK.*` commands.
+fn word(side: Side) -> &'static str {
+    match side {
+        Side::Read => "READ",
+        Side::Write => "WRITE",
     }
 }
 
@@ -62,7 +56,7 @@ pub(crate) fn acquire_cmd(
     block: Option<u64>,
 ) -> Cmd {
     let mut cmd = super::keyed_cmd("RRWLOCK.ACQUIRE", name, owner);
-    cmd.arg(side.word()).arg(lease_ms);
+    cmd.arg(word(side)).arg(lease_ms);
     if let Some(ms) = block {
         cmd.arg("BLOCK").arg(ms);
     }
@@ -72,7 +66,7 @@ pub(crate) fn acquire_cmd(
 /// `RRWLOCK.RELEASE name owner READ|WRITE`: the holds of that side that remain.
 pub(crate) fn release_cmd(name: &str, owner: &str, side: Side) -> Cmd {
     let mut cmd = super::keyed_cmd("RRWLOCK.RELEASE", name, owner);
-    cmd.arg(side.word());
+    cmd.arg(word(side));
     cmd
 }
 
@@ -80,7 +74,7 @@ pub(crate) fn release_cmd(name: &str, owner: &str, side: Side) -> Cmd {
 pub(crate) fn field(owner: &str, side: Side) -> Cow<'_, str> {
     match side {
         Side::Read => Cow::Borrowed(owner),
-        Side::Write => Cow::Owned(format!("{owner}:write")),
+        Side::Write => Cow::Owned(write_field(owner)),
     }
 }
 

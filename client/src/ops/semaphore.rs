@@ -1,10 +1,12 @@
 //! The semaphores' operations (`RSEM.*`): plain permits (Redisson's `RSemaphore`) and leased
-//! permits with ids (`RPermitExpirableSemaphore`), on the same keys.
+//! permits with ids (`RPermitExpirableSemaphore`), on the same keys; over Redisson's protocol,
+//! its scripts (`protocol/redisson/semaphore.rs`, `protocol/redisson/permits.rs`).
 //!
 //! A semaphore has no owner: after a broken connection nobody can tell whether an acquire took
 //! its permits, so such an acquire is not sent again; the caller gets an error saying the
 //! outcome is unknown (as Redisson, which does not retry semaphore scripts either).
 
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::holds::{HoldId, HoldState, Kind, Witness};
 use crate::permit::PermitId;
 use crate::protocol::redisson::lock::Try;
-use crate::protocol::redisson::{semaphore as redisson, Script};
+use crate::protocol::redisson::{permits, semaphore as redisson, Script};
 use crate::transport::Delivery;
 use crate::wait::{self, Attempt, Scripted, Wait};
 
@@ -211,15 +213,82 @@ impl Scripted for ScriptAcquire<'_> {
     }
 }
 
-/// The protocol the semaphore's server gets.
-async fn protocol(s: Obj<'_>) -> Result<Protocol> {
-    // A permit-expirable semaphore fails here over Redisson's protocol (only the plain one
-    // is served there so far).
-    s.require_module().await?;
-    let ctx = s.ctx;
-    ctx.protocols
-        .at(&ctx.transport, &ctx.bg, s.io, s.name)
-        .await
+/// Redisson's permit-expirable `tryAcquire(n, lease)` script (Redisson's protocol): the ids
+/// are made here, once, and sent with every attempt (an attempt not granted adds none), so a
+/// grant is known by its ids: whether an attempt cut off took effect is asked of the server.
+struct ScriptLease<'a> {
+    s: Obj<'a>,
+    permits: u64,
+    lease_ms: u64,
+    ids: Vec<PermitId>,
+    /// When the last attempt was made: a grant's lease ends `lease_ms` after it.
+    sent: Mutex<Instant>,
+}
+
+impl ScriptLease<'_> {
+    /// Give the ids back, all or none (the ones the script added, when it took effect).
+    async fn release(&self) {
+        if let Err(e) = release_ids(self.s, &self.ids).await {
+            tracing::debug!(key = %self.s.name, error = %e, "rlock: can't give leased permits back; they end with their lease");
+        }
+    }
+}
+
+impl Scripted for ScriptLease<'_> {
+    fn key(&self) -> &str {
+        self.s.name
+    }
+
+    fn kind(&self) -> &'static str {
+        "semaphore"
+    }
+
+    fn channel(&self) -> String {
+        redisson::channel(self.s.name)
+    }
+
+    fn call(&self) -> (&'static Script, Vec<String>, Vec<String>) {
+        let name = self.s.name;
+        *self.sent.lock() = Instant::now();
+        let now = permits::now_ms();
+        (
+            &permits::TRY_ACQUIRE,
+            vec![
+                name.to_string(),
+                permits::timeouts(name),
+                redisson::channel(name),
+            ],
+            vec![
+                self.permits.to_string(),
+                now.saturating_add(self.lease_ms).to_string(),
+                now.to_string(),
+                permits::PERMANENT.to_string(),
+                self.s.ctx.transport.publish_command().to_string(),
+            ],
+        )
+    }
+
+    fn byte_args(&self) -> Vec<Vec<u8>> {
+        self.ids.iter().map(|id| id.as_bytes().to_vec()).collect()
+    }
+
+    /// `OK`; else wait for a release's message or the earliest lease's end.
+    fn read(&self, reply: &Value) -> redis::RedisResult<Try> {
+        permits::read_acquire(reply, permits::now_ms())
+    }
+
+    /// Its ids are in the timeout set: granted.
+    async fn took_effect(&self, _ctx: &Context) -> Result<Option<Value>> {
+        let mut cmd = redis::cmd("ZSCORE");
+        cmd.arg(permits::timeouts(self.s.name))
+            .arg(self.ids[0].as_bytes().as_slice());
+        let score: Option<String> = self.s.read(&cmd).await?;
+        Ok(score.map(|_| Value::Okay))
+    }
+
+    async fn give_back(&self, _ctx: &Context) {
+        self.release().await
+    }
 }
 
 /// One of Redisson's semaphore scripts about `s`, with KEYS = [name, channel] and ARGV = [n,
@@ -254,9 +323,14 @@ pub(crate) struct Leased {
     pub(crate) state: Arc<HoldState>,
 }
 
-fn hold(s: Obj<'_>, id: &PermitId) -> HoldId {
+/// A leased permit in the hold registry, renewed over `protocol` (one hold whichever: the
+/// kinds are one by name).
+fn hold(s: Obj<'_>, id: &PermitId, protocol: Protocol) -> HoldId {
     HoldId {
-        kind: &PERMIT,
+        kind: match protocol {
+            Protocol::Redisson => &permits::PERMIT,
+            _ => &PERMIT,
+        },
         key: s.name.clone(),
         holder: Arc::from(id.to_string()),
     }
@@ -268,7 +342,7 @@ pub(crate) async fn acquire(s: Obj<'_>, permits: u64, wait: Wait) -> Result<bool
     if permits == 0 {
         return Ok(true);
     }
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let a = ScriptAcquire { s, permits };
         let got = Box::pin(wait::acquire_scripted(s.ctx, s.io, &a, wait)).await?;
         return Ok(got.is_some());
@@ -292,8 +366,6 @@ pub(crate) async fn lease(
     wait: Wait,
     watched: Option<&Arc<()>>,
 ) -> Result<Option<Vec<Leased>>> {
-    // Before the wait path, which would name the object by its metrics kind.
-    s.require_module().await?;
     let lease_ms = lease_millis(lease)?;
     if watched.is_some() {
         // A renewal must come before the lease ends, with a period to spare for a slow one.
@@ -309,27 +381,50 @@ pub(crate) async fn lease(
     if permits == 0 {
         return Ok(Some(Vec::new()));
     }
-    let a = Acquire {
-        s,
-        permits,
-        lease_ms: Some(lease_ms),
+    let protocol = s.protocol().await?;
+    let (ids, granted_at) = match protocol {
+        Protocol::Redisson => {
+            let a = ScriptLease {
+                s,
+                permits,
+                lease_ms,
+                ids: (0..permits).map(|_| PermitId::new_random()).collect(),
+                sent: Mutex::new(Instant::now()),
+            };
+            if Box::pin(wait::acquire_scripted(s.ctx, s.io, &a, wait))
+                .await?
+                .is_none()
+            {
+                return Ok(None);
+            }
+            // The lease the script set ends `lease_ms` after the granting attempt was made.
+            let at = *a.sent.lock();
+            (a.ids, at)
+        }
+        _ => {
+            let a = Acquire {
+                s,
+                permits,
+                lease_ms: Some(lease_ms),
+            };
+            let sent = Instant::now();
+            let reply = wait::acquire(s.ctx, s.io, &a, wait).await?;
+            if !a.granted(&reply) {
+                return Ok(None);
+            }
+            // The lease runs from the grant (see `ops::lock::acquire`).
+            let granted_at = match wait {
+                Wait::No | Wait::For(Duration::ZERO) => sent,
+                _ => Instant::now(),
+            };
+            (ids_of(&reply).map_err(|e| s.error(e))?, granted_at)
+        }
     };
-    let sent = Instant::now();
-    let reply = wait::acquire(s.ctx, s.io, &a, wait).await?;
-    if !a.granted(&reply) {
-        return Ok(None);
-    }
-    // The lease runs from the grant (see `ops::lock::acquire`).
-    let granted_at = match wait {
-        Wait::No | Wait::For(Duration::ZERO) => sent,
-        _ => Instant::now(),
-    };
-    let ids = ids_of(&reply).map_err(|e| s.error(e))?;
     let mut holds = s.ctx.holds.lock();
     Ok(Some(
         ids.into_iter()
             .map(|id| {
-                let h = hold(s, &id);
+                let h = hold(s, &id, protocol);
                 let state = match watched {
                     None => holds.on_acquired(&h, 1, Some(lease), granted_at),
                     Some(anchor) => {
@@ -349,74 +444,177 @@ pub(crate) async fn lease(
 /// `RSEM.RELEASE name PERMITS n`: the count available after queued waiters were served.
 pub(crate) async fn release(s: Obj<'_>, permits: u64) -> Result<i64> {
     if permits == 0 {
-        return available(s).await;
+        return available(s, false).await;
     }
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let n = i64::try_from(permits)
             .map_err(|_| Error::InvalidArgument("too many permits".into()))?;
         let () = script(s, &redisson::RELEASE, Some(n)).await?;
         // Redisson's script replies nothing: the count a moment after.
-        return available(s).await;
+        return available(s, false).await;
     }
     s.write(&release_cmd(s.name, permits)).await
 }
 
-/// `RSEM.RELEASE name ID ...`: all of `ids` or none ([`Error::PermitNotLeased`]).
-pub(crate) async fn release_ids(s: Obj<'_>, ids: &[PermitId]) -> Result<i64> {
+/// `RSEM.RELEASE name ID ...` (Redisson's `tryRelease`): all of `ids` or none
+/// ([`Error::PermitNotLeased`]).
+pub(crate) async fn release_ids(s: Obj<'_>, ids: &[PermitId]) -> Result<()> {
     if ids.is_empty() {
-        return available(s).await;
+        return Ok(());
     }
-    let n = s.write(&release_ids_cmd(s.name, ids)).await?;
+    let protocol = s.protocol().await?;
+    if protocol == Protocol::Redisson {
+        Box::pin(script_release_ids(s, ids)).await?;
+    } else {
+        s.write::<i64>(&release_ids_cmd(s.name, ids)).await?;
+    }
     let mut holds = s.ctx.holds.lock();
     for id in ids {
-        holds.forget(&hold(s, id));
+        holds.forget(&hold(s, id, protocol));
     }
-    Ok(n)
+    Ok(())
+}
+
+/// Redisson's `tryRelease(id)` or `tryRelease(ids)` (all or none): a permit not leased, or
+/// whose lease ended (Redisson returns that one to the pool and says 0), is
+/// [`Error::PermitNotLeased`], with Redisson's words.
+async fn script_release_ids(s: Obj<'_>, ids: &[PermitId]) -> Result<()> {
+    let (name, channel, timeouts) = (
+        s.name.to_string(),
+        redisson::channel(s.name),
+        permits::timeouts(s.name),
+    );
+    let keys = [name.as_str(), &channel, &timeouts];
+    let now = permits::now_ms().to_string();
+    let publish = s.ctx.transport.publish_command();
+    let released: i64 = if let [id] = ids {
+        let args: [&[u8]; 4] = [id.as_bytes(), b"1", now.as_bytes(), publish.as_bytes()];
+        run_bytes(s, &permits::TRY_RELEASE, &keys, &args).await?
+    } else {
+        let count = ids.len().to_string();
+        let mut args: Vec<&[u8]> = vec![count.as_bytes(), now.as_bytes(), publish.as_bytes()];
+        args.extend(ids.iter().map(|id| id.as_bytes().as_slice()));
+        run_bytes(s, &permits::TRY_RELEASE_MANY, &keys, &args).await?
+    };
+    if released == ids.len() as i64 {
+        return Ok(());
+    }
+    let message = match ids {
+        [id] => format!("Permit with id {id} has already been released or doesn't exist"),
+        _ => {
+            let all: Vec<String> = ids.iter().map(PermitId::to_string).collect();
+            format!(
+                "Permits with ids [{}] have already been released or don't exist",
+                all.join(", ")
+            )
+        }
+    };
+    Err(Error::PermitNotLeased {
+        name: s.name.to_string(),
+        message,
+    })
+}
+
+/// One of Redisson's scripts with arguments that are bytes (permit ids), not sent again after
+/// a broken connection.
+async fn run_bytes<T: FromRedisValue>(
+    s: Obj<'_>,
+    script: &Script,
+    keys: &[&str],
+    args: &[&[u8]],
+) -> Result<T> {
+    let ctx = s.ctx;
+    script
+        .run_bytes(
+            &ctx.transport,
+            &ctx.bg,
+            s.io,
+            keys,
+            args,
+            Delivery::AtMostOnce,
+        )
+        .await
+        .map_err(|e| e.about(s.name, ""))
 }
 
 /// Redisson's `updateLeaseTime`: whether the permit was leased (and is now until `lease` from
 /// now).
 pub(crate) async fn update_lease(s: Obj<'_>, id: &PermitId, lease: Duration) -> Result<bool> {
+    let lease_ms = lease_millis(lease)?;
+    let protocol = s.protocol().await?;
     let at = Instant::now();
-    let n: i64 = s
-        .read(&update_lease_cmd(s.name, id, lease_millis(lease)?))
-        .await?;
+    let n: i64 = match protocol {
+        Protocol::Redisson => {
+            let publish = s.ctx.transport.publish_command();
+            let (keys, args) = permits::update_lease_words(s.name, id, lease_ms, publish);
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let ctx = s.ctx;
+            // A lease set twice is the same lease: sent again after a broken connection.
+            permits::UPDATE_LEASE
+                .run_bytes(
+                    &ctx.transport,
+                    &ctx.bg,
+                    s.io,
+                    &keys,
+                    &args,
+                    Delivery::Idempotent,
+                )
+                .await?
+        }
+        _ => s.read(&update_lease_cmd(s.name, id, lease_ms)).await?,
+    };
     let mut holds = s.ctx.holds.lock();
-    let h = hold(s, id);
+    let h = hold(s, id, protocol);
     if n == 1 && holds.holds(&h) > 0 {
         holds.on_acquired(&h, 1, Some(lease), at);
     }
     Ok(n == 1)
 }
 
-/// `RSEM.TRYSETPERMITS`: whether the count was set (the semaphore did not exist).
-pub(crate) async fn try_set_permits(s: Obj<'_>, permits: u64) -> Result<bool> {
-    if protocol(s).await? == Protocol::Redisson {
+/// `RSEM.TRYSETPERMITS`: whether the count was set (the semaphore did not exist). Over
+/// Redisson's protocol, the script of the semaphore's kind (`expirable`: the
+/// permit-expirable semaphore's).
+pub(crate) async fn try_set_permits(s: Obj<'_>, permits: u64, expirable: bool) -> Result<bool> {
+    if s.protocol().await? == Protocol::Redisson {
         let n = i64::try_from(permits)
             .map_err(|_| Error::InvalidArgument("too many permits".into()))?;
-        return Ok(script::<i64>(s, &redisson::TRY_SET_PERMITS, Some(n)).await? == 1);
+        let set = match expirable {
+            true => &permits::TRY_SET_PERMITS,
+            false => &redisson::TRY_SET_PERMITS,
+        };
+        return Ok(script::<i64>(s, set, Some(n)).await? == 1);
     }
     let mut cmd = redis::cmd("RSEM.TRYSETPERMITS");
     cmd.arg(&**s.name).arg(permits);
     Ok(s.write::<i64>(&cmd).await? == 1)
 }
 
-/// `RSEM.ADDPERMITS`: the count after queued waiters were served.
-pub(crate) async fn add_permits(s: Obj<'_>, delta: i64) -> Result<i64> {
-    if protocol(s).await? == Protocol::Redisson {
-        let () = script(s, &redisson::ADD_PERMITS, Some(delta)).await?;
+/// `RSEM.ADDPERMITS`: the count after queued waiters were served (over Redisson's protocol,
+/// the script of the semaphore's kind, see [`try_set_permits`]).
+pub(crate) async fn add_permits(s: Obj<'_>, delta: i64, expirable: bool) -> Result<i64> {
+    if s.protocol().await? == Protocol::Redisson {
+        let add = match expirable {
+            true => &permits::ADD_PERMITS,
+            false => &redisson::ADD_PERMITS,
+        };
+        let () = script(s, add, Some(delta)).await?;
         // Redisson's script replies nothing: the count a moment after.
-        return available(s).await;
+        return available(s, expirable).await;
     }
     let mut cmd = redis::cmd("RSEM.ADDPERMITS");
     cmd.arg(&**s.name).arg(delta);
     s.write(&cmd).await
 }
 
-/// `RSEM.AVAILABLE`.
-pub(crate) async fn available(s: Obj<'_>) -> Result<i64> {
-    if protocol(s).await? == Protocol::Redisson {
-        // Redisson's `availablePermits()`: `GET` (absent: 0).
+/// `RSEM.AVAILABLE`. Over Redisson's protocol `availablePermits()`: `GET` (absent: 0), or for
+/// a permit-expirable semaphore (`expirable`) its script, which returns ended leases first.
+pub(crate) async fn available(s: Obj<'_>, expirable: bool) -> Result<i64> {
+    if s.protocol().await? == Protocol::Redisson {
+        if expirable {
+            let reply: Value = reclaiming(s, &permits::AVAILABLE).await?;
+            return permits::read_count(&reply).map_err(|e| s.error(e));
+        }
         let mut cmd = redis::cmd("GET");
         cmd.arg(&**s.name);
         return Ok(s.read::<Option<i64>>(&cmd).await?.unwrap_or(0));
@@ -428,7 +626,7 @@ pub(crate) async fn available(s: Obj<'_>) -> Result<i64> {
 
 /// `RSEM.DRAIN`: the permits taken.
 pub(crate) async fn drain(s: Obj<'_>) -> Result<u64> {
-    if protocol(s).await? == Protocol::Redisson {
+    if s.protocol().await? == Protocol::Redisson {
         let n: i64 = script(s, &redisson::DRAIN, None).await?;
         return Ok(n.max(0) as u64);
     }
@@ -437,8 +635,29 @@ pub(crate) async fn drain(s: Obj<'_>) -> Result<u64> {
     s.write(&cmd).await
 }
 
-/// The permits leased now and not ended (`RSEM.INFO`'s `leased`).
+/// One of the permit-expirable semaphore's scripts that return ended leases, then read
+/// (KEYS = [name, timeout set, channel]; ARGV = [now, publish command]). Sent again after a
+/// broken connection: what it writes is what any later script would (the ended leases are
+/// ended either way).
+async fn reclaiming<T: FromRedisValue>(s: Obj<'_>, script: &Script) -> Result<T> {
+    let (timeouts, channel) = (permits::timeouts(s.name), redisson::channel(s.name));
+    let now = permits::now_ms().to_string();
+    s.script(
+        script,
+        &[s.name, &timeouts, &channel],
+        &[&now, s.ctx.transport.publish_command()],
+        Delivery::Idempotent,
+    )
+    .await
+}
+
+/// The permits leased now and not ended (`RSEM.INFO`'s `leased`; Redisson's
+/// `acquiredPermits()`).
 pub(crate) async fn leased(s: Obj<'_>) -> Result<u64> {
+    if s.protocol().await? == Protocol::Redisson {
+        let n: i64 = reclaiming(s, &permits::ACQUIRED).await?;
+        return Ok(n.max(0) as u64);
+    }
     let mut cmd = redis::cmd("RSEM.INFO");
     cmd.arg(&**s.name);
     let info: Value = s.read(&cmd).await?;

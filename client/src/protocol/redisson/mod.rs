@@ -10,8 +10,11 @@ use crate::error::{Error, Result};
 use crate::runtime::Background;
 use crate::transport::{Delivery, Io, Transport};
 
+pub(crate) mod latch;
 pub(crate) mod lock;
+pub(crate) mod permits;
 pub(crate) mod pubsub;
+pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 mod sharded;
 
@@ -36,6 +39,11 @@ impl Script {
 
     /// `EVAL text nkeys keys.. args..` (the watchdog's pipelines, which can't fall back).
     pub(crate) fn eval_cmd(&self, keys: &[&str], args: &[&str]) -> Cmd {
+        self.eval_cmd_bytes(keys, &as_bytes(args))
+    }
+
+    /// [`Script::eval_cmd`] with arguments that are bytes (permit ids).
+    pub(crate) fn eval_cmd_bytes(&self, keys: &[&str], args: &[&[u8]]) -> Cmd {
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(self.text);
         with_keys_and_args(&mut cmd, keys, args);
@@ -52,6 +60,20 @@ impl Script {
         args: &[&str],
         d: Delivery,
     ) -> Result<T> {
+        self.run_bytes(transport, bg, io, keys, &as_bytes(args), d)
+            .await
+    }
+
+    /// [`Script::run`] with arguments that are bytes (permit ids).
+    pub(crate) async fn run_bytes<T: FromRedisValue>(
+        &self,
+        transport: &Transport,
+        bg: &Background,
+        io: Io,
+        keys: &[&str],
+        args: &[&[u8]],
+        d: Delivery,
+    ) -> Result<T> {
         let key = keys.first().copied().unwrap_or_default();
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.sha());
@@ -59,7 +81,7 @@ impl Script {
         match transport.query::<Value>(bg, io, key, &cmd, d).await {
             Err(Error::Redis(e)) if e.code() == Some("NOSCRIPT") => {
                 // Not run: the server does not have the script (yet, or after a restart).
-                let cmd = self.eval_cmd(keys, args);
+                let cmd = self.eval_cmd_bytes(keys, args);
                 transport.query(bg, io, key, &cmd, d).await
             }
             r => T::from_redis_value(r?).map_err(|e| transport.error(e.into(), key)),
@@ -67,7 +89,11 @@ impl Script {
     }
 }
 
-fn with_keys_and_args(cmd: &mut Cmd, keys: &[&str], args: &[&str]) {
+fn as_bytes<'a>(args: &[&'a str]) -> Vec<&'a [u8]> {
+    args.iter().map(|a| a.as_bytes()).collect()
+}
+
+fn with_keys_and_args(cmd: &mut Cmd, keys: &[&str], args: &[&[u8]]) {
     cmd.arg(keys.len());
     for k in keys {
         cmd.arg(*k);
@@ -84,6 +110,16 @@ pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
         format!("{prefix}:{name}")
     } else {
         format!("{prefix}:{{{name}}}")
+    }
+}
+
+/// `{name}:suffix`, or `name:suffix` when the name already holds a `{` (Redisson's
+/// `RedissonObject.suffixName`).
+pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
     }
 }
 
