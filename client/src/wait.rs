@@ -45,7 +45,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::metrics::Outcome;
 use crate::protocol::redisson::lock::Try;
-use crate::protocol::redisson::pubsub::Subscription;
+use crate::protocol::redisson::pubsub::Waiter;
 use crate::protocol::redisson::Script;
 use crate::session::{wire, Delivered, Ticket};
 #[cfg(doc)]
@@ -246,6 +246,11 @@ pub(crate) trait Scripted: Sync {
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>>;
     /// A grant nobody will receive: give it back.
     async fn give_back(&self, ctx: &Context);
+    /// How much it takes (a semaphore's permits): a message carrying a count wakes the waiters
+    /// whose need fits in it.
+    fn need(&self) -> u64 {
+        1
+    }
 }
 
 /// Acquire per `wait` over Redisson's protocol: the granting reply, `None` when the wait
@@ -288,13 +293,20 @@ async fn scripted_untraced<S: Scripted>(
         }
     };
     tokio::pin!(on_cancel);
-    let mut sub: Option<Arc<Subscription>> = None;
+    // Parked between attempts on the object's channel, once subscribed.
+    let mut waiter: Option<Waiter> = None;
     loop {
+        if let Some(w) = &mut waiter {
+            w.attempting();
+        }
         let reply = attempt_scripted(ctx, io, s).await?;
-        let retry_in = match s
+        let tried = s
             .read(&reply)
-            .map_err(|e| ctx.transport.error(e, s.key()))?
-        {
+            .map_err(|e| ctx.transport.error(e, s.key()))?;
+        if let Some(w) = &mut waiter {
+            w.attempted();
+        }
+        let retry_in = match tried {
             Try::Granted => return Ok(Some(reply)),
             Try::Busy(ttl) => ttl,
         };
@@ -306,7 +318,7 @@ async fn scripted_untraced<S: Scripted>(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let Some(live) = sub.as_ref().filter(|x| !x.is_dead()) else {
+        let Some(w) = waiter.as_mut().filter(|w| !w.subscription().is_dead()) else {
             // Subscribe within what is left of the wait, then try again before waiting.
             let channel = s.channel();
             let subscribing = ctx
@@ -315,22 +327,19 @@ async fn scripted_untraced<S: Scripted>(
             tokio::select! {
                 biased;
                 _ = &mut on_cancel => return Err(cancelled(s.key())),
-                r = subscribing => sub = Some(r?),
+                r = subscribing => waiter = Some(r?.waiter(s.need())),
                 _ = sleep_for(ctx, left) => return Ok(None),
             }
             continue;
         };
-        let woken = live.wake().notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        if live.is_dead() {
-            continue;
-        }
-        tokio::select! {
+        let napped = tokio::select! {
             biased;
             _ = &mut on_cancel => return Err(cancelled(s.key())),
-            _ = woken => {}
-            _ = sleep_for(ctx, nap) => {}
+            _ = w.woken() => false,
+            _ = sleep_for(ctx, nap) => true,
+        };
+        if napped {
+            w.unpark();
         }
         if cancelled_now() {
             return Err(cancelled(s.key()));

@@ -209,6 +209,10 @@ impl Scripted for ScriptAcquire<'_> {
             ctx.permits_in_doubt(self.s.name, self.permits, "giving them back failed");
         }
     }
+
+    fn need(&self) -> u64 {
+        self.permits
+    }
 }
 
 /// The protocol the semaphore's server gets.
