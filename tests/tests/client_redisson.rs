@@ -2,7 +2,8 @@
 //! module (issue 37): detection at connect, the reentrant lock with Redisson's scripts, keys
 //! and channel, waits on the client's one shared pub/sub connection, the watchdog, lost holds,
 //! interop with Redisson's scripts run by the harness (a "Java" holder), and the objects this
-//! mode does not serve yet failing with a typed error.
+//! mode does not serve yet failing with a typed error. The other lock flavors and the wake-up
+//! policy: client_redisson_locks.rs.
 
 mod client_support;
 
@@ -526,21 +527,6 @@ fn objects_not_served_yet_fail_with_a_typed_error() {
             "{msg}"
         );
     };
-    check(
-        client.fair_lock("f").try_lock().unwrap_err(),
-        "fair lock",
-        "f",
-    );
-    check(
-        client.fenced_lock("t").try_lock().unwrap_err(),
-        "fenced lock",
-        "t",
-    );
-    check(
-        client.non_reentrant_lock("n").try_lock().unwrap_err(),
-        "non-reentrant lock",
-        "n",
-    );
     check(
         client
             .read_write_lock("rw")
