@@ -505,6 +505,64 @@ fn a_semaphore_release_wakes_as_many_waiters_as_its_count() {
     });
 }
 
+/// A waiter woken by a release, which leaves before its attempt (here: its runtime, frozen
+/// while it was woken, is dropped), hands the wake-up to the next waiter: without that, the
+/// next would sleep on the free lock until the holder's 30 s lease would have ended.
+#[test]
+fn a_woken_waiter_that_leaves_hands_the_wake_up_on() {
+    let s = plain();
+    let mut c = s.conn();
+    let client = long_lease(&s);
+    let holder = client.lock("b").with_owner(client.new_owner());
+    // Both scripts loaded (a first EVALSHA answered NOSCRIPT counts as a call too).
+    holder.lock().unwrap();
+    holder.unlock().unwrap();
+    holder.lock().unwrap();
+    // A waits first, on a runtime of its own that runs only while the test drives it.
+    let frozen = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let a = client.async_lock("b");
+    let before = scripts_run(&mut c);
+    frozen.block_on(async {
+        let _ = tokio::spawn(async move { a.lock().await });
+        // Its attempt, its subscription, its second attempt: parked.
+        while scripts_run(&mut c) < before + 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Its park follows that reply locally (nothing on the server shows it): a margin.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    });
+    std::thread::scope(|t| {
+        let b = t.spawn(|| {
+            let l = client.lock("b");
+            assert!(l.try_lock_for(Duration::from_secs(20)).unwrap());
+            let at = Instant::now();
+            l.unlock().unwrap();
+            at
+        });
+        wait_until(margin(Duration::from_secs(3)), "B parked", || {
+            scripts_run(&mut c) >= before + 4
+        });
+        // B's park follows its second attempt locally: a margin, as for A.
+        std::thread::sleep(Duration::from_millis(20));
+        // The release wakes A alone (the first to wait), which can't run.
+        let mut sub = Subscriber::psubscribe(&s, "redisson_lock__channel:*");
+        holder.unlock().unwrap();
+        assert_eq!(sub.drain(&mut c), [(lock_channel("b"), "0".to_string())]);
+        assert_eq!(scripts_run(&mut c), before + 4 + 1, "nobody tried yet");
+        let left = Instant::now();
+        drop(frozen);
+        let got = b.join().unwrap();
+        assert!(
+            got.duration_since(left) < margin(Duration::from_millis(300)),
+            "B took the lock {:?} after A left",
+            got.duration_since(left)
+        );
+    });
+}
+
 /// 200 hand-offs among 8 tasks, half of whose waits are cancelled at random (some as they are
 /// woken), the others waiting until granted: a woken waiter that leaves hands the wake-up on,
 /// so no waiter is left asleep on a free lock (the 30 s lease never runs out to rescue one: the
