@@ -181,7 +181,7 @@ pub enum Error {
          rlock module on that server to use it"
     )]
     NotInRedissonProtocol {
-        /// What kind of object (`fair lock`, `semaphore`, ...).
+        /// What kind of object (`read-write lock`, `count-down latch`, ...).
         object: &'static str,
         /// The object's name.
         name: String,
