@@ -526,7 +526,8 @@ fn a_woken_waiter_that_leaves_hands_the_wake_up_on() {
     let a = client.async_lock("b");
     let before = scripts_run(&mut c);
     frozen.block_on(async {
-        let _ = tokio::spawn(async move { a.lock().await });
+        // Detached: it ends with its runtime.
+        drop(tokio::spawn(async move { a.lock().await }));
         // Its attempt, its subscription, its second attempt: parked.
         while scripts_run(&mut c) < before + 2 {
             tokio::time::sleep(Duration::from_millis(1)).await;
