@@ -240,9 +240,8 @@ impl Client {
     }
 
     /// Redisson's `getFairLock`. With the module it is the same as [`Client::lock`]: the
-    /// server always queues waiters first come, first served. Redisson's protocol does not
-    /// serve it yet: its calls fail with
-    /// [`Error::NotInRedissonProtocol`](crate::Error::NotInRedissonProtocol) there.
+    /// server always queues waiters first come, first served. Over Redisson's protocol it is
+    /// `RFairLock`, its queue and timeout set.
     ///
     /// ```no_run
     /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;

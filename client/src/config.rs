@@ -48,9 +48,8 @@ pub enum Protocol {
     Module,
     /// Redisson's own protocol: its Lua scripts (`EVALSHA`, `EVAL` on `NOSCRIPT`), keys and
     /// pub/sub channels, for servers that cannot load modules (every hosted Redis). Every
-    /// object but the fair, fenced and non-reentrant locks works in this mode (see
-    /// `docs/operations.md`, "Two protocols"); those fail with
-    /// [`Error::NotInRedissonProtocol`].
+    /// object works in this mode (see `docs/operations.md`, "Two protocols", for what
+    /// differs).
     Redisson,
 }
 

@@ -181,7 +181,7 @@ pub enum Error {
          rlock module on that server to use it"
     )]
     NotInRedissonProtocol {
-        /// What kind of object (`fair lock`, `semaphore`, ...).
+        /// What kind of object (`read-write lock`, `count-down latch`, ...).
         object: &'static str,
         /// The object's name.
         name: String,
@@ -292,6 +292,14 @@ impl Error {
     pub(crate) fn about(self, name: &str, owner: &str) -> Error {
         let Error::Redis(e) = &self else { return self };
         let words = || e.detail().unwrap_or_default().to_string();
+        // Redisson's non-reentrant lock script, to a holder's second acquire: an error reply of
+        // that one word, which redis-rs reads as a detail without a code.
+        if [e.code(), e.detail()].contains(&Some("NON_REENTRANT_REACQUIRE")) {
+            return Error::NotReentrant {
+                name: name.to_string(),
+                owner: owner.to_string(),
+            };
+        }
         match e.code() {
             Some("NOTOWNER") => Error::NotOwner {
                 name: name.to_string(),

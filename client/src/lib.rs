@@ -20,14 +20,16 @@
 //! line, and can be forced with [`ClientBuilder::protocol`] ([`Protocol`]). A server with
 //! neither the module nor scripting fails with [`Error::NoLockProtocol`].
 //!
-//! Over Redisson's protocol the reentrant lock ([`Client::lock`], [`Client::async_lock`],
-//! every method, guards, watchdog, [`Lock::is_lost`]), [`MultiLock`]/[`RedLock`] of such
-//! locks, the [`ReadWriteLock`], the [`Semaphore`], the [`PermitExpirableSemaphore`] and the
-//! [`CountDownLatch`] work, with Redisson's scripts, keys and channels; the fair, fenced and
-//! non-reentrant locks fail with [`Error::NotInRedissonProtocol`] before anything is sent.
-//! Waits there are Redisson's (retry on a release's message or when the holder's lease ends,
-//! not first come first served), on one pub/sub connection per server shared by every wait of
-//! the client, one subscription per object; a lost hold is found by the
+//! Every object works over Redisson's protocol as well: the locks ([`Client::lock`],
+//! [`Client::fair_lock`], [`Client::fenced_lock`], [`Client::non_reentrant_lock`] and their
+//! async twins, every method, guards, watchdog, [`Lock::is_lost`]), [`MultiLock`]/[`RedLock`]
+//! of such locks, the [`ReadWriteLock`], the [`Semaphore`], the [`PermitExpirableSemaphore`]
+//! and the [`CountDownLatch`], with Redisson's scripts, keys and channels. Waits there are
+//! Redisson's (retry on a release's message or when the holder's lease ends; first come first
+//! served only for the fair lock, by Redisson's queue), on one pub/sub connection per server
+//! (in a cluster, one sharded connection) shared by every wait of the client, one subscription
+//! per channel, a message waking only as many of the client's waiters as can win; a lost hold
+//! is found by the
 //! watchdog's next renewal instead of being pushed. What the sections below say of sessions,
 //! server-side queues and pushed losses is the module's. `docs/operations.md`, "Two
 //! protocols", has the feature × mode table.

@@ -45,7 +45,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::metrics::Outcome;
 use crate::protocol::redisson::lock::Try;
-use crate::protocol::redisson::pubsub::Subscription;
+use crate::protocol::redisson::pubsub::Waiter;
 use crate::protocol::redisson::Script;
 use crate::session::{wire, Delivered, Ticket};
 #[cfg(doc)]
@@ -246,16 +246,15 @@ pub(crate) trait Scripted: Sync {
     }
     /// What the script's reply says.
     fn read(&self, reply: &Value) -> RedisResult<Try>;
-    /// Whether one grant lets every waiter through (an open latch), not one: a waiter granted
-    /// after a wake-up then wakes the next of the client's waiters on the channel, which looks
-    /// again and does the same (a message wakes one waiter; see `pubsub`).
-    fn wakes_all(&self) -> bool {
-        false
-    }
     /// After an ambiguous failure: the reply it would have had, if it took effect anyway.
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>>;
     /// A grant nobody will receive: give it back.
     async fn give_back(&self, ctx: &Context);
+    /// How much it takes (a semaphore's permits): a message carrying a count wakes the waiters
+    /// whose need fits in it.
+    fn need(&self) -> u64 {
+        1
+    }
 }
 
 /// Acquire per `wait` over Redisson's protocol: the granting reply, `None` when the wait
@@ -298,21 +297,23 @@ async fn scripted_untraced<S: Scripted>(
         }
     };
     tokio::pin!(on_cancel);
-    let mut sub: Option<Arc<Subscription>> = None;
+    // Parked between attempts on the object's channel, once subscribed.
+    let mut waiter: Option<Waiter> = None;
     // Subscriptions refused in a row (connection errors).
     let mut refused = 0u32;
     loop {
+        if let Some(w) = &mut waiter {
+            w.attempting();
+        }
         let reply = attempt_scripted(ctx, io, s).await?;
-        let retry_in = match s
+        let tried = s
             .read(&reply)
-            .map_err(|e| ctx.transport.error(e, s.key()))?
-        {
-            Try::Granted => {
-                if let Some(live) = sub.as_ref().filter(|_| s.wakes_all()) {
-                    live.wake().notify_one();
-                }
-                return Ok(Some(reply));
-            }
+            .map_err(|e| ctx.transport.error(e, s.key()))?;
+        if let Some(w) = &mut waiter {
+            w.attempted();
+        }
+        let retry_in = match tried {
+            Try::Granted => return Ok(Some(reply)),
             Try::Busy(ttl) => ttl,
         };
         let left = until.left();
@@ -323,7 +324,7 @@ async fn scripted_untraced<S: Scripted>(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let Some(live) = sub.as_ref().filter(|x| !x.is_dead()) else {
+        let Some(w) = waiter.as_mut().filter(|w| !w.subscription().is_dead()) else {
             // Subscribe within what is left of the wait, then try again before waiting.
             let channel = s.channel();
             let subscribing = ctx
@@ -334,7 +335,7 @@ async fn scripted_untraced<S: Scripted>(
                 _ = &mut on_cancel => return Err(cancelled(s.key())),
                 r = subscribing => match r {
                     Ok(live) => {
-                        sub = Some(live);
+                        waiter = Some(live.waiter(s.need()));
                         refused = 0;
                     }
                     // The server went away (a restart, a failover): after the retry delay,
@@ -359,17 +360,14 @@ async fn scripted_untraced<S: Scripted>(
             }
             continue;
         };
-        let woken = live.wake().notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        if live.is_dead() {
-            continue;
-        }
-        tokio::select! {
+        let napped = tokio::select! {
             biased;
             _ = &mut on_cancel => return Err(cancelled(s.key())),
-            _ = woken => {}
-            _ = sleep_for(ctx, nap) => {}
+            _ = w.woken() => false,
+            _ = sleep_for(ctx, nap) => true,
+        };
+        if napped {
+            w.unpark();
         }
         if cancelled_now() {
             return Err(cancelled(s.key()));

@@ -1,9 +1,10 @@
 //! The rlock client over Redisson's own protocol, against a plain redis-server WITHOUT the
 //! module (issue 37): detection at connect, the reentrant lock with Redisson's scripts, keys
 //! and channel, waits on the client's one shared pub/sub connection, the watchdog, lost holds,
-//! interop with Redisson's scripts run by the harness (a "Java" holder), and the objects this
-//! mode does not serve yet failing with a typed error (the read-write lock, the latch and the
-//! permit-expirable semaphore: `client_redisson_objects.rs`).
+//! interop with Redisson's scripts run by the harness (a "Java" holder), the plain semaphore,
+//! and sharded pub/sub in a cluster. This mode's other objects: `client_redisson_objects.rs` (read-write lock, latch, permit-expirable
+//! semaphore) and `client_redisson_locks.rs` (fair, fenced, non-reentrant locks, the wake-up
+//! policy).
 
 mod client_support;
 
@@ -507,44 +508,6 @@ fn async_waits_are_cancel_safe_and_time_out() {
         numsub(&mut c, &lock_channel("c")) == 0
     });
     assert!(!exists(&mut c, "c"));
-}
-
-#[test]
-fn objects_not_served_yet_fail_with_a_typed_error() {
-    let s = plain();
-    let mut c = s.conn();
-    let client = client(&s);
-    let check = |e: Error, object: &str, name: &str| {
-        match &e {
-            Error::NotInRedissonProtocol {
-                object: o, name: n, ..
-            } => assert_eq!((*o, n.as_str()), (object, name)),
-            other => panic!("{object}: {other:?}"),
-        }
-        let msg = e.to_string();
-        assert!(
-            msg.contains("Redisson's protocol") && msg.contains(object),
-            "{msg}"
-        );
-    };
-    check(
-        client.fair_lock("f").try_lock().unwrap_err(),
-        "fair lock",
-        "f",
-    );
-    check(
-        client.fenced_lock("t").try_lock().unwrap_err(),
-        "fenced lock",
-        "t",
-    );
-    check(
-        client.non_reentrant_lock("n").try_lock().unwrap_err(),
-        "non-reentrant lock",
-        "n",
-    );
-    // Nothing was written.
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut c).unwrap();
-    assert!(keys.is_empty(), "{keys:?}");
 }
 
 #[test]

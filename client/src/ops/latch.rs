@@ -74,12 +74,6 @@ impl Scripted for ScriptAwait<'_> {
         redisson::read_open(reply)
     }
 
-    /// An open latch lets every waiter through, not one: each waiter that finds it open wakes
-    /// the next (the zero message wakes one waiter per client, as an unlock message does).
-    fn wakes_all(&self) -> bool {
-        true
-    }
-
     /// Nothing to undo: reading again is the check.
     async fn took_effect(&self, _ctx: &Context) -> Result<Option<Value>> {
         Ok(None)

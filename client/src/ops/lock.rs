@@ -15,8 +15,10 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::holds::{held_after_renewal, HoldId, HoldState, Kind};
 use crate::owner::{Owner, OwnerPolicy};
+use crate::protocol::redisson::fair::{self, Polls};
 use crate::protocol::redisson::lock::{self as redisson, Try};
 use crate::protocol::redisson::rwlock as redisson_rw;
+use crate::protocol::redisson::Script;
 use crate::transport::{Delivery, Io};
 use crate::wait::{self, millis, Attempt, Scripted, Wait};
 
@@ -64,6 +66,11 @@ impl Flavor {
         matches!(self, Flavor::Exclusive { fence: true, .. })
     }
 
+    /// Redisson's `RFairLock` (its own scripts and queue over Redisson's protocol).
+    fn fair(self) -> bool {
+        matches!(self, Flavor::Exclusive { fair: true, .. })
+    }
+
     /// Whether a holder's second acquire is refused.
     pub(crate) fn refuses_reentry(self) -> bool {
         matches!(
@@ -79,18 +86,6 @@ impl Flavor {
         match self {
             Flavor::Exclusive { .. } => &LOCK,
             Flavor::Rw(side) => rwlock::kind(side),
-        }
-    }
-
-    /// What this lock is called when Redisson's protocol can't serve it yet; `None`: it can.
-    fn module_only(self) -> Option<&'static str> {
-        match self {
-            Flavor::Exclusive { fence: true, .. } => Some("fenced lock"),
-            Flavor::Exclusive {
-                reentrant: false, ..
-            } => Some("non-reentrant lock"),
-            Flavor::Exclusive { fair: true, .. } => Some("fair lock"),
-            Flavor::Exclusive { .. } | Flavor::Rw(_) => None,
         }
     }
 
@@ -122,6 +117,7 @@ impl Target<'_> {
     fn hold_in(&self, owner: &Owner, protocol: Protocol) -> HoldId {
         let kind = match (protocol, self.flavor) {
             (Protocol::Redisson, Flavor::Rw(side)) => redisson_rw::kind(side),
+            (Protocol::Redisson, f) if f.fair() => &fair::FAIR_LOCK,
             (Protocol::Redisson, _) => &redisson::LOCK,
             _ => self.flavor.kind(),
         };
@@ -136,16 +132,9 @@ impl Target<'_> {
     /// a lock Redisson's protocol can't serve yet fails here, before anything is sent about it.
     async fn protocol(&self) -> Result<Protocol> {
         let ctx = self.ctx;
-        let p = ctx
-            .protocols
+        ctx.protocols
             .at(&ctx.transport, &ctx.bg, self.io, self.name)
-            .await?;
-        match self.flavor.module_only() {
-            Some(object) if p == Protocol::Redisson => {
-                Err(ctx.protocols.unsupported(&ctx.transport, self.name, object))
-            }
-            _ => Ok(p),
-        }
+            .await
     }
 
     /// The hash field that counts `owner`'s holds.
@@ -247,13 +236,19 @@ impl Attempt for Acquire<'_> {
     }
 }
 
-/// Redisson's acquire script for one owner (Redisson's protocol).
+/// Redisson's acquire script for one owner (Redisson's protocol): `RLock`'s, `RFencedLock`'s,
+/// `RedissonNonReentrantLock`'s or `RFairLock`'s, per the flavor.
 struct ScriptAcquire<'a> {
     t: Target<'a>,
     owner: &'a Owner,
     lease_ms: u64,
     /// The owner's holds before (to tell whether an ambiguous attempt took effect).
     before: u64,
+    /// A fair lock: whether the attempt queues the owner (it may wait), and Redisson's
+    /// `threadWaitTime` it queues with.
+    queues: bool,
+    wait_ms: u64,
+    polls: Polls,
 }
 
 impl Scripted for ScriptAcquire<'_> {
@@ -265,44 +260,133 @@ impl Scripted for ScriptAcquire<'_> {
         self.t.flavor.kind().name
     }
 
+    /// The lock's channel; a fair lock's waiter is told on its own.
     fn channel(&self) -> String {
+        let name = self.t.name;
         match self.t.flavor {
-            Flavor::Rw(_) => redisson_rw::channel(self.t.name),
-            Flavor::Exclusive { .. } => crate::protocol::redisson::lock_channel(self.t.name),
+            Flavor::Rw(_) => redisson_rw::channel(name),
+            f if f.fair() => fair::owner_channel(name, self.owner.as_str()),
+            Flavor::Exclusive { .. } => crate::protocol::redisson::lock_channel(name),
         }
     }
 
-    fn call(
-        &self,
-    ) -> (
-        &'static crate::protocol::redisson::Script,
-        Vec<String>,
-        Vec<String>,
-    ) {
+    fn call(&self) -> (&'static Script, Vec<String>, Vec<String>) {
         let (name, owner) = (self.t.name, self.owner.as_str());
+        let lease = self.lease_ms.to_string();
         match self.t.flavor {
             Flavor::Rw(side) => redisson_rw::acquire_words(name, owner, side, self.lease_ms),
-            Flavor::Exclusive { .. } => (
+            f if f.fair() => {
+                fair::acquire_words(name, owner, self.lease_ms, self.wait_ms, self.queues)
+            }
+            f if f.fenced() => (
+                &redisson::FENCED_ACQUIRE,
+                vec![name.to_string(), token_key(name)],
+                vec![lease, owner.to_string()],
+            ),
+            f if f.refuses_reentry() => (
+                &redisson::NON_REENTRANT_ACQUIRE,
+                vec![name.to_string()],
+                vec![lease, owner.to_string(), redisson::REENTRY_ERR.to_string()],
+            ),
+            _ => (
                 &redisson::ACQUIRE,
                 vec![name.to_string()],
-                vec![self.lease_ms.to_string(), owner.to_string()],
+                vec![lease, owner.to_string()],
             ),
         }
     }
 
     fn read(&self, reply: &Value) -> redis::RedisResult<Try> {
-        redisson::read_acquire(reply)
+        match self.t.flavor {
+            f if f.fair() => fair::read_acquire(reply, &self.polls),
+            f if f.fenced() => Ok(redisson::read_fenced(reply)?.0),
+            _ => redisson::read_acquire(reply),
+        }
     }
 
-    /// The owner's count went above what it was: granted (the script's nil).
+    /// The owner's count went above what it was: granted (the script's granting reply).
     async fn took_effect(&self, _ctx: &Context) -> Result<Option<Value>> {
         let now = holds_of(self.t, self.owner).await?;
-        Ok((now > self.before).then_some(Value::Nil))
+        if now <= self.before {
+            return Ok(None);
+        }
+        if self.t.flavor.fenced() {
+            let token = token(self.t).await?.unwrap_or(0);
+            return Ok(Some(Value::Array(vec![
+                Value::Int(-1),
+                Value::Int(token as i64),
+            ])));
+        }
+        Ok(Some(Value::Nil))
     }
 
     async fn give_back(&self, _ctx: &Context) {
         let _ = release(self.t, self.owner).await;
     }
+}
+
+/// A fair waiter in Redisson's queue, from its first attempt that may queue it until it is
+/// granted. A wait that ends otherwise (its time is up, it is cancelled or dropped, an error)
+/// takes it off the queue with Redisson's removal script, so that it does not hold up those
+/// behind it until its deadline, and tells the new first waiter if the lock is free (an unlock
+/// may have told this one). Dropped armed, it does so before the drop returns.
+struct FairQueued<'a> {
+    t: Target<'a>,
+    owner: &'a Owner,
+    wait_ms: u64,
+    armed: bool,
+}
+
+impl FairQueued<'_> {
+    async fn leave(&mut self) {
+        self.armed = false;
+        let t = self.t;
+        let (keys, args) = fair::acquire_failed_words(t.name, self.owner.as_str(), self.wait_ms);
+        let (hkeys, hargs) = fair::hand_on_words(t.name, t.ctx.transport.publish_command());
+        let left = async {
+            run_script::<()>(t, &fair::ACQUIRE_FAILED, &keys, &args).await?;
+            run_script::<i64>(t, &fair::HAND_ON, &hkeys, &hargs).await
+        };
+        if let Err(e) = left.await {
+            // Its deadline drops it from the queue anyway.
+            tracing::debug!(
+                key = %t.name,
+                error = %e,
+                "rlock: a fair waiter could not leave Redisson's queue"
+            );
+        }
+    }
+}
+
+impl Drop for FairQueued<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let bg = &self.t.ctx.bg;
+            bg.block_on(self.leave());
+        }
+    }
+}
+
+/// One of Redisson's scripts about the lock, retried as a read is (each is safe to run again).
+async fn run_script<T: FromRedisValue>(
+    t: Target<'_>,
+    script: &Script,
+    keys: &[String],
+    args: &[String],
+) -> Result<T> {
+    let ctx = t.ctx;
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    script
+        .run(
+            &ctx.transport,
+            &ctx.bg,
+            t.io,
+            &keys,
+            &args,
+            Delivery::Idempotent,
+        )
+        .await
 }
 
 /// Acquire for `owner` per `lease` (`None`: the watchdog's) and `wait`. `None`: not granted.
@@ -326,21 +410,9 @@ pub(crate) async fn acquire(
     }
     let sent = Instant::now();
     let granted = match protocol {
-        Protocol::Redisson => {
-            let a = ScriptAcquire {
-                t,
-                owner,
-                lease_ms,
-                before,
-            };
-            // Boxed: its state would make every acquire's future larger (see
-            // `an_awaited_acquire_stays_small`), module mode's included.
-            Box::pin(wait::acquire_scripted(ctx, t.io, &a, wait))
-                .await
-                .map_err(|e| e.about(t.name, owner.as_str()))?
-                // The script says nothing of the count: this client's own, plus this one.
-                .map(|_| before as i64 + 1)
-        }
+        // Boxed: its state would make every acquire's future larger (see
+        // `an_awaited_acquire_stays_small`), module mode's included.
+        Protocol::Redisson => Box::pin(script_acquire(t, owner, lease_ms, before, wait)).await?,
         _ => {
             let a = Acquire {
                 t,
@@ -420,6 +492,56 @@ fn upgrade_check(t: Target<'_>, owner: &Owner) -> Result<()> {
     })
 }
 
+/// The acquire over Redisson's protocol: the hold count (the scripts say nothing of it: this
+/// client's own, plus this one) or the fencing token; `None` when not granted.
+async fn script_acquire(
+    t: Target<'_>,
+    owner: &Owner,
+    lease_ms: u64,
+    before: u64,
+    wait: Wait,
+) -> Result<Option<i64>> {
+    let queues = match wait {
+        Wait::No => false,
+        Wait::For(d) => !d.is_zero(),
+        Wait::Forever => true,
+    };
+    // Redisson's `threadWaitTime`: the caller's wait, or `fairLockWaitTimeout`.
+    let wait_ms = match wait {
+        Wait::For(d) if !d.is_zero() => millis(d),
+        _ => millis(fair::WAIT_TIMEOUT),
+    };
+    let a = ScriptAcquire {
+        t,
+        owner,
+        lease_ms,
+        before,
+        queues,
+        wait_ms,
+        polls: Polls::default(),
+    };
+    let mut queued = FairQueued {
+        t,
+        owner,
+        wait_ms,
+        armed: queues && t.flavor.fair(),
+    };
+    let got = wait::acquire_scripted(t.ctx, t.io, &a, wait).await;
+    if queued.armed && !matches!(got, Ok(Some(_))) {
+        Box::pin(queued.leave()).await;
+    }
+    queued.armed = false;
+    let Some(reply) = got.map_err(|e| e.about(t.name, owner.as_str()))? else {
+        return Ok(None);
+    };
+    if t.flavor.fenced() {
+        let (_, token) =
+            redisson::read_fenced(&reply).map_err(|e| t.ctx.transport.error(e, t.name))?;
+        return Ok(token);
+    }
+    Ok(Some(before as i64 + 1))
+}
+
 fn not_reentrant(t: Target<'_>, owner: &Owner) -> Error {
     Error::NotReentrant {
         name: t.name.to_string(),
@@ -488,7 +610,8 @@ async fn module_release(t: Target<'_>, owner: &Owner, before: u64) -> Result<u64
         .await
 }
 
-/// Redisson's unlock script. Its unlock latch makes it safe to send again after a broken
+/// Redisson's unlock script (`RFairLock`'s for a fair lock: it tells the first waiter, and
+/// answers 1 when the lock no longer exists, as Redisson's does). Its unlock latch makes it safe to send again after a broken
 /// connection (a second run answers as the first did), so it is retried as a read is; the
 /// latch is deleted once answered, as Redisson does. A partial release sets the lease to
 /// what is left of the hold's lease, or the watchdog timeout (Redisson: its
@@ -501,26 +624,20 @@ async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) 
         None => millis(ctx.config.watchdog_timeout),
     };
     let publish = ctx.transport.publish_command();
-    let (script, keys, args) = match t.flavor {
+    let (script, keys, args): (_, Vec<String>, Vec<String>) = match t.flavor {
         Flavor::Rw(side) => {
             redisson_rw::unlock_words(t.name, owner.as_str(), side, lease_ms, publish)
         }
+        f if f.fair() => {
+            let (k, a) = fair::unlock_words(t.name, owner.as_str(), lease_ms, publish);
+            (&fair::UNLOCK, k.into(), a.into())
+        }
         Flavor::Exclusive { .. } => {
-            let (keys, args) = redisson::unlock_words(t.name, owner.as_str(), lease_ms, publish);
-            (&redisson::UNLOCK, keys.to_vec(), args.to_vec())
+            let (k, a) = redisson::unlock_words(t.name, owner.as_str(), lease_ms, publish);
+            (&redisson::UNLOCK, k.into(), a.into())
         }
     };
-    let keys_ref: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
-    let reply: Option<i64> = script
-        .run(
-            &ctx.transport,
-            &ctx.bg,
-            t.io,
-            &keys_ref,
-            &args_ref,
-            Delivery::Idempotent,
-        )
+    let reply: Option<i64> = run_script(t, script, &keys, &args)
         .await
         .map_err(|e| e.about(t.name, owner.as_str()))?;
     let Some(n) = reply else {
@@ -600,24 +717,21 @@ pub(crate) async fn force_release(t: Target<'_>) -> Result<bool> {
     if t.protocol().await? == Protocol::Redisson {
         let ctx = t.ctx;
         let publish = ctx.transport.publish_command();
-        let (script, keys, args) = match t.flavor {
+        let n: i64 = match t.flavor {
             // Redisson's: deleted only in this side's mode.
-            Flavor::Rw(side) => redisson_rw::force_unlock_words(t.name, side, publish),
+            Flavor::Rw(side) => {
+                let (script, keys, args) = redisson_rw::force_unlock_words(t.name, side, publish);
+                run_script(t, script, &keys, &args).await?
+            }
+            f if f.fair() => {
+                let (keys, args) = fair::force_unlock_words(t.name, publish);
+                run_script(t, &fair::FORCE_UNLOCK, &keys, &args).await?
+            }
             Flavor::Exclusive { .. } => {
                 let (keys, args) = redisson::force_unlock_words(t.name, publish);
-                (&redisson::FORCE_UNLOCK, keys, args)
+                run_script(t, &redisson::FORCE_UNLOCK, &keys, &args).await?
             }
         };
-        let n: i64 = script
-            .run(
-                &ctx.transport,
-                &ctx.bg,
-                t.io,
-                &[&keys[0], &keys[1]],
-                &[&args[0], &args[1]],
-                Delivery::Idempotent,
-            )
-            .await?;
         if n == 1 {
             forget_all(t);
         }

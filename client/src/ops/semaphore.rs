@@ -211,6 +211,10 @@ impl Scripted for ScriptAcquire<'_> {
             ctx.permits_in_doubt(self.s.name, self.permits, "giving them back failed");
         }
     }
+
+    fn need(&self) -> u64 {
+        self.permits
+    }
 }
 
 /// Redisson's permit-expirable `tryAcquire(n, lease)` script (Redisson's protocol): the ids

@@ -13,25 +13,28 @@ pub const ACQUIRE: &str = "if ((redis.call('exists', KEYS[1]) == 0) \
     end; \
     return redis.call('pttl', KEYS[1]);";
 
-/// `RedissonBaseLock.unlockInnerAsync`: 1 fully released, 0 still held, nil not the holder.
-pub const UNLOCK: &str = "local val = redis.call('get', KEYS[3]); \
-    if val ~= false then \
-    return tonumber(val); \
-    end; \
-    if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
-    return nil; \
-    end; \
-    local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-    if (counter > 0) then \
-    redis.call('pexpire', KEYS[1], ARGV[2]); \
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5]); \
-    return 0; \
-    else \
-    redis.call('del', KEYS[1]); \
-    redis.call(ARGV[4], KEYS[2], ARGV[1]); \
-    redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
-    return 1; \
-    end;";
+/// `RedissonLock.unlockInnerAsync`: 1 fully released, 0 still held, nil not the holder. Byte
+/// for byte, as the Java source joins its literals (its SHA1 is Redisson's).
+pub const UNLOCK: &str = concat!(
+    "local val = redis.call('get', KEYS[3]); ",
+    "if val ~= false then ",
+    "return tonumber(val);",
+    "end; ",
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
+    "return nil;",
+    "end; ",
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
+    "if (counter > 0) then ",
+    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
+    "redis.call('set', KEYS[3], 0, 'px', ARGV[5]); ",
+    "return 0; ",
+    "else ",
+    "redis.call('del', KEYS[1]); ",
+    "redis.call(ARGV[4], KEYS[2], ARGV[1]); ",
+    "redis.call('set', KEYS[3], 1, 'px', ARGV[5]); ",
+    "return 1; ",
+    "end; ",
+);
 
 /// `RedissonLock.forceUnlockAsync`: 1 when a lock was deleted.
 pub const FORCE_UNLOCK: &str = "if (redis.call('del', KEYS[1]) == 1) then \
@@ -42,10 +45,10 @@ pub const FORCE_UNLOCK: &str = "if (redis.call('del', KEYS[1]) == 1) then \
     end";
 
 /// `RedissonFencedLock` token-returning acquire: `{-1, token}` when acquired, else
-/// `{pttl, -1}`.
+/// `{pttl, -1}`. Byte for byte (no space after the `incr` line, as in the Java source).
 pub const FENCED_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0 \
     or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
-    local token = redis.call('incr', KEYS[2]); \
+    local token = redis.call('incr', KEYS[2]);\
     redis.call('hincrby', KEYS[1], ARGV[2], 1); \
     redis.call('pexpire', KEYS[1], ARGV[1]); \
     return {-1, token}; \

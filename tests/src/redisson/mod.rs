@@ -1,9 +1,10 @@
 //! Redisson's own Lua scripts, the text Redisson sends, in one place: the tests run them with
 //! EVAL beside the module's commands (interop), the benchmark loads them for EVALSHA.
-//! One file per object: [`lock`] (and the fenced lock), [`rwlock`], [`semaphore`] (and the
+//! One file per object: [`lock`] (and the fenced lock), [`fair`], [`rwlock`], [`semaphore`] (and the
 //! permit-expirable semaphore), [`latch`]. The lock's and the read-write lock's names are
 //! re-exported here (`redisson::ACQUIRE`, `redisson::read_acquire`, ...).
 
+pub mod fair;
 pub mod latch;
 pub mod lock;
 pub mod rwlock;

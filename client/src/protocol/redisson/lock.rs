@@ -1,6 +1,8 @@
 //! Redisson's `RLock` in its own protocol (reference/redisson.md §2.1, §2.2): the hash `name`
 //! with one field `UUID:threadId` holding the re-entry count, `PEXPIRE` = the lease; its
-//! scripts, and the hold kind the watchdog renews with Redisson's `LockTask` script.
+//! scripts, and the hold kind the watchdog renews with Redisson's `LockTask` script. Also the
+//! acquires of `RFencedLock` (§2.10) and `RedissonNonReentrantLock` (§2.12), which unlock as
+//! `RLock` does.
 
 use std::time::Duration;
 
@@ -21,29 +23,62 @@ pub(crate) static ACQUIRE: Script = Script::new(
     return redis.call('pttl', KEYS[1]);",
 );
 
+/// `RedissonFencedLock.tryLockInnerAsync` (the token-returning acquire; Redisson's plain
+/// `lock()` on a fenced lock increments the token too). KEYS = [name, token key]; ARGV =
+/// [lease_ms, owner]. `{-1, token}` when acquired or re-entered, else `{pttl, -1}`.
+pub(crate) static FENCED_ACQUIRE: Script = Script::new(concat!(
+    "if (redis.call('exists', KEYS[1]) == 0 ",
+    "or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then ",
+    "local token = redis.call('incr', KEYS[2]);",
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return {-1, token}; ",
+    "end; ",
+    "return {redis.call('pttl', KEYS[1]), -1};",
+));
+
+/// `RedissonNonReentrantLock.tryLockInnerAsync`. KEYS = [name]; ARGV = [lease_ms, owner,
+/// [`REENTRY_ERR`]]. Nil when acquired, the error when the owner holds it already, else the
+/// holder's PTTL.
+pub(crate) static NON_REENTRANT_ACQUIRE: Script = Script::new(concat!(
+    "if redis.call('exists', KEYS[1]) == 0 then ",
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); ",
+    "redis.call('pexpire', KEYS[1], ARGV[1]); ",
+    "return nil; ",
+    "end; ",
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then ",
+    "return redis.error_reply(ARGV[3]); ",
+    "end; ",
+    "return redis.call('pttl', KEYS[1]);",
+));
+
+/// The error [`NON_REENTRANT_ACQUIRE`] answers a holder's second acquire with (Redisson's
+/// `REENTRY_ERR`).
+pub(crate) const REENTRY_ERR: &str = "NON_REENTRANT_REACQUIRE";
+
 /// `RedissonBaseLock.unlockInnerAsync`. KEYS = [name, channel, unlock latch]; ARGV = [0,
 /// lease_ms, owner, publish command, latch TTL]. 1 fully released (and published), 0 still
 /// held, nil not the holder.
-pub(crate) static UNLOCK: Script = Script::new(
-    "local val = redis.call('get', KEYS[3]); \
-    if val ~= false then \
-    return tonumber(val); \
-    end; \
-    if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then \
-    return nil; \
-    end; \
-    local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-    if (counter > 0) then \
-    redis.call('pexpire', KEYS[1], ARGV[2]); \
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5]); \
-    return 0; \
-    else \
-    redis.call('del', KEYS[1]); \
-    redis.call(ARGV[4], KEYS[2], ARGV[1]); \
-    redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
-    return 1; \
-    end;",
-);
+pub(crate) static UNLOCK: Script = Script::new(concat!(
+    "local val = redis.call('get', KEYS[3]); ",
+    "if val ~= false then ",
+    "return tonumber(val);",
+    "end; ",
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then ",
+    "return nil;",
+    "end; ",
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); ",
+    "if (counter > 0) then ",
+    "redis.call('pexpire', KEYS[1], ARGV[2]); ",
+    "redis.call('set', KEYS[3], 0, 'px', ARGV[5]); ",
+    "return 0; ",
+    "else ",
+    "redis.call('del', KEYS[1]); ",
+    "redis.call(ARGV[4], KEYS[2], ARGV[1]); ",
+    "redis.call('set', KEYS[3], 1, 'px', ARGV[5]); ",
+    "return 1; ",
+    "end; ",
+));
 
 /// `RedissonLock.forceUnlockAsync`. KEYS = [name, channel]; ARGV = [0, publish command]. 1
 /// when a lock was deleted.
@@ -81,7 +116,8 @@ pub(crate) static LOCK: Kind = Kind {
     release: Some(orphan_release_cmd),
 };
 
-fn renew_cmd(name: &str, owner: &str, lease_ms: u64) -> Cmd {
+/// `LockTask`'s renewal of one lock, by `EVAL` (the watchdog pipelines it).
+pub(crate) fn renew_cmd(name: &str, owner: &str, lease_ms: u64) -> Cmd {
     RENEW.eval_cmd(&[name], &[&lease_ms.to_string(), owner])
 }
 
@@ -150,6 +186,26 @@ pub(crate) fn read_acquire(reply: &Value) -> redis::RedisResult<Try> {
     }
 }
 
+/// The fenced acquire's reply: `{-1, token}` granted (the token is the value), else
+/// `{pttl, -1}` (read as [`read_acquire`] reads a PTTL). Granted is told by the token, not by
+/// the PTTL: a lock without expiry answers -1 there too.
+pub(crate) fn read_fenced(reply: &Value) -> redis::RedisResult<(Try, Option<i64>)> {
+    if let Value::Array(v) = reply {
+        if let [Value::Int(ttl), Value::Int(token)] = v.as_slice() {
+            return Ok(if *token == -1 {
+                (read_acquire(&Value::Int(*ttl))?, None)
+            } else {
+                (Try::Granted, Some(*token))
+            });
+        }
+    }
+    Err(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected reply to Redisson's fenced lock acquire",
+        format!("{reply:?}"),
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,7 +218,35 @@ mod tests {
         assert!(UNLOCK
             .text
             .starts_with("local val = redis.call('get', KEYS[3]); if val"));
-        assert!(RENEW.text.ends_with("end; end; return result;"));
+        // From Redisson's Java source (RedissonLock.java, RedissonFencedLock.java,
+        // RedissonNonReentrantLock.java: the literals joined as Java joins them).
+        let sha = |s: &Script| redis::Script::new(s.text).get_hash().to_string();
+        assert_eq!(sha(&ACQUIRE), "149c5a8bf18676fd99e9e6e24923bd64d9b62f94");
+        assert_eq!(sha(&UNLOCK), "6866459238a13a701d42f4971f12d9f3a50e2442");
+        assert_eq!(
+            sha(&FORCE_UNLOCK),
+            "605e338249a7a1d40df83b04f7658354f883b41b"
+        );
+        assert_eq!(
+            sha(&FENCED_ACQUIRE),
+            "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45"
+        );
+        assert_eq!(
+            sha(&NON_REENTRANT_ACQUIRE),
+            "3daa7be6cf69d9309ad990442e83bf25094f9b22"
+        );
+    }
+
+    #[test]
+    fn fenced_replies() {
+        let r = |a, b| read_fenced(&Value::Array(vec![Value::Int(a), Value::Int(b)])).unwrap();
+        assert_eq!(r(-1, 7), (Try::Granted, Some(7)));
+        assert_eq!(
+            r(250, -1),
+            (Try::Busy(Some(Duration::from_millis(250))), None)
+        );
+        assert_eq!(r(-1, -1), (Try::Busy(None), None));
+        assert!(read_fenced(&Value::Nil).is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::runtime::Background;
 use crate::transport::{Delivery, Io, Transport};
 
+pub(crate) mod fair;
 pub(crate) mod latch;
 pub(crate) mod lock;
 pub(crate) mod permits;

@@ -9,9 +9,17 @@
 //! and hands each message to its channel's waiters. If the connection breaks, every
 //! subscription on it is marked dead and its waiters woken: they try again and subscribe anew
 //! on a new connection.
+//!
+//! A message wakes only as many of the client's waiters as can win (issue 37, item 3), read
+//! as Redisson's handler for the channel reads it ([`Messages`]): a lock's unlock message one
+//! waiter, a read lock's unlock every waiter, a semaphore's count the waiters whose permits it
+//! covers. Waiters are woken in the order they first waited. A waiter woken alone carries the
+//! wake-up (its "baton") until its next attempt has run; if it leaves before (cancelled, timed
+//! out, an error), it hands the wake-up to the next waiter, so no waiter is left asleep on a
+//! lock nobody holds.
 
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -91,22 +99,221 @@ enum State {
     Failed(String),
 }
 
+/// How a channel's messages say whom to wake: Redisson's handler for the channel
+/// (reference/redisson.md §0.5), told by the channel's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Messages {
+    /// A lock's channel (`LockPubSub`): `UNLOCK_MESSAGE` (0) frees the lock for one owner: the
+    /// first waiter; anything else (`READ_UNLOCK_MESSAGE`, 1: readers may all enter) wakes all.
+    Lock,
+    /// A semaphore's channel (`SemaphorePubSub`, `redisson_sc:`): the permits available now:
+    /// the waiters whose permits fit in it, in the order they came (one that needs more than is
+    /// left is passed over for one behind it that needs less).
+    Count,
+    /// A count-down latch's channel (`CountDownLatchPubSub`): every message wakes all.
+    All,
+}
+
+impl Messages {
+    /// The handler for `channel`.
+    pub(crate) fn of(channel: &str) -> Messages {
+        if channel.starts_with("redisson_sc:") {
+            Messages::Count
+        } else if channel.starts_with("redisson_countdownlatch__channel__") {
+            Messages::All
+        } else {
+            Messages::Lock
+        }
+    }
+}
+
 /// One channel subscribed, shared by the waits on it.
 pub(crate) struct Subscription {
     channel: String,
     node: Arc<NodeSubs>,
+    /// Every message and the subscription's death (for waits that park on it directly).
     wake: Notify,
+    messages: Messages,
+    /// The waiters parked on the channel, and what was delivered.
+    queue: Mutex<Queue>,
     state: watch::Sender<State>,
     /// Its connection broke: subscribe anew.
     dead: AtomicBool,
 }
 
+/// The waiters of one channel.
+#[derive(Default)]
+struct Queue {
+    /// Wake-ups delivered so far (messages, hand-overs, the death): a waiter that sees it moved
+    /// since its attempt was sent tries again at once instead of parking (the wake-up may have
+    /// come before it parked).
+    delivered: u64,
+    /// Parked waiters, by the order they first waited.
+    parked: BTreeMap<u64, Parked>,
+    next: u64,
+}
+
+struct Parked {
+    need: u64,
+    slot: Arc<Slot>,
+}
+
+/// Where one waiter is woken.
+#[derive(Default)]
+struct Slot {
+    notify: Notify,
+    /// Woken since it parked (set under the queue's lock).
+    woken: AtomicBool,
+    /// Woken alone: it owes the wake-up to the next waiter if it leaves before its attempt.
+    baton: AtomicBool,
+}
+
+impl Queue {
+    /// Wake waiters per `messages` and the message's `payload` (a hand-over: the payload of
+    /// the wake-up handed on, for a count the permits of the waiter that handed it on).
+    fn deliver(&mut self, messages: Messages, payload: Option<i64>) {
+        self.delivered += 1;
+        match (messages, payload) {
+            (Messages::Lock, Some(super::UNLOCK_MESSAGE)) => self.wake_first(),
+            (Messages::Count, count) => self.wake_within(count.unwrap_or(0).max(0) as u64),
+            _ => self.wake_all(),
+        }
+    }
+
+    fn wake(&mut self, seq: u64, baton: bool) {
+        if let Some(p) = self.parked.remove(&seq) {
+            p.slot.baton.store(baton, Ordering::Release);
+            p.slot.woken.store(true, Ordering::Release);
+            p.slot.notify.notify_one();
+        }
+    }
+
+    fn wake_first(&mut self) {
+        if let Some(&seq) = self.parked.keys().next() {
+            self.wake(seq, true);
+        }
+    }
+
+    fn wake_within(&mut self, mut permits: u64) {
+        let mut fit = Vec::new();
+        for (&seq, p) in &self.parked {
+            if p.need <= permits {
+                permits -= p.need;
+                fit.push(seq);
+            }
+        }
+        for seq in fit {
+            self.wake(seq, true);
+        }
+    }
+
+    fn wake_all(&mut self) {
+        let all: Vec<u64> = self.parked.keys().copied().collect();
+        for seq in all {
+            self.wake(seq, false);
+        }
+    }
+}
+
+/// One wait on a subscription: parked between its attempts, woken per the channel's
+/// [`Messages`]. Dropped while it carries a wake-up it did not use, it hands it on.
+pub(crate) struct Waiter {
+    sub: Arc<Subscription>,
+    seq: u64,
+    need: u64,
+    slot: Arc<Slot>,
+    /// [`Queue::delivered`] when its last attempt was sent.
+    seen: u64,
+}
+
+impl Waiter {
+    /// The subscription it waits on.
+    pub(crate) fn subscription(&self) -> &Arc<Subscription> {
+        &self.sub
+    }
+
+    /// An attempt is about to be sent: what was delivered before it is covered by it.
+    pub(crate) fn attempting(&mut self) {
+        self.seen = self.sub.queue.lock().delivered;
+    }
+
+    /// The attempt ran (granted or not): a wake-up it carried was used.
+    pub(crate) fn attempted(&mut self) {
+        self.slot.baton.store(false, Ordering::Release);
+    }
+
+    /// Until a message wakes it (at once if one came since its attempt was sent). Cancel-safe:
+    /// dropped before it returns, the waiter is still parked until [`Waiter::unpark`] or its
+    /// drop.
+    pub(crate) async fn woken(&mut self) {
+        {
+            let mut q = self.sub.queue.lock();
+            if q.delivered != self.seen || self.sub.is_dead() {
+                return;
+            }
+            self.slot.woken.store(false, Ordering::Release);
+            q.parked.insert(
+                self.seq,
+                Parked {
+                    need: self.need,
+                    slot: self.slot.clone(),
+                },
+            );
+        }
+        loop {
+            let notified = self.slot.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.slot.woken.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Its timer came first: off the queue (a wake-up that came meanwhile is used by the
+    /// attempt it makes now).
+    pub(crate) fn unpark(&mut self) {
+        self.sub.queue.lock().parked.remove(&self.seq);
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut q = self.sub.queue.lock();
+        q.parked.remove(&self.seq);
+        if self.slot.baton.swap(false, Ordering::AcqRel) {
+            // Woken alone and gone without its attempt: the next waiter tries in its place.
+            let payload = match self.sub.messages {
+                Messages::Count => Some(self.need as i64),
+                _ => Some(super::UNLOCK_MESSAGE),
+            };
+            q.deliver(self.sub.messages, payload);
+        }
+    }
+}
+
 impl Subscription {
-    /// Woken by a message on the channel (one waiter per unlock message, as Redisson wakes
-    /// one waiter per client), or when the subscription died. A message that comes while no
-    /// waiter is waiting wakes the next one to wait.
+    /// Woken by a message on the channel (one task per unlock message, all for any other), or
+    /// when the subscription died. A message that comes while no task is waiting wakes the
+    /// next one to wait. For waits that are not acquires; an acquire parks a [`Waiter`].
+    #[allow(dead_code)]
     pub(crate) fn wake(&self) -> &Notify {
         &self.wake
+    }
+
+    /// A new wait on the channel, for `need` units (a semaphore's permits; 1 otherwise).
+    pub(crate) fn waiter(self: &Arc<Self>, need: u64) -> Waiter {
+        let mut q = self.queue.lock();
+        let seq = q.next;
+        q.next += 1;
+        Waiter {
+            sub: self.clone(),
+            seq,
+            need: need.max(1),
+            slot: Arc::new(Slot::default()),
+            seen: q.delivered,
+        }
     }
 
     /// Its connection broke: the waiter must subscribe again.
@@ -128,9 +335,12 @@ impl Subscription {
         self.state.send_replace(State::Failed(why.to_string()));
         self.wake.notify_waiters();
         self.wake.notify_one();
+        let mut q = self.queue.lock();
+        q.delivered += 1;
+        q.wake_all();
     }
 
-    /// A message: Redisson's `UNLOCK_MESSAGE` (0) wakes one waiter, anything else all.
+    /// A message, per the channel's [`Messages`].
     fn deliver(&self, payload: Option<i64>) {
         if payload == Some(super::UNLOCK_MESSAGE) {
             self.wake.notify_one();
@@ -138,6 +348,7 @@ impl Subscription {
             self.wake.notify_waiters();
             self.wake.notify_one();
         }
+        self.queue.lock().deliver(self.messages, payload);
     }
 
     /// The subscription confirmed by the server.
@@ -209,6 +420,8 @@ impl PubSub {
                         channel: channel.to_string(),
                         node: node.clone(),
                         wake: Notify::new(),
+                        messages: Messages::of(channel),
+                        queue: Mutex::new(Queue::default()),
                         state: watch::Sender::new(State::Pending),
                         dead: AtomicBool::new(false),
                     });
@@ -345,5 +558,83 @@ async fn run_op(sink: &mut redis::aio::PubSubSink, op: Op) {
 fn dispatch(node: &Weak<NodeSubs>, m: &redis::Msg) {
     if let Some(n) = node.upgrade() {
         n.deliver(m.get_channel_name(), m.get_payload::<i64>().ok());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue with waiters of these needs parked, in this order; their slots.
+    fn parked(needs: &[u64]) -> (Queue, Vec<Arc<Slot>>) {
+        let mut q = Queue::default();
+        let slots: Vec<Arc<Slot>> = needs.iter().map(|_| Arc::default()).collect();
+        for (seq, (need, slot)) in needs.iter().zip(&slots).enumerate() {
+            q.parked.insert(
+                seq as u64,
+                Parked {
+                    need: *need,
+                    slot: slot.clone(),
+                },
+            );
+        }
+        (q, slots)
+    }
+
+    fn woken(slots: &[Arc<Slot>]) -> Vec<(bool, bool)> {
+        slots
+            .iter()
+            .map(|s| {
+                (
+                    s.woken.load(Ordering::Acquire),
+                    s.baton.load(Ordering::Acquire),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn handlers_by_channel() {
+        assert_eq!(Messages::of("redisson_lock__channel:{l}"), Messages::Lock);
+        assert_eq!(
+            Messages::of("redisson_lock__channel:{l}:u:1"),
+            Messages::Lock
+        );
+        assert_eq!(Messages::of("redisson_sc:{s}"), Messages::Count);
+        assert_eq!(
+            Messages::of("redisson_countdownlatch__channel__{c}"),
+            Messages::All
+        );
+    }
+
+    #[test]
+    fn an_unlock_wakes_the_first_waiter_alone_a_read_unlock_all() {
+        let (mut q, slots) = parked(&[1, 1, 1]);
+        q.deliver(Messages::Lock, Some(0));
+        assert_eq!(
+            woken(&slots),
+            [(true, true), (false, false), (false, false)]
+        );
+        assert_eq!(q.parked.len(), 2);
+        q.deliver(Messages::Lock, Some(1));
+        assert_eq!(woken(&slots)[1..], [(true, false), (true, false)]);
+        assert!(q.parked.is_empty());
+        assert_eq!(q.delivered, 2);
+        // Nobody parked: counted, for the waiters between attempt and park.
+        q.deliver(Messages::Lock, Some(0));
+        assert_eq!(q.delivered, 3);
+    }
+
+    #[test]
+    fn a_count_wakes_the_waiters_it_covers_in_order() {
+        let (mut q, slots) = parked(&[2, 1, 3, 1, 1]);
+        q.deliver(Messages::Count, Some(4));
+        // 2 and 1 fit; 3 does not (1 left), the next 1 does, the last no longer.
+        let w: Vec<bool> = woken(&slots).iter().map(|w| w.0).collect();
+        assert_eq!(w, [true, true, false, true, false]);
+        q.deliver(Messages::Count, Some(0));
+        assert_eq!(q.parked.len(), 2, "a count of 0 wakes nobody");
+        q.deliver(Messages::All, Some(0));
+        assert!(q.parked.is_empty());
     }
 }
