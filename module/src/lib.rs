@@ -64,6 +64,8 @@ mod ffi;
 #[cfg(not(test))]
 mod info;
 #[cfg(not(test))]
+mod intake;
+#[cfg(not(test))]
 mod keys;
 #[cfg(not(test))]
 mod observe;

@@ -39,8 +39,8 @@ pub use delivery::{client_closing, on_freed, on_woken, park_request, QUEUED};
 pub use graph::check_deadlock;
 pub use queue::{enqueue, park_or_nil, queued_kind, withdraw, withdraw_session};
 pub use serve::{
-    db_touched, end_waits, fail_all_waits, key_touched, queued_ids, queued_ids_upto, recheck,
-    revoke_later, serve_now, upkeep,
+    db_touched, end_waits, fail_all_waits, queued_ids, queued_ids_upto, recheck, revoke_later,
+    serve_now, touched, upkeep,
 };
 pub use undo::{
     ended as hold_ended, ended_where as undo_ended_where, pending as undo_pending,
@@ -141,9 +141,6 @@ struct State {
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
     /// blocked-client disconnect callback), to tell a real disconnect from CLIENT UNBLOCK.
     closing: u64,
-    /// Keys whose queue the job at the end of the current execution unit serves (see
-    /// [`key_touched`]); not empty while that job is pending.
-    soon: HashSet<KeyId, foldhash::fast::RandomState>,
 }
 
 thread_local! {

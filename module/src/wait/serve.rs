@@ -232,23 +232,16 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply, ticket: undo::Ticket) 
     state(|s| s.watch(ctx, id, ctx.now_ms()));
 }
 
-/// Something happened to `key` in `db` (DEL, expiry, eviction, a Redisson script, a type
-/// change): if anyone waits for it, serve its queue as soon as writing is safe. Not from this
-/// callback: a write here would reach replicas before the event's own (Redis 7.0), and the
-/// script or command that raised it is still running. Where the server has post-execution-unit
-/// jobs (Redis 7.2+, Valkey), a job serves it when the unit ends, before any other command runs,
-/// and its writes join the unit's MULTI/EXEC after the unit's own: a freed object reaches the
-/// head of its queue before anyone else can take it. On Redis 7.0 (or should the server refuse
-/// the job) the next timer turn serves it. The timer is armed where jobs exist too, as a net for
-/// an event raised outside any unit whose end runs the jobs; it then finds nothing to do.
-/// `ours`: rlock's own code raised it (its writes, or a key it opened expiring): whoever runs
-/// will serve the queue itself, and the state may be borrowed right now, so only the expiry is
-/// noted, if possible.
-pub fn key_touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) {
+/// An event touched `key` in `db` (see `intake::key_touched`): a grant on it is final now
+/// (when it expired, or the write was not rlock's); its queue, if any, remembers an expiry and,
+/// unless rlock's own code raised the event (whoever runs then serves the queue itself, and the
+/// state may be borrowed right now), is looked at now. Returns whether it must be served once
+/// the execution unit ends.
+pub fn touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) -> bool {
     if expired || !ours {
         undo::ended(db, key, None);
     }
-    let first = STATE.with(|cell| {
+    STATE.with(|cell| {
         let Ok(mut s) = cell.try_borrow_mut() else {
             return false;
         };
@@ -264,45 +257,20 @@ pub fn key_touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) {
             return false;
         }
         s.watch(ctx, &id, ctx.now_ms());
-        let first = s.soon.is_empty();
-        s.soon.insert(id);
-        first
-    });
-    if first {
-        serve_after_unit(ctx);
-    }
+        true
+    })
 }
 
-/// Every queue of database `db` (or of all databases) may have changed (FLUSH*, SWAPDB): served
-/// when the command ends, as in [`key_touched`].
-pub fn db_touched(ctx: Ctx, db: Option<i32>) {
+/// Every queue of database `db` (or of all databases) may have changed (FLUSH*, SWAPDB): its
+/// grants are final, its queues are looked at now. Returns the keys queued there.
+pub fn db_touched(ctx: Ctx, db: Option<i32>) -> Vec<KeyId> {
     undo::db_ended(db);
     let now = ctx.now_ms();
-    let first = state(|s| {
-        let first = s.soon.is_empty();
-        for id in s.queues.ids(db) {
-            s.watch(ctx, &id, now);
-            s.soon.insert(id);
+    state(|s| {
+        let ids = s.queues.ids(db);
+        for id in &ids {
+            s.watch(ctx, id, now);
         }
-        first && !s.soon.is_empty()
-    });
-    if first {
-        serve_after_unit(ctx);
-    }
-}
-
-/// Have the keys in `soon` served at the end of the current execution unit (one job serves
-/// them all); where the server cannot, the timer jobs armed with them do it.
-pub(super) fn serve_after_unit(ctx: Ctx) {
-    if !crate::ffi::boundary::after_unit(ctx, serve_soon) {
-        state(|s| s.soon.clear());
-    }
-}
-
-/// The job at the end of an execution unit: serve every queue an event touched in it.
-pub(super) fn serve_soon(ctx: Ctx) {
-    let ids: Vec<KeyId> = state(|s| s.soon.drain().collect());
-    for id in ids {
-        serve_background(ctx, &id);
-    }
+        ids
+    })
 }
