@@ -11,7 +11,7 @@
 
 use crate::core::decision::Decision;
 use crate::core::error::CmdError;
-use crate::core::stats::ObjectKind;
+use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::Store;
 use crate::core::wait::{Req, Upkeep};
 use crate::ffi::{Answer, Ctx, RStr};
@@ -152,7 +152,6 @@ fn after(
         deleted,
     }: Mark,
 ) {
-    let c = kind.counters();
     let open = || RedisKeys::command(ctx, kind, name, &[]);
     let serve = |keys: Option<RedisKeys>| -> bool {
         if wait::total() == 0 {
@@ -169,10 +168,9 @@ fn after(
             hold,
         } => {
             if reentry {
-                c.reentries.incr();
+                kind.count(Counted::Reentered);
             } else {
-                c.acquired.incr();
-                c.grants_immediate.incr();
+                kind.count(Counted::Took);
                 if let Some(h) = hold {
                     observe::took(ctx, name, kind, h.owner, h.exclusive);
                 }
@@ -185,7 +183,7 @@ fn after(
             }
         }
         Change::Released { owner, exclusive } => {
-            c.releases.incr();
+            kind.count(Counted::Released);
             if wait::undo_pending() {
                 wait::hold_ended(ctx.db(), name.bytes(), Some(owner.bytes()));
             }
@@ -199,7 +197,7 @@ fn after(
             serve(keys);
         }
         Change::ForceReleased => {
-            c.force_releases.incr();
+            kind.count(Counted::ForceReleased);
             if wait::undo_pending() {
                 wait::hold_ended(ctx.db(), name.bytes(), None);
             }
@@ -212,7 +210,7 @@ fn after(
             serve(keys);
         }
         Change::Renewed { own_lease } => {
-            c.renewals.incr();
+            kind.count(Counted::Renewed);
             if serve(None) {
                 return;
             }
@@ -222,7 +220,7 @@ fn after(
         }
         Change::Freed { counted, announce } => {
             if counted {
-                c.releases.incr();
+                kind.count(Counted::Released);
             }
             let Some(announce) = announce else {
                 serve(None);

@@ -4,6 +4,7 @@
 use crate::config::{self, SESSION_MAX_GRACE_MS, SESSION_MAX_NAME_BYTES, SESSION_MAX_PER_USER};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
+use crate::core::stats::Counted;
 use crate::core::wait::session::{self as rules, Outcomes};
 use crate::ffi::block::BlockedClient;
 use crate::ffi::{Answer, Args, Ctx};
@@ -181,12 +182,11 @@ pub fn cancel(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let (name, request) = rules::parse_cancel(&argv)?;
     let session = resolve(ctx, name)?;
-    let withdrawn = wait::withdraw(ctx, Handle::Session { session, request });
-    if let Some(kind) = withdrawn {
-        kind.counters().waits_cancelled.incr();
+    let handle = Handle::Session { session, request };
+    let withdrawn = wait::withdraw(ctx, handle, Counted::Cancelled).is_some();
+    if withdrawn {
         left_queue(session, request);
     }
-    let withdrawn = withdrawn.is_some();
     Ok(Answer::Reply(Reply::Int(withdrawn as i64)))
 }
 

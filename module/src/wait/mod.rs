@@ -49,7 +49,7 @@ pub use undo::{
 
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::stats::ObjectKind;
+use crate::core::stats::{Counted, ObjectKind};
 use crate::core::wait::HashMap;
 use crate::core::wait::{Grouped, KeyId, Queues, Req, TimerKey, Waiter};
 use crate::ffi::block::BlockedClient;
@@ -207,9 +207,10 @@ pub fn parked_requests() -> usize {
     state(|s| s.parked.len())
 }
 
-/// A waiter left its queue (granted, failed, timed out, withdrawn): its deadline and its
-/// place in the owner index go.
-fn retire(db: i32, waiter: &Waiter<Handle, Req>) {
+/// A waiter left its queue (granted, failed, timed out, withdrawn): how is counted (the one
+/// place a wait's end is), its deadline and its place in the owner index go.
+fn retire(db: i32, waiter: &Waiter<Handle, Req>, how: Counted) {
+    waiter.req.kind().count(how);
     if let Some(t) = waiter.deadline {
         timers::cancel(t);
     }

@@ -8,7 +8,7 @@ use super::total;
 use super::{retire, state, Ended, Handle, State};
 use crate::core::args::Wait;
 use crate::core::decision::Reply;
-use crate::core::stats::ObjectKind;
+use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::Store;
 use crate::core::wait::{queue, KeyId, Req, TimerKey, Waiter};
 use crate::ffi::clock::now_us;
@@ -80,7 +80,7 @@ pub fn park_or_nil(
             Answer::Parked
         }
         _ => {
-            req.kind().counters().busy.incr();
+            req.kind().count(Counted::Busy);
             Answer::Reply(Reply::Nil)
         }
     }
@@ -91,7 +91,7 @@ pub fn park_or_nil(
 pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req: Req) {
     let id = KeyId::new(ctx.db(), keys.key_name());
     let wake_at = req.wake_at(keys);
-    req.kind().counters().waits_started.incr();
+    req.kind().count(Counted::Queued);
     observe::wait_started(&id, req.kind());
     let queued_us = now_us();
     state(|s| {
@@ -129,21 +129,21 @@ pub(super) fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
             None
         }
     });
-    if let Some((id, waiter)) = removed {
-        state(|s| s.unindex(id.db, &waiter));
-        let kind = waiter.req.kind();
-        kind.counters().waits_timed_out.incr();
+    if let Some((id, mut waiter)) = removed {
+        // This job is the deadline: nothing left to cancel.
+        waiter.deadline = None;
+        retire(id.db, &waiter, Counted::TimedOut);
         deliver(ctx, waiter.handle, Ended::TimedOut);
         after_leaving(ctx, &id);
     }
 }
 
-/// Take a waiter out of its queue (cancel, timeout, disconnect, session expiry); false when it
-/// is not queued any more (already granted).
-pub fn withdraw(ctx: Ctx, handle: Handle) -> Option<ObjectKind> {
+/// Take a waiter out of its queue (cancel, disconnect, an error), its end counted as `how`;
+/// `None` when it is not queued any more (already granted).
+pub fn withdraw(ctx: Ctx, handle: Handle, how: Counted) -> Option<ObjectKind> {
     let (id, waiter) = state(|s| s.queues.remove(handle))?;
     answer_queued(handle);
-    retire(id.db, &waiter);
+    retire(id.db, &waiter, how);
     after_leaving(ctx, &id);
     Some(waiter.req.kind())
 }
@@ -167,7 +167,7 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
         let mut owners: Vec<(u64, OwnerId, Handle)> = Vec::new();
         let left = s.queues.remove_group(Some(session), |id, waiter| {
             // Its waiter vanished with its session.
-            waiter.req.kind().counters().waiters_disconnected.incr();
+            waiter.req.kind().count(Counted::Disconnected);
             if let Some(o) = waiter.req.owner() {
                 let oid = owner_id(id.db, o);
                 owners.push((hasher.hash_one(oid) & mask, oid, waiter.handle));

@@ -7,7 +7,7 @@ use super::total;
 use super::{retire, sessions, state, undo, Ended, STATE};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::stats::{self};
+use crate::core::stats::Counted;
 use crate::core::store::{KeyType, Store, Target};
 use crate::core::wait::serve::PAUSED_RETRY_MS;
 use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
@@ -61,16 +61,9 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
                 reply,
                 after_expiry,
             } => {
-                let kind = waiter.req.kind();
-                let c = kind.counters();
-                c.acquired.incr();
-                c.handoffs.incr();
-                if after_expiry {
-                    c.grants_after_expiry.incr();
-                }
                 let hold = waiter.req.holds().map(|h| (h.owner(), h.exclusive()));
-                observe::granted(id, kind, waiter.queued_us, hold);
-                retire(id.db, &waiter);
+                observe::granted(id, waiter.req.kind(), waiter.queued_us, hold);
+                retire(id.db, &waiter, Counted::Handed { after_expiry });
                 let ended = Ended::Granted {
                     id: id.clone(),
                     req: waiter.req,
@@ -79,9 +72,7 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
                 deliver(ctx, waiter.handle, ended);
             }
             Outcome::Failed { waiter, error } => {
-                retire(id.db, &waiter);
-                stats::ERRORS.incr();
-                waiter.req.kind().counters().waits_failed.incr();
+                retire(id.db, &waiter, Counted::Failed);
                 deliver(ctx, waiter.handle, Ended::Failed(error));
             }
         }
@@ -155,9 +146,7 @@ pub(super) fn fail_all(ctx: Ctx, id: &KeyId, err: CmdError) {
         ws
     });
     for w in drained {
-        retire(id.db, &w);
-        stats::ERRORS.incr();
-        w.req.kind().counters().waits_failed.incr();
+        retire(id.db, &w, Counted::Failed);
         deliver(ctx, w.handle, Ended::Failed(err.clone()));
     }
 }
@@ -222,7 +211,7 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply, ticket: undo::Ticket) 
     };
     if let Some(d) = current.then(|| req.undo(reply, &keys)).flatten() {
         if keys.write(&d).is_ok() {
-            req.kind().counters().grants_revoked.incr();
+            req.kind().count(Counted::Revoked);
             if let Some(h) = req.holds() {
                 observe::revoked(id.db, &id.key, h.owner(), h.exclusive());
             }
