@@ -4,7 +4,8 @@
 
 use crate::core::wait::KeyId;
 use crate::ffi::Ctx;
-use crate::wait;
+use crate::marks::{self, Background};
+use crate::{after, wait};
 use std::cell::RefCell;
 use std::collections::HashSet;
 
@@ -65,10 +66,12 @@ fn serve_after_unit(ctx: Ctx) {
     }
 }
 
-/// The job at the end of an execution unit: serve every queue an event touched in it.
+/// The job at the end of an execution unit: every queue an event touched in it is due.
 fn serve_soon(ctx: Ctx) {
     let ids: Vec<KeyId> = SOON.with(|s| s.borrow_mut().drain().collect());
-    for id in ids {
-        wait::recheck(ctx, &id);
-    }
+    after::background(ctx, |_| {
+        for id in ids {
+            marks::mark_background(id, Background::Due);
+        }
+    });
 }

@@ -68,6 +68,8 @@ mod intake;
 #[cfg(not(test))]
 mod keys;
 #[cfg(not(test))]
+mod marks;
+#[cfg(not(test))]
 mod observe;
 #[cfg(not(test))]
 mod paused;
@@ -88,7 +90,7 @@ mod wait;
 mod module {
     use crate::ffi::{alarm, boundary, command, load, BlockedClient, Ctx, Handlers};
     use crate::ffi::{RedisModuleCtx, RedisModuleString};
-    use crate::{config, events, info, propagation, registry, sessions, slotwatch, timers, wait};
+    use crate::{config, events, info, propagation, registry, sessions, slotwatch, wait};
     use std::ffi::c_int;
 
     /// Redis loads the module through this symbol.
@@ -116,7 +118,7 @@ mod module {
             Handlers {
                 keyspace: events::on_keyspace,
                 server_event: events::on_server_event,
-                timer: timers::on_timer,
+                timer: crate::after::on_timer,
                 woken: wait::on_woken,
                 unblocked,
                 freed: wait::on_freed,

@@ -155,9 +155,6 @@ impl wait::Sessions for Hooks {
     fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req) {
         watch(ctx, session, id, req)
     }
-    fn after_write(&self, ctx: Ctx, keys: &RedisKeys) {
-        after_write(ctx, keys)
-    }
     fn handed(&self, session: u32, request: u64) {
         handed(session, request)
     }

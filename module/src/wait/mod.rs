@@ -54,7 +54,6 @@ use crate::core::wait::HashMap;
 use crate::core::wait::{Grouped, KeyId, Queues, Req, TimerKey, Waiter};
 use crate::ffi::block::BlockedClient;
 use crate::ffi::Ctx;
-use crate::keys::RedisKeys;
 use crate::timers;
 use delivery::InFlight;
 use graph::{OwnerId, OwnerWaits};
@@ -101,8 +100,6 @@ pub trait Sessions: Sync {
     /// Where a hold granted to a blocked client that named a session goes to be watched for
     /// loss: the session, the key, the request.
     fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req);
-    /// A background write (expired holds tidied) may have ended watched holds on these keys.
-    fn after_write(&self, ctx: Ctx, keys: &RedisKeys);
     /// A request of this session (its id) was granted straight to its parked connection (the
     /// session no longer counts it as queued).
     fn handed(&self, session: u32, request: u64);

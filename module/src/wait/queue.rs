@@ -3,7 +3,6 @@
 
 use super::delivery::{answer_queued, deliver};
 use super::graph::{owner_id, OwnerId};
-use super::serve::serve_background;
 use super::total;
 use super::{retire, state, Ended, Handle, State};
 use crate::core::args::Wait;
@@ -14,6 +13,7 @@ use crate::core::wait::{queue, KeyId, Req, TimerKey, Waiter};
 use crate::ffi::clock::now_us;
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
+use crate::marks::{self, Background};
 use crate::{observe, timers};
 use std::hash::BuildHasher;
 
@@ -25,13 +25,13 @@ impl State {
         };
         let t = timers::keyed(ctx, current, at, || {
             let check = id.clone();
-            move |ctx| {
+            move |_| {
                 state(|s| {
                     if let Some(q) = s.queues.get_mut(&check) {
                         q.check = None;
                     }
                 });
-                serve_background(ctx, &check);
+                marks::mark_background(check, Background::Due);
             }
         });
         if let (Some(t), Some(q)) = (t, self.queues.get_mut(id)) {

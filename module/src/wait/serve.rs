@@ -4,7 +4,7 @@
 
 use super::delivery::deliver;
 use super::total;
-use super::{retire, sessions, state, undo, Ended, STATE};
+use super::{retire, state, undo, Ended, STATE};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counted;
@@ -13,6 +13,7 @@ use crate::core::wait::serve::PAUSED_RETRY_MS;
 use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
+use crate::marks::{self, Background};
 use crate::{observe, paused, timers};
 
 /// Serve the queue of the command's key, if it has one: before deciding a newcomer (who must
@@ -115,17 +116,14 @@ pub(super) fn schedule_upkeep(
             };
             if state(|s| s.queues.is_queued(&key)) {
                 // Serving tidies first (and counts what follows as a grant after expiry).
-                serve(&mut keys, &key);
-                if let Some(s) = sessions() {
-                    s.after_write(ctx, &keys);
-                }
+                drop(keys);
+                marks::mark_background(key.clone(), Background::Due);
+                marks::mark_background(key, Background::Tidied);
                 return;
             }
             if let Ok(tidy) = (object.tidy)(&keys) {
                 if !tidy.writes.is_empty() && keys.write(&tidy).is_ok() {
-                    if let Some(s) = sessions() {
-                        s.after_write(ctx, &keys);
-                    }
+                    marks::mark_background(key.clone(), Background::Tidied);
                 }
             }
             if let Some(next) = (object.wake_at)(&keys) {
@@ -211,10 +209,9 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply, ticket: undo::Ticket) 
     };
     if let Some(d) = current.then(|| req.undo(reply, &keys)).flatten() {
         if keys.write(&d).is_ok() {
-            req.kind().count(Counted::Revoked);
-            if let Some(h) = req.holds() {
-                observe::revoked(id.db, &id.key, h.owner(), h.exclusive());
-            }
+            let hold = req.holds().map(|h| (h.owner().into(), h.exclusive()));
+            let kind = req.kind();
+            marks::mark_background(id.clone(), Background::Revoked { kind, hold });
         }
     }
     drop(keys);
