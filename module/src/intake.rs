@@ -5,7 +5,7 @@
 use crate::core::wait::KeyId;
 use crate::ffi::Ctx;
 use crate::marks::{self, Background};
-use crate::{after, wait};
+use crate::{settle, wait};
 use std::cell::RefCell;
 use std::collections::HashSet;
 
@@ -69,7 +69,7 @@ fn serve_after_unit(ctx: Ctx) {
 /// The job at the end of an execution unit: every queue an event touched in it is due.
 fn serve_soon(ctx: Ctx) {
     let ids: Vec<KeyId> = SOON.with(|s| s.borrow_mut().drain().collect());
-    after::background(ctx, |_| {
+    settle::background(ctx, |_| {
         for id in ids {
             marks::mark_background(id, Background::Due);
         }

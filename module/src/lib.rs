@@ -49,8 +49,6 @@ mod version_tests {
 }
 
 #[cfg(not(test))]
-mod after;
-#[cfg(not(test))]
 mod apply;
 #[cfg(not(test))]
 mod commands;
@@ -79,6 +77,8 @@ mod propagation;
 mod registry;
 #[cfg(not(test))]
 mod sessions;
+#[cfg(not(test))]
+mod settle;
 #[cfg(not(test))]
 mod slotwatch;
 #[cfg(not(test))]
@@ -110,7 +110,7 @@ mod module {
         crate::core::stats::reset();
         crate::observe::init();
         command::register(c, registry::COMMANDS)?;
-        command::set_around(crate::after::around);
+        command::set_around(crate::settle::around);
         config::register(c)?;
         sessions::init();
         boundary::install(
@@ -118,7 +118,7 @@ mod module {
             Handlers {
                 keyspace: events::on_keyspace,
                 server_event: events::on_server_event,
-                timer: crate::after::on_timer,
+                timer: crate::settle::on_timer,
                 woken: wait::on_woken,
                 unblocked,
                 freed: wait::on_freed,

@@ -1,5 +1,5 @@
 //! Marks: what a write did to its object, noted where it is made, for the settle step
-//! (`after::settle`) to act on once the command, timer job or event job that made it returns.
+//! (`settle::settle`) to act on once the command, timer job or event job that made it returns.
 //! A command's writes are marked by `RedisKeys::apply`; a background write (a queue due at a
 //! lease end or after an event, expired holds tidied, a grant undone) by the job that made it.
 //! As Redis' `signalKeyAsReady` marks a key for `handleClientsBlockedOnKeys` to serve: nobody
@@ -72,7 +72,7 @@ pub enum Background {
     },
 }
 
-/// A write waiting to be settled (`after::settle`).
+/// A write waiting to be settled (`settle::settle`).
 pub enum Mark {
     /// A command's write to `name` (a key of the command, alive until it returns) of a `kind`
     /// object; `deleted`: the write deleted the key.

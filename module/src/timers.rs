@@ -96,7 +96,7 @@ fn arm(s: &mut State, ctx: Ctx) {
 }
 
 /// The Redis timer fired: run every job that was due when it fired (each through `run`, which
-/// settles what its writes call for: `after::on_timer`), then re-arm for the next.
+/// settles what its writes call for: `settle::on_timer`), then re-arm for the next.
 ///
 /// Jobs scheduled by this pass wait for the next wake-up even when already due. Jobs are timed
 /// by the live clock, while the server decides expiry by a time of its own, which can lag

@@ -4,15 +4,15 @@
 //! replies nil). An object's handler only parses and decides.
 
 use super::{check_slots, session_of, wait_or_nil};
-use crate::after::{Change, HoldBy};
 use crate::core::args::WaitArgs;
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
-use crate::core::wait::serve::resolve;
+use crate::core::wait::grant::resolve;
 use crate::core::wait::{Req, Upkeep};
 use crate::ffi::{Answer, Ctx, RStr};
 use crate::keys::RedisKeys;
+use crate::settle::{Change, HoldBy};
 
 /// An acquire of a `kind` object at `key` (`also`: the command's other key-like arguments the
 /// key layer needs, such as the owner), waiting as `wait` says.
@@ -38,7 +38,7 @@ pub enum Decided<'a> {
 
 /// Run the pipeline. `req` builds the request as it would wait; `serve_first` serves the
 /// key's queue before the newcomer is decided and says whether anyone still waits before it
-/// (`after::serve_first`, or an object's own tidying around it); `decide` is the object's rule,
+/// (`settle::serve_first`, or an object's own tidying around it); `decide` is the object's rule,
 /// told whether anyone waits.
 pub fn acquire<'a>(
     ctx: Ctx,
@@ -77,5 +77,5 @@ pub fn acquire<'a>(
 
 /// The queue served before a newcomer is decided, with nothing of the object's own around it.
 pub fn serve_first(keys: &mut RedisKeys) -> Result<bool, CmdError> {
-    Ok(crate::after::serve_first(keys))
+    Ok(crate::settle::serve_first(keys))
 }

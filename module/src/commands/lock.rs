@@ -1,7 +1,6 @@
 //! `RLOCK.*`: the exclusive reentrant lock (Redisson's RLock layout).
 
 use super::acquire::{self, serve_first, Acquiring, Decided};
-use crate::after::{Change, HoldBy};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::lock::{self, Acquire, LockWait, Took};
@@ -10,6 +9,7 @@ use crate::core::stats::ObjectKind::Lock;
 use crate::core::wait::Req;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
+use crate::settle::{Change, HoldBy};
 use crate::wait;
 use std::rc::Rc;
 

@@ -1,7 +1,6 @@
 //! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
 
 use super::acquire::{self, serve_first, Acquiring, Decided};
-use crate::after::{Change, HoldBy};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::rwlock::{self, Acquire, Mode, RwWait, Took};
@@ -9,6 +8,7 @@ use crate::core::stats::ObjectKind::RwLock;
 use crate::core::wait::Req;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
+use crate::settle::{Change, HoldBy};
 use crate::wait;
 use std::rc::Rc;
 

@@ -2,7 +2,6 @@
 //! RPermitExpirableSemaphore layout).
 
 use super::acquire::{self, Acquiring, Decided};
-use crate::after::{serve_first, Change};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::names;
@@ -11,6 +10,7 @@ use crate::core::stats::ObjectKind::Semaphore;
 use crate::core::wait::Req;
 use crate::ffi::{Answer, Args, Ctx, RStr};
 use crate::keys::RedisKeys;
+use crate::settle::{serve_first, Change};
 use crate::{config, wait};
 use std::rc::Rc;
 

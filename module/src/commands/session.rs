@@ -4,7 +4,7 @@
 use crate::config::{self, SESSION_MAX_GRACE_MS, SESSION_MAX_NAME_BYTES};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::wait::session as rules;
+use crate::core::wait::session_rules as rules;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::sessions::{calls, resolve, sees_all};
 

@@ -9,7 +9,7 @@ use crate::config::{self, SESSION_MAX_PER_USER};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counted;
-use crate::core::wait::session::{Outcomes, ReadArgs};
+use crate::core::wait::session_rules::{Outcomes, ReadArgs};
 use crate::ffi::block::BlockedClient;
 use crate::ffi::{Answer, Ctx};
 use crate::timers;

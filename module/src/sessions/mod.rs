@@ -36,7 +36,7 @@ use crate::config::{self, SESSION_MAX_BACKLOG, SESSION_MAX_QUEUED};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counter;
-use crate::core::wait::session::{self as rules, New, OutcomeKind, Outcomes};
+use crate::core::wait::session_rules::{self as rules, New, OutcomeKind, Outcomes};
 use crate::core::wait::HashMap;
 use crate::core::wait::{Deadline, Deadlines, KeyId, Req, TimerKey};
 use crate::ffi::block::{self, BlockedClient, Wake};

@@ -9,7 +9,7 @@ use crate::core::args::Wait;
 use crate::core::decision::Reply;
 use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::Store;
-use crate::core::wait::{queue, KeyId, Req, TimerKey, Waiter};
+use crate::core::wait::{fifo, KeyId, Req, TimerKey, Waiter};
 use crate::ffi::clock::now_us;
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
@@ -162,7 +162,7 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
     let mut requests: Vec<Req> = Vec::new();
     let checks = state(|s| {
         let any_parked = !s.parked.is_empty();
-        let mask = queue::bucket_mask(s.by_owner.capacity());
+        let mask = fifo::bucket_mask(s.by_owner.capacity());
         let hasher = s.by_owner.hasher().clone();
         let mut owners: Vec<(u64, OwnerId, Handle)> = Vec::new();
         let left = s.queues.remove_group(Some(session), |id, waiter| {

@@ -9,7 +9,7 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counted;
 use crate::core::store::{KeyType, Store, Target};
-use crate::core::wait::serve::PAUSED_RETRY_MS;
+use crate::core::wait::grant::PAUSED_RETRY_MS;
 use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;

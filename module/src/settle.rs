@@ -1,4 +1,4 @@
-//! The after-write path: what follows every write, in one place. A handler parses, decides,
+//! The settle step: what follows every write, in one place. A handler parses, decides,
 //! applies and replies; `RedisKeys::apply` marks what its write did to the object
 //! ([`Change`]: granted to the caller, released by its owner, force-released, lease changed,
 //! freed...). A timer job or an event job marks its background writes the same way
@@ -75,8 +75,8 @@ fn settle(ctx: Ctx) {
                 kind,
                 change,
                 deleted,
-            } => after(ctx, name, kind, change, deleted),
-            Mark::Background { id, what } => after_background(ctx, &id, what),
+            } => settle_command(ctx, name, kind, change, deleted),
+            Mark::Background { id, what } => settle_background(ctx, &id, what),
         }
     }
 }
@@ -84,7 +84,7 @@ fn settle(ctx: Ctx) {
 /// The steps after one background write. Its key is opened again only when needed: to serve a
 /// queue (which looks whether the key is still this node's first), or when sessions watch
 /// holds.
-fn after_background(ctx: Ctx, id: &KeyId, what: Background) {
+fn settle_background(ctx: Ctx, id: &KeyId, what: Background) {
     match what {
         Background::Due => wait::recheck(ctx, id),
         Background::Tidied => {
@@ -107,7 +107,7 @@ fn after_background(ctx: Ctx, id: &KeyId, what: Background) {
 /// session watches holds and what they need is not known without it (the uncontended path
 /// only counts; a watched lock's grant and its last release open nothing: callgrind counted
 /// 1,100 instructions per opening).
-fn after(ctx: Ctx, name: RStr, kind: ObjectKind, change: Change, deleted: bool) {
+fn settle_command(ctx: Ctx, name: RStr, kind: ObjectKind, change: Change, deleted: bool) {
     let open = || RedisKeys::command(ctx, kind, name, &[]);
     let serve = |keys: Option<RedisKeys>| -> bool {
         if wait::total() == 0 {

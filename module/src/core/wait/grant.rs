@@ -7,8 +7,8 @@
 //! The loop is pure: it reads and writes through [`ObjectKeys`], which the module implements over
 //! Redis and the tests over the in-memory model.
 
+use super::fifo::{Grouped, KeyId, Queues, Waiter};
 use super::pending::{Pending, Serve};
-use super::queue::{Grouped, KeyId, Queues, Waiter};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::store::Store;
