@@ -8,7 +8,7 @@ use crate::core::args::WaitArgs;
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
-use crate::core::wait::grant::resolve;
+use crate::core::wait::grant::with_token;
 use crate::core::wait::{Req, Upkeep};
 use crate::ffi::{Answer, Ctx, RStr};
 use crate::keys::RedisKeys;
@@ -69,7 +69,7 @@ pub fn acquire<'a>(
             };
             let token = keys.apply(&decision, took)?;
             let reply = decision.reply.unwrap_or(Reply::Nil);
-            Ok(Answer::Reply(resolve(reply, token)))
+            Ok(Answer::Reply(with_token(reply, token)))
         }
         Decided::Busy => wait_or_nil(ctx, &keys, a.wait, session, req()),
     }

@@ -19,7 +19,7 @@ use std::hash::BuildHasher;
 
 impl State {
     /// Make sure `id`'s queue is looked at again no later than `at`.
-    pub(super) fn watch(&mut self, ctx: Ctx, id: &KeyId, at: i64) {
+    pub(super) fn check_by(&mut self, ctx: Ctx, id: &KeyId, at: i64) {
         let Some(current) = self.queues.get(id).map(|q| q.check) else {
             return;
         };
@@ -112,7 +112,7 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
         s.index(id.db, &waiter);
         s.queues.push(&id, waiter);
         if let Some(at) = wake_at {
-            s.watch(ctx, &id, at.saturating_add(1));
+            s.check_by(ctx, &id, at.saturating_add(1));
         }
     });
 }
@@ -183,7 +183,7 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
         // key (a thread-local look-up each) took a sixth of the time.
         let now = ctx.now_ms();
         for id in &left.queued {
-            s.watch(ctx, id, now);
+            s.check_by(ctx, id, now);
         }
         left.checks
     });
@@ -201,7 +201,7 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
 pub(super) fn after_leaving(ctx: Ctx, id: &KeyId) {
     state(|s| {
         if s.queues.is_queued(id) {
-            s.watch(ctx, id, ctx.now_ms());
+            s.check_by(ctx, id, ctx.now_ms());
         } else {
             s.forget_if_idle(id);
         }

@@ -82,7 +82,7 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
         if let Some(at) = served.wake_at {
             // Never in the past: a lease end the live clock has passed while the server still
             // shows the key held (see timers::on_timer) is looked at again a millisecond on.
-            s.watch(ctx, id, at.saturating_add(1).max(ctx.now_ms() + 1));
+            s.check_by(ctx, id, at.saturating_add(1).max(ctx.now_ms() + 1));
         }
         s.forget_if_idle(id);
     });
@@ -215,7 +215,7 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply, ticket: undo::Ticket) 
         }
     }
     drop(keys);
-    state(|s| s.watch(ctx, id, ctx.now_ms()));
+    state(|s| s.check_by(ctx, id, ctx.now_ms()));
 }
 
 /// An event touched `key` in `db` (see `intake::key_touched`): a grant on it is final now
@@ -242,7 +242,7 @@ pub fn touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) -> bool
         if q.is_empty() || ours {
             return false;
         }
-        s.watch(ctx, &id, ctx.now_ms());
+        s.check_by(ctx, &id, ctx.now_ms());
         true
     })
 }
@@ -255,7 +255,7 @@ pub fn db_touched(ctx: Ctx, db: Option<i32>) -> Vec<KeyId> {
     state(|s| {
         let ids = s.queues.ids(db);
         for id in &ids {
-            s.watch(ctx, id, now);
+            s.check_by(ctx, id, now);
         }
         ids
     })
