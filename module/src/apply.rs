@@ -3,7 +3,6 @@
 //! times only, so a replay never extends a lease), and announced with the keyspace event that
 //! native command raises, for whoever listens.
 
-use crate::after::{self, Change};
 use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
 use crate::core::fencing;
@@ -12,6 +11,7 @@ use crate::core::wait::ObjectKeys;
 use crate::ffi::ctx::IncrFailed;
 use crate::ffi::{IntStr, Key, OwnedStr};
 use crate::keys::RedisKeys;
+use crate::settle::{self, Change};
 use crate::{paused, propagation};
 use redis_module::raw;
 use std::ffi::{c_int, CStr};
@@ -35,7 +35,7 @@ impl ObjectKeys for RedisKeys {
 impl RedisKeys {
     /// Perform a command's decision, and record for the step after the command what it did to
     /// the object (`change`): serving its queue, telling sessions and counting happen there
-    /// (`after::settle`), not in the handler. The value the decision's `NextToken` produced.
+    /// (`settle::settle`), not in the handler. The value the decision's `NextToken` produced.
     pub fn apply(&mut self, decision: &Decision, change: Change) -> Result<Option<i64>, CmdError> {
         let token = self.write(decision)?;
         if let Some(kind) = self.object {
@@ -44,7 +44,7 @@ impl RedisKeys {
                 .writes
                 .iter()
                 .any(|w| matches!(w, Write::Del { key: Target::Main }));
-            after::mark(self.name, kind, change, deleted);
+            settle::mark(self.name, kind, change, deleted);
         }
         Ok(token)
     }

@@ -1,6 +1,6 @@
 //! The module's configuration parameters (`CONFIG SET rlock.<name>`), with their defaults.
 
-use crate::ffi::{config, Ctx};
+use crate::ffi::{module_config as config, Ctx};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 
 /// The longest grace period a session may ask for: how long its queued requests and

@@ -5,7 +5,7 @@
 use crate::core::objects;
 use crate::core::stats::ObjectKind;
 use crate::ffi::{Ctx, RStr, ServerEvent};
-use crate::{observe, propagation, sessions, slotwatch, wait};
+use crate::{intake, observe, propagation, sessions, slotwatch, wait};
 use std::cell::Cell;
 use std::ffi::c_int;
 
@@ -89,7 +89,7 @@ pub fn on_keyspace(ctx: Ctx, _class: c_int, event: &[u8], key: RStr, ours: bool)
 
 fn touched_key(ctx: Ctx, event: &[u8], key: RStr, ours: bool) {
     let (db, key) = (ctx.db(), key.bytes());
-    wait::key_touched(ctx, db, key, event == b"expired", ours);
+    intake::key_touched(ctx, db, key, event == b"expired", ours);
     sessions::key_touched(ctx, db, key);
     observe::key_event(ctx, db, key, event, ours);
     // An auxiliary key of an object changed (a semaphore's leased-permit set, by Redisson's
@@ -98,7 +98,7 @@ fn touched_key(ctx: Ctx, event: &[u8], key: RStr, ours: bool) {
     if !ours && wait::total() > 0 {
         for kind in ObjectKind::ALL {
             for name in objects::owners_of_aux(kind, key) {
-                wait::key_touched(ctx, db, &name, false, ours);
+                intake::key_touched(ctx, db, &name, false, ours);
             }
         }
     }
@@ -141,6 +141,6 @@ pub fn on_server_event(ctx: Ctx, event: ServerEvent) {
 }
 
 fn touched(ctx: Ctx, db: Option<i32>) {
-    wait::db_touched(ctx, db);
+    intake::db_touched(ctx, db);
     sessions::db_touched(ctx, db);
 }

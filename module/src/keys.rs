@@ -11,8 +11,8 @@ const HINTS: usize = 2;
 
 pub struct RedisKeys {
     pub(crate) ctx: Ctx,
-    /// A command's key: the kind of object it names. Its writes are recorded for the step
-    /// after the command (`after`); a timer's or an event's are not (they serve themselves).
+    /// A command's key: the kind of object it names. Its writes are marked for the settle step
+    /// after the command (`settle`); a timer's or an event's job marks its own (`marks`).
     pub(crate) object: Option<ObjectKind>,
     pub(crate) name: RStr,
     pub(crate) main: Key,

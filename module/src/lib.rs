@@ -49,8 +49,6 @@ mod version_tests {
 }
 
 #[cfg(not(test))]
-mod after;
-#[cfg(not(test))]
 mod apply;
 #[cfg(not(test))]
 mod commands;
@@ -64,7 +62,11 @@ mod ffi;
 #[cfg(not(test))]
 mod info;
 #[cfg(not(test))]
+mod intake;
+#[cfg(not(test))]
 mod keys;
+#[cfg(not(test))]
+mod marks;
 #[cfg(not(test))]
 mod observe;
 #[cfg(not(test))]
@@ -76,6 +78,8 @@ mod registry;
 #[cfg(not(test))]
 mod sessions;
 #[cfg(not(test))]
+mod settle;
+#[cfg(not(test))]
 mod slotwatch;
 #[cfg(not(test))]
 mod timers;
@@ -86,7 +90,7 @@ mod wait;
 mod module {
     use crate::ffi::{alarm, boundary, command, load, BlockedClient, Ctx, Handlers};
     use crate::ffi::{RedisModuleCtx, RedisModuleString};
-    use crate::{config, events, info, propagation, registry, sessions, slotwatch, timers, wait};
+    use crate::{config, events, info, propagation, registry, sessions, slotwatch, wait};
     use std::ffi::c_int;
 
     /// Redis loads the module through this symbol.
@@ -106,7 +110,7 @@ mod module {
         crate::core::stats::reset();
         crate::observe::init();
         command::register(c, registry::COMMANDS)?;
-        command::set_around(crate::after::around);
+        command::set_around(crate::settle::around);
         config::register(c)?;
         sessions::init();
         boundary::install(
@@ -114,7 +118,7 @@ mod module {
             Handlers {
                 keyspace: events::on_keyspace,
                 server_event: events::on_server_event,
-                timer: timers::on_timer,
+                timer: crate::settle::on_timer,
                 woken: wait::on_woken,
                 unblocked,
                 freed: wait::on_freed,

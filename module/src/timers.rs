@@ -8,7 +8,7 @@ use crate::ffi::alarm::Wakeup;
 use crate::ffi::Ctx;
 use std::cell::RefCell;
 
-type Job = Box<dyn FnOnce(Ctx)>;
+pub type Job = Box<dyn FnOnce(Ctx)>;
 
 #[derive(Default)]
 struct State {
@@ -95,7 +95,8 @@ fn arm(s: &mut State, ctx: Ctx) {
     s.armed = Some((ctx.wake_at(next), next));
 }
 
-/// The Redis timer fired: run every job that was due when it fired, then re-arm for the next.
+/// The Redis timer fired: run every job that was due when it fired (each through `run`, which
+/// settles what its writes call for: `settle::on_timer`), then re-arm for the next.
 ///
 /// Jobs scheduled by this pass wait for the next wake-up even when already due. Jobs are timed
 /// by the live clock, while the server decides expiry by a time of its own, which can lag
@@ -103,14 +104,14 @@ fn arm(s: &mut State, ctx: Ctx) {
 /// live clock has passed found the key still held and scheduled itself again, due at once.
 /// Run in the same pass, that loop never ended and hung the server (CI's network fuzz, `gdb`
 /// on the hung server); on the next wake-up the key has expired.
-pub fn on_timer(ctx: Ctx) {
+pub fn on_timer(ctx: Ctx, run: impl Fn(Ctx, Job)) {
     STATE.with(|s| s.borrow_mut().armed = None);
     let (now, mark) = (ctx.now_ms(), STATE.with(|s| s.borrow().jobs.mark()));
     loop {
         let Some((_, job)) = STATE.with(|s| s.borrow_mut().jobs.pop_due(now, mark)) else {
             break;
         };
-        job(ctx);
+        run(ctx, job);
     }
     STATE.with(|s| arm(&mut s.borrow_mut(), ctx));
 }

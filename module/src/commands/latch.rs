@@ -1,7 +1,6 @@
 //! `RLATCH.*`: the count-down latch (Redisson's RCountDownLatch layout).
 
 use super::{session_of, wait_or_nil};
-use crate::after::{self, serve_first, Change};
 use crate::core::args::Wait;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
@@ -9,6 +8,7 @@ use crate::core::latch::{self, LatchWait};
 use crate::core::stats::ObjectKind::Latch;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
+use crate::settle::{self, serve_first, Change};
 use std::rc::Rc;
 
 /// `RLATCH.TRYSETCOUNT key n`
@@ -64,7 +64,7 @@ pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             own_lease: None,
             hold: None,
         };
-        after::mark(args.get(1), Latch, passed, false);
+        settle::mark(args.get(1), Latch, passed, false);
         return Ok(Answer::Reply(Reply::Int(1)));
     }
     // A replica never serves queues (its data changes by replication only): a wait there

@@ -1,15 +1,15 @@
 //! `RLOCK.*`: the exclusive reentrant lock (Redisson's RLock layout).
 
-use super::{check_slots, session_of, wait_or_nil};
-use crate::after::{serve_first, Change, HoldBy};
+use super::acquire::{self, serve_first, Acquiring, Decided};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::lock::{self, Acquire, LockWait, Took};
 use crate::core::names;
 use crate::core::stats::ObjectKind::Lock;
-use crate::core::wait::serve::resolve;
+use crate::core::wait::Req;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
+use crate::settle::{Change, HoldBy};
 use crate::wait;
 use std::rc::Rc;
 
@@ -18,35 +18,36 @@ use std::rc::Rc;
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = lock::parse_acquire(&argv)?;
-    a.wait.check_deadline(ctx.now_ms())?;
-    let session = session_of(ctx, &a.wait)?;
     let owner = argv[2];
-    let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[args.get(2)]);
-    let req = || {
+    let acquiring = Acquiring {
+        kind: Lock,
+        key: args.get(1),
+        also: &[args.get(2)],
+        wait: &a.wait,
+    };
+    let req = || -> Req {
         Rc::new(LockWait {
             owner: owner.into(),
             lease_ms: a.lease_ms,
             fence: a.fence,
         })
     };
-    check_slots(ctx, &keys, || req())?;
-    let queued = serve_first(&mut keys);
-    match lock::acquire(&keys, owner, a.lease_ms, a.fence, queued)? {
-        Acquire::Grant(d, took) => {
-            let took = Change::Took {
-                reentry: took == Took::Reentry,
-                watch: session.map(|s| (s, req() as _)),
-                own_lease: None,
-                hold: Some(HoldBy {
-                    owner: args.get(2),
-                    exclusive: true,
-                }),
-            };
-            let token = keys.apply(&d, took)?;
-            Ok(Answer::Reply(resolve(d.reply.unwrap_or(Reply::Nil), token)))
-        }
-        Acquire::Busy => wait_or_nil(ctx, &keys, &a.wait, session, req()),
-    }
+    acquire::acquire(ctx, acquiring, req, serve_first, |keys, queued| {
+        Ok(
+            match lock::acquire(keys, owner, a.lease_ms, a.fence, queued)? {
+                Acquire::Grant(decision, took) => Decided::Grant {
+                    decision,
+                    reentry: took == Took::Reentry,
+                    own_lease: None,
+                    hold: Some(HoldBy {
+                        owner: args.get(2),
+                        exclusive: true,
+                    }),
+                },
+                Acquire::Busy => Decided::Busy,
+            },
+        )
+    })
 }
 
 /// `RLOCK.RELEASE key owner`

@@ -3,6 +3,7 @@
 //! decided and after anything that may free the object, and sessions (`sessions`) for waits
 //! that do not block a connection.
 
+pub mod acquire;
 pub mod latch;
 pub mod lock;
 pub mod rwlock;

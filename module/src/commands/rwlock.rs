@@ -1,7 +1,6 @@
 //! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
 
-use super::{check_slots, session_of, wait_or_nil};
-use crate::after::{serve_first, Change, HoldBy};
+use super::acquire::{self, serve_first, Acquiring, Decided};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::rwlock::{self, Acquire, Mode, RwWait, Took};
@@ -9,6 +8,7 @@ use crate::core::stats::ObjectKind::RwLock;
 use crate::core::wait::Req;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
+use crate::settle::{Change, HoldBy};
 use crate::wait;
 use std::rc::Rc;
 
@@ -17,10 +17,13 @@ use std::rc::Rc;
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = rwlock::parse_acquire(&argv)?;
-    a.wait.check_deadline(ctx.now_ms())?;
-    let session = session_of(ctx, &a.wait)?;
     let owner = argv[2];
-    let mut keys = RedisKeys::command(ctx, RwLock, args.get(1), &[args.get(2)]);
+    let acquiring = Acquiring {
+        kind: RwLock,
+        key: args.get(1),
+        also: &[args.get(2)],
+        wait: &a.wait,
+    };
     let req = || -> Req {
         Rc::new(RwWait {
             owner: owner.into(),
@@ -28,36 +31,32 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             lease_ms: a.lease_ms,
         })
     };
-    check_slots(ctx, &keys, req)?;
-    let queued = serve_first(&mut keys);
-    let mut decided = rwlock::acquire(&keys, owner, a.mode, a.lease_ms, queued, false)?;
-    if decided == Acquire::TidyFirst {
-        // Expired holds are in the way: the rules decide again once they are gone.
-        let tidy = rwlock::tidy(&keys)?;
-        keys.apply(&tidy, Change::Wrote)?;
-        decided = rwlock::acquire(&keys, owner, a.mode, a.lease_ms, queued, true)?;
-    }
-    match decided {
-        Acquire::Grant(d, took) => {
-            // A read hold has a lease of its own: its end is looked at even if nobody waits.
-            let own_lease = (a.mode == Mode::Read).then(|| {
-                let at = ctx.now_ms().saturating_add(a.lease_ms).saturating_add(1);
-                (at, rwlock::UPKEEP)
-            });
-            let took = Change::Took {
+    acquire::acquire(ctx, acquiring, req, serve_first, |keys, queued| {
+        let mut decided = rwlock::acquire(keys, owner, a.mode, a.lease_ms, queued, false)?;
+        if decided == Acquire::TidyFirst {
+            // Expired holds are in the way: the rules decide again once they are gone.
+            let tidy = rwlock::tidy(keys)?;
+            keys.apply(&tidy, Change::Wrote)?;
+            decided = rwlock::acquire(keys, owner, a.mode, a.lease_ms, queued, true)?;
+        }
+        Ok(match decided {
+            Acquire::Grant(decision, took) => Decided::Grant {
+                decision,
                 reentry: took == Took::Reentry,
-                watch: session.map(|s| (s, req())),
-                own_lease,
+                // A read hold has a lease of its own: its end is looked at even if nobody
+                // waits.
+                own_lease: (a.mode == Mode::Read).then(|| {
+                    let at = ctx.now_ms().saturating_add(a.lease_ms).saturating_add(1);
+                    (at, rwlock::UPKEEP)
+                }),
                 hold: Some(HoldBy {
                     owner: args.get(2),
                     exclusive: a.mode == Mode::Write,
                 }),
-            };
-            keys.apply(&d, took)?;
-            Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
-        }
-        Acquire::Busy | Acquire::TidyFirst => wait_or_nil(ctx, &keys, &a.wait, session, req()),
-    }
+            },
+            Acquire::Busy | Acquire::TidyFirst => Decided::Busy,
+        })
+    })
 }
 
 /// `RRWLOCK.RELEASE key owner READ|WRITE`

@@ -1,15 +1,16 @@
 //! `RSEM.*`: the semaphore with optional expiring permits (Redisson's RSemaphore and
 //! RPermitExpirableSemaphore layout).
 
-use super::{check_slots, session_of, wait_or_nil};
-use crate::after::{serve_first, Change};
+use super::acquire::{self, Acquiring, Decided};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::names;
 use crate::core::semaphore::{self, Release, SemWait};
 use crate::core::stats::ObjectKind::Semaphore;
+use crate::core::wait::Req;
 use crate::ffi::{Answer, Args, Ctx, RStr};
 use crate::keys::RedisKeys;
+use crate::settle::{serve_first, Change};
 use crate::{config, wait};
 use std::rc::Rc;
 
@@ -54,30 +55,31 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if a.lease_ms.is_some() && a.permits > max_leased {
         return Err(CmdError::TooLarge("permits with LEASE", max_leased));
     }
-    a.wait.check_deadline(ctx.now_ms())?;
-    let session = session_of(ctx, &a.wait)?;
-    let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
-    let req = || {
+    let acquiring = Acquiring {
+        kind: Semaphore,
+        key: args.get(1),
+        also: &[],
+        wait: &a.wait,
+    };
+    let req = || -> Req {
         Rc::new(SemWait {
             permits: a.permits,
             lease_ms: a.lease_ms,
         })
     };
-    check_slots(ctx, &keys, || req())?;
-    let queued = prepare(&mut keys)?;
-    match semaphore::acquire(&keys, a.permits, a.lease_ms, queued)? {
-        Some(d) => {
-            let took = Change::Took {
-                reentry: false,
-                watch: None,
-                own_lease: None,
-                hold: None,
-            };
-            keys.apply(&d, took)?;
-            Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
-        }
-        None => wait_or_nil(ctx, &keys, &a.wait, session, req()),
-    }
+    acquire::acquire(ctx, acquiring, req, prepare, |keys, queued| {
+        Ok(
+            match semaphore::acquire(keys, a.permits, a.lease_ms, queued)? {
+                Some(decision) => Decided::Grant {
+                    decision,
+                    reentry: false,
+                    own_lease: None,
+                    hold: None,
+                },
+                None => Decided::Busy,
+            },
+        )
+    })
 }
 
 /// `RSEM.RELEASE key [PERMITS n]` / `RSEM.RELEASE key ID id [id ...]`

@@ -9,14 +9,14 @@
 
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::observe::top::{self, Report};
+use crate::core::observe::top_query::{self, Report};
 use crate::core::stats::ObjectKind;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::{observe, wait};
 
 /// `RLOCK.TOP [WAITS|HELD|HANDOFFS] [COUNT n]`
 pub fn top(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
-    let t = top::parse(&args.bytes())?;
+    let t = top_query::parse(&args.bytes())?;
     let visible = |key: &[u8]| ctx.may_read_key(key);
     let rows = match t.report {
         Report::Waits | Report::Handoffs => {

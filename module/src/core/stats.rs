@@ -72,6 +72,72 @@ impl ObjectKind {
     }
 }
 
+/// What happened to an object of a kind, or to a wait on one, as `INFO rlock` counts it. Every
+/// per-kind counter is bumped by [`ObjectKind::count`] alone, so the sums [`Counters`] promises
+/// are kept in one place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+    /// Acquired at once, without waiting in the queue.
+    Took,
+    /// Acquired again by an owner holding it.
+    Reentered,
+    /// A queued waiter was granted (`after_expiry`: because a holder's lease ran out).
+    Handed {
+        after_expiry: bool,
+    },
+    /// Refused at once because it was held (no wait).
+    Busy,
+    Released,
+    ForceReleased,
+    Renewed,
+    /// A grant undone because its waiter vanished before it heard of it.
+    Revoked,
+    /// A request was queued.
+    Queued,
+    /// A wait reached its deadline.
+    TimedOut,
+    /// A wait was withdrawn by its client.
+    Cancelled,
+    /// A waiter vanished while queued.
+    Disconnected,
+    /// A wait ended with an error (also counted in [`ERRORS`]).
+    Failed,
+}
+
+impl ObjectKind {
+    /// Count `what` for this kind: the one place per-kind counters are bumped.
+    pub fn count(self, what: Counted) {
+        let c = self.counters();
+        match what {
+            Counted::Took => {
+                c.acquired.incr();
+                c.grants_immediate.incr();
+            }
+            Counted::Reentered => c.reentries.incr(),
+            Counted::Handed { after_expiry } => {
+                c.acquired.incr();
+                c.handoffs.incr();
+                if after_expiry {
+                    c.grants_after_expiry.incr();
+                }
+            }
+            Counted::Busy => c.busy.incr(),
+            Counted::Released => c.releases.incr(),
+            Counted::ForceReleased => c.force_releases.incr(),
+            Counted::Renewed => c.renewals.incr(),
+            Counted::Revoked => c.grants_revoked.incr(),
+            Counted::Queued => c.waits_started.incr(),
+            Counted::TimedOut => c.waits_timed_out.incr(),
+            Counted::Cancelled => c.waits_cancelled.incr(),
+            Counted::Disconnected => c.waiters_disconnected.incr(),
+            Counted::Failed => {
+                ERRORS.incr();
+                c.waits_failed.incr();
+            }
+        }
+    }
+}
+
 /// What happened to one kind of object. The semaphore counts acquires (immediate or by
 /// hand-off) as `acquired`, `RSEM.RELEASE` calls as `releases`, and grants made with permits
 /// reclaimed from expired leases as `grants_after_expiry`. The latch counts awaits that passed

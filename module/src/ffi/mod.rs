@@ -37,10 +37,10 @@ pub mod block;
 pub mod boundary;
 pub mod clock;
 pub mod command;
-pub mod config;
 pub mod ctx;
 pub mod key;
 pub mod load;
+pub mod module_config;
 pub mod reply;
 
 pub use block::{BlockedClient, Wake};

@@ -1,7 +1,7 @@
 //! What rlock observes of its objects, Redis side: wait and hold times (`INFO rlock`), the
 //! keys most waited on and handed off recently, and the live holds (`RLOCK.TOP`).
 //!
-//! The waiting mechanism (`wait`), the after-write path (`after`) and the events (`events`)
+//! The waiting mechanism (`wait`), the settle step (`settle`) and the events (`events`)
 //! tell this room what happened, each in O(1): a wait started, a queued waiter was granted
 //! (its wait time, measured from the time its `Waiter` was queued), an owner took, released or
 //! lost a hold. Nothing here reads a key on those paths; `RLOCK.TOP HELD` reads the keys of the

@@ -14,8 +14,8 @@
 use super::{push, state, Looks, State, Tracked, Watched, LOST, STATE};
 use crate::core::decision::Reply;
 use crate::core::store::{KeyType, Store, Target};
-use crate::core::wait::session::{New, OutcomeKind};
-use crate::core::wait::{queue, Deadline, KeyId, KeyRef, KeyView, Req};
+use crate::core::wait::session_rules::{New, OutcomeKind};
+use crate::core::wait::{fifo, Deadline, KeyId, KeyRef, KeyView, Req};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
 use crate::timers;
@@ -83,7 +83,7 @@ impl State {
                 self.looks.cancel(d);
             }
         }
-        queue::shrink(&mut self.tracked);
+        fifo::shrink(&mut self.tracked);
     }
 
     /// Session `session` watches one hold less (its `watch_keys` keep the key until the list

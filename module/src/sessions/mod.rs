@@ -25,6 +25,7 @@
 //! Rooms: this file keeps session state (queued requests, outcomes, liveness, parked readers);
 //! `holds` watches holds for loss; the `RSESSION.*` handlers are `commands::session`.
 
+pub mod calls;
 mod holds;
 
 pub use holds::timed_looks;
@@ -35,7 +36,7 @@ use crate::config::{self, SESSION_MAX_BACKLOG, SESSION_MAX_QUEUED};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::Counter;
-use crate::core::wait::session::{self as rules, New, OutcomeKind, Outcomes};
+use crate::core::wait::session_rules::{self as rules, New, OutcomeKind, Outcomes};
 use crate::core::wait::HashMap;
 use crate::core::wait::{Deadline, Deadlines, KeyId, Req, TimerKey};
 use crate::ffi::block::{self, BlockedClient, Wake};
@@ -49,34 +50,34 @@ use std::collections::HashSet;
 /// What undoing a grant needs, kept until a read returns the grant.
 type Grant = (KeyId, Req, Reply, wait::Ticket);
 
-pub(crate) struct Session {
-    pub(crate) name: Box<[u8]>,
+struct Session {
+    name: Box<[u8]>,
     /// The ACL user who opened it (`None`: opened by a context without a user).
-    pub(crate) owner: Option<Box<[u8]>>,
-    pub(crate) grace_ms: i64,
+    owner: Option<Box<[u8]>>,
+    grace_ms: i64,
     /// The client id of the connection that last opened or read it.
-    pub(crate) listener: u64,
-    pub(crate) reader: Option<Reader>,
+    listener: u64,
+    reader: Option<Reader>,
     /// When the session ends unless its listener reads again (none while one waits in READ).
-    pub(crate) expiry: Option<TimerKey>,
+    expiry: Option<TimerKey>,
     /// How many of its holds are watched now (`RSESSION.INFO`'s `holds`).
-    pub(crate) watched: u32,
+    watched: u32,
     /// The keys where it had holds watched: ending the session visits these. Only appended to
     /// (a release leaves its key here; a key may be listed twice), and compacted when twice as
     /// long as its watched holds (`holds::compact`): a map by key cost a hashed insert and a
     /// removal per watch, 600 instructions of a watched acquire + release (callgrind).
-    pub(crate) watch_keys: Vec<KeyId>,
+    watch_keys: Vec<KeyId>,
     /// The ids of its requests queued now: ending the session withdraws exactly these.
-    pub(crate) queued: HashSet<u64, foldhash::fast::RandomState>,
-    pub(crate) outcomes: Outcomes<Grant>,
+    queued: HashSet<u64, foldhash::fast::RandomState>,
+    outcomes: Outcomes<Grant>,
 }
 
 /// A listener parked in `RSESSION.READ ... BLOCK`.
-pub(crate) struct Reader {
-    pub(crate) bc: BlockedClient,
-    pub(crate) cursor: u64,
-    pub(crate) count: usize,
-    pub(crate) timeout: Option<TimerKey>,
+struct Reader {
+    bc: BlockedClient,
+    cursor: u64,
+    count: usize,
+    timeout: Option<TimerKey>,
 }
 
 /// A hold watched for loss.
@@ -106,14 +107,14 @@ struct Looks {
 }
 
 #[derive(Default)]
-pub(crate) struct State {
-    pub(crate) sessions: HashMap<u32, Session>,
-    pub(crate) by_name: HashMap<Box<[u8]>, u32>,
+struct State {
+    sessions: HashMap<u32, Session>,
+    by_name: HashMap<Box<[u8]>, u32>,
     /// Sessions open per ACL user (bounded by `rlock.session-max-per-user`).
-    pub(crate) per_user: HashMap<Option<Box<[u8]>>, usize>,
-    pub(crate) next_id: u32,
+    per_user: HashMap<Option<Box<[u8]>>, usize>,
+    next_id: u32,
     /// Parked readers by blocked-client id.
-    pub(crate) readers: HashMap<usize, u32>,
+    readers: HashMap<usize, u32>,
     tracked: HashMap<KeyId, Watched>,
     looks: Looks,
 }
@@ -122,7 +123,7 @@ thread_local! {
     static STATE: RefCell<State> = RefCell::default();
 }
 
-pub(crate) fn state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+fn state<R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATE.with(|s| f(&mut s.borrow_mut()))
 }
 
@@ -155,9 +156,6 @@ impl wait::Sessions for Hooks {
     fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req) {
         watch(ctx, session, id, req)
     }
-    fn after_write(&self, ctx: Ctx, keys: &RedisKeys) {
-        after_write(ctx, keys)
-    }
     fn handed(&self, session: u32, request: u64) {
         handed(session, request)
     }
@@ -180,7 +178,7 @@ pub fn resolve(ctx: Ctx, name: &[u8]) -> Result<u32, CmdError> {
 }
 
 /// Whether `user` (the caller's ACL user; `None`: a context of the module's own) owns `sess`.
-pub(crate) fn owns(user: Option<&[u8]>, sess: &Session) -> bool {
+fn owns(user: Option<&[u8]>, sess: &Session) -> bool {
     match (user, &sess.owner) {
         (None, _) => true,
         (Some(u), Some(o)) => u == &o[..],
@@ -190,7 +188,7 @@ pub(crate) fn owns(user: Option<&[u8]>, sess: &Session) -> bool {
 
 /// Whether the caller may see every session (`RSESSION.LIST`, `RSESSION.INFO`): an
 /// administrator, i.e. a user who may run `ACL LIST`.
-pub(crate) fn sees_all(ctx: Ctx) -> bool {
+pub fn sees_all(ctx: Ctx) -> bool {
     ctx.user_may_run(&[b"ACL", b"LIST"])
 }
 
@@ -255,7 +253,7 @@ fn handed(session: u32, request: u64) {
 
 /// Request `request` of `session` is no longer queued (granted, failed, timed out, withdrawn).
 /// Whether the session still exists.
-pub(crate) fn left_queue(session: u32, request: u64) -> bool {
+fn left_queue(session: u32, request: u64) -> bool {
     state(|s| match s.sessions.get_mut(&session) {
         Some(sess) => {
             sess.queued.remove(&request);
@@ -357,13 +355,13 @@ fn wake_reader(ctx: Ctx, sess: &mut Session) -> Option<usize> {
 }
 
 /// Send `reply` to a parked reader and start the grace period.
-pub(crate) fn answer_reader(ctx: Ctx, sess: &mut Session, r: Reader, reply: Reply) {
+fn answer_reader(ctx: Ctx, sess: &mut Session, r: Reader, reply: Reply) {
     unblock_reader(r, reply);
     schedule_expiry(ctx, sess);
 }
 
 /// Send `reply` to a parked reader that stops reading; its read timeout goes.
-pub(crate) fn unblock_reader(r: Reader, reply: Reply) {
+fn unblock_reader(r: Reader, reply: Reply) {
     if let Some(t) = r.timeout {
         timers::cancel(t);
     }
@@ -379,7 +377,7 @@ pub(crate) fn unblock_reader(r: Reader, reply: Reply) {
 /// Undo a grant nobody will receive (on the next timer turn).
 /// A grant a read returned (or a blind acknowledgement passed) is its owner's: nothing will
 /// undo it, so its ticket goes.
-pub(crate) fn grant_final((id, _, _, ticket): Grant) {
+fn grant_final((id, _, _, ticket): Grant) {
     wait::grant_final(&id, ticket);
 }
 
@@ -390,7 +388,7 @@ fn undo_later(ctx: Ctx, (id, req, reply, ticket): Grant) {
 // ---- liveness --------------------------------------------------------------------------------------
 
 /// The session ends `grace_ms` from now unless its listener reads again.
-pub(crate) fn schedule_expiry(ctx: Ctx, sess: &mut Session) {
+fn schedule_expiry(ctx: Ctx, sess: &mut Session) {
     if let Some(t) = sess.expiry.take() {
         timers::cancel(t);
     }
@@ -411,7 +409,7 @@ pub(crate) fn schedule_expiry(ctx: Ctx, sess: &mut Session) {
 
 /// End session `id`: its queued requests leave their queues, grants it did not acknowledge
 /// are undone and handed on, its holds stop being watched, a parked reader is told.
-pub(crate) fn end(ctx: Ctx, id: u32) {
+fn end(ctx: Ctx, id: u32) {
     let Some(mut sess) = state(|s| {
         let sess = s.sessions.remove(&id)?;
         s.by_name.remove(&sess.name);

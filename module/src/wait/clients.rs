@@ -9,7 +9,7 @@ use super::serve::revoke_later;
 use super::{state, Ended, Handle};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::stats;
+use crate::core::stats::Counted;
 use crate::ffi::block::{self, BlockedClient};
 use crate::ffi::Ctx;
 
@@ -28,19 +28,15 @@ pub(super) enum Left {
 
 /// Take a parked client out of its queue and release its handle.
 pub(super) fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, left: Left) -> bool {
-    let Some(kind) = withdraw(ctx, Handle::Blocked(bc)) else {
-        return false;
+    let how = match left {
+        Left::Unblocked => Counted::Cancelled,
+        Left::Disconnected => Counted::Disconnected,
+        Left::Demoted => Counted::Failed,
     };
-    state(|s| s.watched.remove(&bc.id()));
-    let c = kind.counters();
-    match left {
-        Left::Unblocked => c.waits_cancelled.incr(),
-        Left::Disconnected => c.waiters_disconnected.incr(),
-        Left::Demoted => {
-            stats::ERRORS.incr();
-            c.waits_failed.incr();
-        }
+    if withdraw(ctx, Handle::Blocked(bc), how).is_none() {
+        return false;
     }
+    state(|s| s.watched.remove(&bc.id()));
     block::unblock(bc, None);
     true
 }
@@ -77,12 +73,8 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
         // request did not run, and a client that queues it again (the Rust client does) must
         // leave nothing behind whose grant nobody would take (a lock held by nobody until its
         // lease ends). At a demotion that is the outcome every session request gets.
-        if !closing {
-            if let Some(kind) = withdraw(ctx, handle) {
-                stats::ERRORS.incr();
-                kind.counters().waits_failed.incr();
-                deliver(ctx, handle, Ended::Failed(CmdError::ServerUnblocked));
-            }
+        if !closing && withdraw(ctx, handle, Counted::Failed).is_some() {
+            deliver(ctx, handle, Ended::Failed(CmdError::ServerUnblocked));
         }
         return true;
     }

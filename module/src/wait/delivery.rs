@@ -5,7 +5,7 @@
 
 use super::{sessions, state, undo, Ended, Handle};
 use crate::core::decision::Reply;
-use crate::core::wait::{queue, KeyId, Req};
+use crate::core::wait::{fifo, KeyId, Req};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::timers;
@@ -55,8 +55,8 @@ pub(super) fn unpark(handle: Handle) -> Option<BlockedClient> {
     let (bc, window) = state(|s| {
         let p = s.parked.remove(&handle)?;
         s.parked_by_bc.remove(&p.0.id());
-        queue::shrink(&mut s.parked);
-        queue::shrink(&mut s.parked_by_bc);
+        fifo::shrink(&mut s.parked);
+        fifo::shrink(&mut s.parked_by_bc);
         Some(p)
     })?;
     if let Some(t) = window {

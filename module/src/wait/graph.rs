@@ -7,7 +7,7 @@ use crate::core::error::CmdError;
 use crate::core::stats::{self};
 use crate::core::store::Store;
 use crate::core::wait::deadlock::{self, Place};
-use crate::core::wait::{queue, KeyId, Req, Waiter};
+use crate::core::wait::{fifo, KeyId, Req, Waiter};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
 use std::collections::HashSet;
@@ -133,7 +133,7 @@ impl State {
             }
             if hs.is_empty() {
                 self.by_owner.remove(&id);
-                queue::shrink(&mut self.by_owner);
+                fifo::shrink(&mut self.by_owner);
             }
         }
     }

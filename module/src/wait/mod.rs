@@ -39,8 +39,8 @@ pub use delivery::{client_closing, on_freed, on_woken, park_request, QUEUED};
 pub use graph::check_deadlock;
 pub use queue::{enqueue, park_or_nil, queued_kind, withdraw, withdraw_session};
 pub use serve::{
-    db_touched, end_waits, fail_all_waits, key_touched, queued_ids, queued_ids_upto, recheck,
-    revoke_later, serve_now, upkeep,
+    db_touched, end_waits, fail_all_waits, queued_ids, queued_ids_upto, recheck, revoke_later,
+    serve_now, touched, upkeep,
 };
 pub use undo::{
     ended as hold_ended, ended_where as undo_ended_where, pending as undo_pending,
@@ -49,12 +49,11 @@ pub use undo::{
 
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::stats::ObjectKind;
+use crate::core::stats::{Counted, ObjectKind};
 use crate::core::wait::HashMap;
 use crate::core::wait::{Grouped, KeyId, Queues, Req, TimerKey, Waiter};
 use crate::ffi::block::BlockedClient;
 use crate::ffi::Ctx;
-use crate::keys::RedisKeys;
 use crate::timers;
 use delivery::InFlight;
 use graph::{OwnerId, OwnerWaits};
@@ -101,8 +100,6 @@ pub trait Sessions: Sync {
     /// Where a hold granted to a blocked client that named a session goes to be watched for
     /// loss: the session, the key, the request.
     fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req);
-    /// A background write (expired holds tidied) may have ended watched holds on these keys.
-    fn after_write(&self, ctx: Ctx, keys: &RedisKeys);
     /// A request of this session (its id) was granted straight to its parked connection (the
     /// session no longer counts it as queued).
     fn handed(&self, session: u32, request: u64);
@@ -141,9 +138,6 @@ struct State {
     /// The client Redis is freeing right now (its CLIENT_CHANGE event comes just before its
     /// blocked-client disconnect callback), to tell a real disconnect from CLIENT UNBLOCK.
     closing: u64,
-    /// Keys whose queue the job at the end of the current execution unit serves (see
-    /// [`key_touched`]); not empty while that job is pending.
-    soon: HashSet<KeyId, foldhash::fast::RandomState>,
 }
 
 thread_local! {
@@ -210,9 +204,10 @@ pub fn parked_requests() -> usize {
     state(|s| s.parked.len())
 }
 
-/// A waiter left its queue (granted, failed, timed out, withdrawn): its deadline and its
-/// place in the owner index go.
-fn retire(db: i32, waiter: &Waiter<Handle, Req>) {
+/// A waiter left its queue (granted, failed, timed out, withdrawn): how is counted (the one
+/// place a wait's end is), its deadline and its place in the owner index go.
+fn retire(db: i32, waiter: &Waiter<Handle, Req>, how: Counted) {
+    waiter.req.kind().count(how);
     if let Some(t) = waiter.deadline {
         timers::cancel(t);
     }

@@ -3,35 +3,35 @@
 
 use super::delivery::{answer_queued, deliver};
 use super::graph::{owner_id, OwnerId};
-use super::serve::serve_background;
 use super::total;
 use super::{retire, state, Ended, Handle, State};
 use crate::core::args::Wait;
 use crate::core::decision::Reply;
-use crate::core::stats::ObjectKind;
+use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::Store;
-use crate::core::wait::{queue, KeyId, Req, TimerKey, Waiter};
+use crate::core::wait::{fifo, KeyId, Req, TimerKey, Waiter};
 use crate::ffi::clock::now_us;
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
+use crate::marks::{self, Background};
 use crate::{observe, timers};
 use std::hash::BuildHasher;
 
 impl State {
     /// Make sure `id`'s queue is looked at again no later than `at`.
-    pub(super) fn watch(&mut self, ctx: Ctx, id: &KeyId, at: i64) {
+    pub(super) fn check_by(&mut self, ctx: Ctx, id: &KeyId, at: i64) {
         let Some(current) = self.queues.get(id).map(|q| q.check) else {
             return;
         };
         let t = timers::keyed(ctx, current, at, || {
             let check = id.clone();
-            move |ctx| {
+            move |_| {
                 state(|s| {
                     if let Some(q) = s.queues.get_mut(&check) {
                         q.check = None;
                     }
                 });
-                serve_background(ctx, &check);
+                marks::mark_background(check, Background::Due);
             }
         });
         if let (Some(t), Some(q)) = (t, self.queues.get_mut(id)) {
@@ -80,7 +80,7 @@ pub fn park_or_nil(
             Answer::Parked
         }
         _ => {
-            req.kind().counters().busy.incr();
+            req.kind().count(Counted::Busy);
             Answer::Reply(Reply::Nil)
         }
     }
@@ -91,7 +91,7 @@ pub fn park_or_nil(
 pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req: Req) {
     let id = KeyId::new(ctx.db(), keys.key_name());
     let wake_at = req.wake_at(keys);
-    req.kind().counters().waits_started.incr();
+    req.kind().count(Counted::Queued);
     observe::wait_started(&id, req.kind());
     let queued_us = now_us();
     state(|s| {
@@ -112,7 +112,7 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
         s.index(id.db, &waiter);
         s.queues.push(&id, waiter);
         if let Some(at) = wake_at {
-            s.watch(ctx, &id, at.saturating_add(1));
+            s.check_by(ctx, &id, at.saturating_add(1));
         }
     });
 }
@@ -129,21 +129,21 @@ pub(super) fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
             None
         }
     });
-    if let Some((id, waiter)) = removed {
-        state(|s| s.unindex(id.db, &waiter));
-        let kind = waiter.req.kind();
-        kind.counters().waits_timed_out.incr();
+    if let Some((id, mut waiter)) = removed {
+        // This job is the deadline: nothing left to cancel.
+        waiter.deadline = None;
+        retire(id.db, &waiter, Counted::TimedOut);
         deliver(ctx, waiter.handle, Ended::TimedOut);
         after_leaving(ctx, &id);
     }
 }
 
-/// Take a waiter out of its queue (cancel, timeout, disconnect, session expiry); false when it
-/// is not queued any more (already granted).
-pub fn withdraw(ctx: Ctx, handle: Handle) -> Option<ObjectKind> {
+/// Take a waiter out of its queue (cancel, disconnect, an error), its end counted as `how`;
+/// `None` when it is not queued any more (already granted).
+pub fn withdraw(ctx: Ctx, handle: Handle, how: Counted) -> Option<ObjectKind> {
     let (id, waiter) = state(|s| s.queues.remove(handle))?;
     answer_queued(handle);
-    retire(id.db, &waiter);
+    retire(id.db, &waiter, how);
     after_leaving(ctx, &id);
     Some(waiter.req.kind())
 }
@@ -162,12 +162,12 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
     let mut requests: Vec<Req> = Vec::new();
     let checks = state(|s| {
         let any_parked = !s.parked.is_empty();
-        let mask = queue::bucket_mask(s.by_owner.capacity());
+        let mask = fifo::bucket_mask(s.by_owner.capacity());
         let hasher = s.by_owner.hasher().clone();
         let mut owners: Vec<(u64, OwnerId, Handle)> = Vec::new();
         let left = s.queues.remove_group(Some(session), |id, waiter| {
             // Its waiter vanished with its session.
-            waiter.req.kind().counters().waiters_disconnected.incr();
+            waiter.req.kind().count(Counted::Disconnected);
             if let Some(o) = waiter.req.owner() {
                 let oid = owner_id(id.db, o);
                 owners.push((hasher.hash_one(oid) & mask, oid, waiter.handle));
@@ -183,7 +183,7 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
         // key (a thread-local look-up each) took a sixth of the time.
         let now = ctx.now_ms();
         for id in &left.queued {
-            s.watch(ctx, id, now);
+            s.check_by(ctx, id, now);
         }
         left.checks
     });
@@ -201,7 +201,7 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
 pub(super) fn after_leaving(ctx: Ctx, id: &KeyId) {
     state(|s| {
         if s.queues.is_queued(id) {
-            s.watch(ctx, id, ctx.now_ms());
+            s.check_by(ctx, id, ctx.now_ms());
         } else {
             s.forget_if_idle(id);
         }

@@ -4,15 +4,16 @@
 
 use super::delivery::deliver;
 use super::total;
-use super::{retire, sessions, state, undo, Ended, STATE};
+use super::{retire, state, undo, Ended, STATE};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::stats::{self};
+use crate::core::stats::Counted;
 use crate::core::store::{KeyType, Store, Target};
-use crate::core::wait::serve::PAUSED_RETRY_MS;
+use crate::core::wait::grant::PAUSED_RETRY_MS;
 use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
+use crate::marks::{self, Background};
 use crate::{observe, paused, timers};
 
 /// Serve the queue of the command's key, if it has one: before deciding a newcomer (who must
@@ -61,16 +62,9 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
                 reply,
                 after_expiry,
             } => {
-                let kind = waiter.req.kind();
-                let c = kind.counters();
-                c.acquired.incr();
-                c.handoffs.incr();
-                if after_expiry {
-                    c.grants_after_expiry.incr();
-                }
                 let hold = waiter.req.holds().map(|h| (h.owner(), h.exclusive()));
-                observe::granted(id, kind, waiter.queued_us, hold);
-                retire(id.db, &waiter);
+                observe::granted(id, waiter.req.kind(), waiter.queued_us, hold);
+                retire(id.db, &waiter, Counted::Handed { after_expiry });
                 let ended = Ended::Granted {
                     id: id.clone(),
                     req: waiter.req,
@@ -79,9 +73,7 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
                 deliver(ctx, waiter.handle, ended);
             }
             Outcome::Failed { waiter, error } => {
-                retire(id.db, &waiter);
-                stats::ERRORS.incr();
-                waiter.req.kind().counters().waits_failed.incr();
+                retire(id.db, &waiter, Counted::Failed);
                 deliver(ctx, waiter.handle, Ended::Failed(error));
             }
         }
@@ -90,7 +82,7 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
         if let Some(at) = served.wake_at {
             // Never in the past: a lease end the live clock has passed while the server still
             // shows the key held (see timers::on_timer) is looked at again a millisecond on.
-            s.watch(ctx, id, at.saturating_add(1).max(ctx.now_ms() + 1));
+            s.check_by(ctx, id, at.saturating_add(1).max(ctx.now_ms() + 1));
         }
         s.forget_if_idle(id);
     });
@@ -124,17 +116,14 @@ pub(super) fn schedule_upkeep(
             };
             if state(|s| s.queues.is_queued(&key)) {
                 // Serving tidies first (and counts what follows as a grant after expiry).
-                serve(&mut keys, &key);
-                if let Some(s) = sessions() {
-                    s.after_write(ctx, &keys);
-                }
+                drop(keys);
+                marks::mark_background(key.clone(), Background::Due);
+                marks::mark_background(key, Background::Tidied);
                 return;
             }
             if let Ok(tidy) = (object.tidy)(&keys) {
                 if !tidy.writes.is_empty() && keys.write(&tidy).is_ok() {
-                    if let Some(s) = sessions() {
-                        s.after_write(ctx, &keys);
-                    }
+                    marks::mark_background(key.clone(), Background::Tidied);
                 }
             }
             if let Some(next) = (object.wake_at)(&keys) {
@@ -155,9 +144,7 @@ pub(super) fn fail_all(ctx: Ctx, id: &KeyId, err: CmdError) {
         ws
     });
     for w in drained {
-        retire(id.db, &w);
-        stats::ERRORS.incr();
-        w.req.kind().counters().waits_failed.incr();
+        retire(id.db, &w, Counted::Failed);
         deliver(ctx, w.handle, Ended::Failed(err.clone()));
     }
 }
@@ -222,33 +209,25 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply, ticket: undo::Ticket) 
     };
     if let Some(d) = current.then(|| req.undo(reply, &keys)).flatten() {
         if keys.write(&d).is_ok() {
-            req.kind().counters().grants_revoked.incr();
-            if let Some(h) = req.holds() {
-                observe::revoked(id.db, &id.key, h.owner(), h.exclusive());
-            }
+            let hold = req.holds().map(|h| (h.owner().into(), h.exclusive()));
+            let kind = req.kind();
+            marks::mark_background(id.clone(), Background::Revoked { kind, hold });
         }
     }
     drop(keys);
-    state(|s| s.watch(ctx, id, ctx.now_ms()));
+    state(|s| s.check_by(ctx, id, ctx.now_ms()));
 }
 
-/// Something happened to `key` in `db` (DEL, expiry, eviction, a Redisson script, a type
-/// change): if anyone waits for it, serve its queue as soon as writing is safe. Not from this
-/// callback: a write here would reach replicas before the event's own (Redis 7.0), and the
-/// script or command that raised it is still running. Where the server has post-execution-unit
-/// jobs (Redis 7.2+, Valkey), a job serves it when the unit ends, before any other command runs,
-/// and its writes join the unit's MULTI/EXEC after the unit's own: a freed object reaches the
-/// head of its queue before anyone else can take it. On Redis 7.0 (or should the server refuse
-/// the job) the next timer turn serves it. The timer is armed where jobs exist too, as a net for
-/// an event raised outside any unit whose end runs the jobs; it then finds nothing to do.
-/// `ours`: rlock's own code raised it (its writes, or a key it opened expiring): whoever runs
-/// will serve the queue itself, and the state may be borrowed right now, so only the expiry is
-/// noted, if possible.
-pub fn key_touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) {
+/// An event touched `key` in `db` (see `intake::key_touched`): a grant on it is final now
+/// (when it expired, or the write was not rlock's); its queue, if any, remembers an expiry and,
+/// unless rlock's own code raised the event (whoever runs then serves the queue itself, and the
+/// state may be borrowed right now), is looked at now. Returns whether it must be served once
+/// the execution unit ends.
+pub fn touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) -> bool {
     if expired || !ours {
         undo::ended(db, key, None);
     }
-    let first = STATE.with(|cell| {
+    STATE.with(|cell| {
         let Ok(mut s) = cell.try_borrow_mut() else {
             return false;
         };
@@ -263,46 +242,21 @@ pub fn key_touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) {
         if q.is_empty() || ours {
             return false;
         }
-        s.watch(ctx, &id, ctx.now_ms());
-        let first = s.soon.is_empty();
-        s.soon.insert(id);
-        first
-    });
-    if first {
-        serve_after_unit(ctx);
-    }
+        s.check_by(ctx, &id, ctx.now_ms());
+        true
+    })
 }
 
-/// Every queue of database `db` (or of all databases) may have changed (FLUSH*, SWAPDB): served
-/// when the command ends, as in [`key_touched`].
-pub fn db_touched(ctx: Ctx, db: Option<i32>) {
+/// Every queue of database `db` (or of all databases) may have changed (FLUSH*, SWAPDB): its
+/// grants are final, its queues are looked at now. Returns the keys queued there.
+pub fn db_touched(ctx: Ctx, db: Option<i32>) -> Vec<KeyId> {
     undo::db_ended(db);
     let now = ctx.now_ms();
-    let first = state(|s| {
-        let first = s.soon.is_empty();
-        for id in s.queues.ids(db) {
-            s.watch(ctx, &id, now);
-            s.soon.insert(id);
+    state(|s| {
+        let ids = s.queues.ids(db);
+        for id in &ids {
+            s.check_by(ctx, id, now);
         }
-        first && !s.soon.is_empty()
-    });
-    if first {
-        serve_after_unit(ctx);
-    }
-}
-
-/// Have the keys in `soon` served at the end of the current execution unit (one job serves
-/// them all); where the server cannot, the timer jobs armed with them do it.
-pub(super) fn serve_after_unit(ctx: Ctx) {
-    if !crate::ffi::boundary::after_unit(ctx, serve_soon) {
-        state(|s| s.soon.clear());
-    }
-}
-
-/// The job at the end of an execution unit: serve every queue an event touched in it.
-pub(super) fn serve_soon(ctx: Ctx) {
-    let ids: Vec<KeyId> = state(|s| s.soon.drain().collect());
-    for id in ids {
-        serve_background(ctx, &id);
-    }
+        ids
+    })
 }

@@ -5,5 +5,5 @@
 
 pub mod histogram;
 pub mod live;
-pub mod top;
+pub mod top_query;
 pub mod topk;

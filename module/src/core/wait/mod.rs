@@ -4,18 +4,18 @@
 //! only say, through [`Pending`], whether a waiter can be granted now and what granting writes.
 
 pub mod deadlock;
+pub mod fifo;
+pub mod grant;
 pub mod pending;
-pub mod queue;
-pub mod serve;
-pub mod session;
+pub mod schedule;
 #[cfg(test)]
 mod session_model;
-pub mod timers;
+pub mod session_rules;
 
+pub use fifo::{Grouped, KeyId, KeyRef, KeyView, Queues, Waiter};
+pub use grant::{serve, ObjectKeys, Outcome, Req, Served};
 pub use pending::{Hold, Pending, Serve, Tidy, Upkeep};
-pub use queue::{Grouped, KeyId, KeyRef, KeyView, Queues, Waiter};
-pub use serve::{serve, ObjectKeys, Outcome, Req, Served};
-pub use timers::{Deadline, Deadlines, TimerKey, Timers};
+pub use schedule::{Deadline, Deadlines, TimerKey, Timers};
 
 /// The hash maps of the waiting mechanism. foldhash instead of std's SipHash: a hand-off looks
 /// up the queues by key about two dozen times, and SipHash was 17 % of a contended hand-off's

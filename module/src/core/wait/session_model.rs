@@ -4,7 +4,7 @@
 //! a lock never has two holders, and ending the session undoes exactly the grants no read
 //! returned (a hold its owner received, even if released and taken again, stays).
 
-use super::session::{New, OutcomeKind, Outcomes};
+use super::session_rules::{New, OutcomeKind, Outcomes};
 use super::{serve, KeyId, Outcome, Queues, Req, Waiter};
 use crate::core::decision::Reply;
 use crate::core::lock::{self, Acquire, LockWait};

@@ -1,99 +1,25 @@
-//! The after-write path: what follows a command's writes, in one place. A handler parses,
-//! decides, applies and replies; `RedisKeys::apply` records here what its write did to the
-//! object ([`Change`]: granted to the caller, released by its owner, force-released, lease
-//! changed, freed...), and once the handler returns, [`settle`] serves the marked key's queue,
-//! tells sessions, re-arms the key's own check and counts. As Redis' `signalKeyAsReady` marks a
-//! key and `handleClientsBlockedOnKeys` serves it after the command: no handler knows the
-//! queue is there, so no object can forget a step.
+//! The settle step: what follows every write, in one place. A handler parses, decides,
+//! applies and replies; `RedisKeys::apply` marks what its write did to the object
+//! ([`Change`]: granted to the caller, released by its owner, force-released, lease changed,
+//! freed...). A timer job or an event job marks its background writes the same way
+//! ([`Background`]: a queue due, expired holds tidied, a grant undone). Once the command or
+//! job returns, [`settle`] serves the marked key's queue, counts, observes, tells sessions and
+//! re-arms the key's own check. As Redis' `signalKeyAsReady` marks a key and
+//! `handleClientsBlockedOnKeys` serves it after the command: no handler or job knows the queue
+//! is there, so none can forget a step.
 //!
 //! The serving before a newcomer is decided ([`serve_first`]) lives here too: a newcomer must
 //! not overtake a queue whose object was freed by expiry or by an event not served yet.
 
-use crate::core::decision::Decision;
 use crate::core::error::CmdError;
-use crate::core::stats::ObjectKind;
+use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::Store;
-use crate::core::wait::{Req, Upkeep};
+use crate::core::wait::KeyId;
 use crate::ffi::{Answer, Ctx, RStr};
 use crate::keys::RedisKeys;
-use crate::{observe, sessions, wait};
-use std::cell::RefCell;
-
-/// What a command's write did to its object, beyond the write itself.
-pub enum Change {
-    /// Nothing that can free the object or end a watched hold (a re-entry's count, a tidy
-    /// before deciding, an announcement).
-    Wrote,
-    /// The caller was granted what it asked for (`reentry`: a hold it had already).
-    /// `watch`: the session it named watches the hold for loss. `own_lease`: a hold with a
-    /// lease of its own (a read hold), whose end is looked at even if nobody waits.
-    /// `hold`: the hold an owner keeps (objects with owners), timed and listed by `observe`.
-    Took {
-        reentry: bool,
-        watch: Option<(u32, Req)>,
-        own_lease: Option<(i64, Upkeep)>,
-        hold: Option<HoldBy>,
-    },
-    /// `owner` (an argv string of the command) released its last hold of a side (`exclusive`:
-    /// a lock or a write lock; else a read lock): its watched holds there stop being watched,
-    /// and the queue is served.
-    Released { owner: RStr, exclusive: bool },
-    /// Every hold ended at once: watched holds are looked at, the queue is served.
-    ForceReleased,
-    /// A lease was renewed; a shorter one moves the object's next change earlier, so the
-    /// queue is served (re-arming its check). `own_lease`: when nobody waits, the renewed
-    /// hold's end is looked at anyway.
-    Renewed { own_lease: Option<(i64, Upkeep)> },
-    /// Something was added (permits, an open latch, a drained count): the queue is served.
-    /// `counted`: it counts as a release. `announce`: the object's news of what is left is
-    /// published once the waiters took their share.
-    Freed {
-        counted: bool,
-        announce: Option<Announce>,
-    },
-}
-
-/// Whose hold a grant is, and which side: `exclusive` for a lock or a write lock, not for a
-/// read lock.
-#[derive(Clone, Copy)]
-pub struct HoldBy {
-    pub owner: RStr,
-    pub exclusive: bool,
-}
-
-/// An object's news of what a write left, decided once the waiters took their share.
-pub type Announce = fn(&RedisKeys) -> Result<Decision<'static>, CmdError>;
-
-/// A command's write, waiting for [`settle`].
-struct Mark {
-    name: RStr,
-    kind: ObjectKind,
-    change: Change,
-    /// The write deleted the key.
-    deleted: bool,
-}
-
-thread_local! {
-    static MARKS: RefCell<Vec<Mark>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Note what the running command's write to `name` (a key of the command, alive until it
-/// returns) did to its `kind` object. `RedisKeys::apply` calls it for every command write;
-/// an object passed without a write (an open latch) is noted the same way. `deleted`: the
-/// write deleted the key.
-pub fn mark(name: RStr, kind: ObjectKind, change: Change, deleted: bool) {
-    if matches!(change, Change::Wrote) {
-        return;
-    }
-    MARKS.with(|m| {
-        m.borrow_mut().push(Mark {
-            name,
-            kind,
-            change,
-            deleted,
-        })
-    });
-}
+use crate::marks::{self, Background, Mark};
+pub use crate::marks::{mark, Change, HoldBy};
+use crate::{observe, sessions, timers, wait};
 
 /// Serve the command's key before a newcomer is decided, so that it does not overtake anyone
 /// (the object may have been freed by expiry, or by an event whose serving is still due).
@@ -119,40 +45,69 @@ pub fn around(
 ) -> Result<Answer, CmdError> {
     crate::keys::gate_reply(ctx, key, &mut || {
         // Marks of a command that panicked are not this command's.
-        MARKS.with(|m| m.borrow_mut().clear());
+        marks::clear();
         let answer = run();
         settle(ctx);
         answer
     })
 }
 
-/// Everything the running command's writes call for, in the order they were made.
+/// The module's timer fired: run each due job, then what its writes call for.
+pub fn on_timer(ctx: Ctx) {
+    timers::on_timer(ctx, background);
+}
+
+/// Run a background job (a timer's, or the one at an execution unit's end), then what its
+/// writes call for, as after a command.
+pub fn background(ctx: Ctx, job: impl FnOnce(Ctx)) {
+    // Marks of a job that panicked are not this job's.
+    marks::clear();
+    job(ctx);
+    settle(ctx);
+}
+
+/// Everything the running command's or job's writes call for, in the order they were made.
 fn settle(ctx: Ctx) {
-    loop {
-        let Some(mark) = MARKS.with(|m| {
-            let mut m = m.borrow_mut();
-            (!m.is_empty()).then(|| m.remove(0))
-        }) else {
-            return;
-        };
-        after(ctx, mark);
+    while let Some(mark) = marks::next() {
+        match mark {
+            Mark::Command {
+                name,
+                kind,
+                change,
+                deleted,
+            } => settle_command(ctx, name, kind, change, deleted),
+            Mark::Background { id, what } => settle_background(ctx, &id, what),
+        }
     }
 }
 
-/// The steps after one write. The key is opened again only when someone waits on it, or a
+/// The steps after one background write. Its key is opened again only when needed: to serve a
+/// queue (which looks whether the key is still this node's first), or when sessions watch
+/// holds.
+fn settle_background(ctx: Ctx, id: &KeyId, what: Background) {
+    match what {
+        Background::Due => wait::recheck(ctx, id),
+        Background::Tidied => {
+            if sessions::watching() {
+                if let Some(keys) = RedisKeys::looked_at(ctx, id) {
+                    sessions::after_write(ctx, &keys);
+                }
+            }
+        }
+        Background::Revoked { kind, hold } => {
+            kind.count(Counted::Revoked);
+            if let Some((owner, exclusive)) = hold {
+                observe::revoked(id.db, &id.key, &owner, exclusive);
+            }
+        }
+    }
+}
+
+/// The steps after one command write. The key is opened again only when someone waits on it, or a
 /// session watches holds and what they need is not known without it (the uncontended path
 /// only counts; a watched lock's grant and its last release open nothing: callgrind counted
 /// 1,100 instructions per opening).
-fn after(
-    ctx: Ctx,
-    Mark {
-        name,
-        kind,
-        change,
-        deleted,
-    }: Mark,
-) {
-    let c = kind.counters();
+fn settle_command(ctx: Ctx, name: RStr, kind: ObjectKind, change: Change, deleted: bool) {
     let open = || RedisKeys::command(ctx, kind, name, &[]);
     let serve = |keys: Option<RedisKeys>| -> bool {
         if wait::total() == 0 {
@@ -169,10 +124,9 @@ fn after(
             hold,
         } => {
             if reentry {
-                c.reentries.incr();
+                kind.count(Counted::Reentered);
             } else {
-                c.acquired.incr();
-                c.grants_immediate.incr();
+                kind.count(Counted::Took);
                 if let Some(h) = hold {
                     observe::took(ctx, name, kind, h.owner, h.exclusive);
                 }
@@ -185,7 +139,7 @@ fn after(
             }
         }
         Change::Released { owner, exclusive } => {
-            c.releases.incr();
+            kind.count(Counted::Released);
             if wait::undo_pending() {
                 wait::hold_ended(ctx.db(), name.bytes(), Some(owner.bytes()));
             }
@@ -199,7 +153,7 @@ fn after(
             serve(keys);
         }
         Change::ForceReleased => {
-            c.force_releases.incr();
+            kind.count(Counted::ForceReleased);
             if wait::undo_pending() {
                 wait::hold_ended(ctx.db(), name.bytes(), None);
             }
@@ -212,7 +166,7 @@ fn after(
             serve(keys);
         }
         Change::Renewed { own_lease } => {
-            c.renewals.incr();
+            kind.count(Counted::Renewed);
             if serve(None) {
                 return;
             }
@@ -222,7 +176,7 @@ fn after(
         }
         Change::Freed { counted, announce } => {
             if counted {
-                c.releases.incr();
+                kind.count(Counted::Released);
             }
             let Some(announce) = announce else {
                 serve(None);

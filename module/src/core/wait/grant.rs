@@ -7,8 +7,8 @@
 //! The loop is pure: it reads and writes through [`ObjectKeys`], which the module implements over
 //! Redis and the tests over the in-memory model.
 
+use super::fifo::{Grouped, KeyId, Queues, Waiter};
 use super::pending::{Pending, Serve};
-use super::queue::{Grouped, KeyId, Queues, Waiter};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::store::Store;
@@ -51,7 +51,7 @@ pub struct Served<H> {
 }
 
 /// A reply with [`Reply::Token`] replaced by the value the decision's `Incr` produced.
-pub fn resolve(reply: Reply, token: Option<i64>) -> Reply {
+pub fn with_token(reply: Reply, token: Option<i64>) -> Reply {
     match (reply, token) {
         (Reply::Token, Some(t)) => Reply::Int(t),
         (reply, _) => reply,
@@ -100,7 +100,7 @@ pub fn serve<H: Grouped>(
         outcomes.push(match result {
             Ok(token) => Outcome::Granted {
                 waiter,
-                reply: resolve(reply.unwrap_or(Reply::Nil), token),
+                reply: with_token(reply.unwrap_or(Reply::Nil), token),
                 after_expiry: queues
                     .get_mut(id)
                     .is_some_and(|q| std::mem::take(&mut q.expired)),

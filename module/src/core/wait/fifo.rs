@@ -15,7 +15,7 @@
 //! before: closing a session with 40,000 requests queued on one key took 1.06 s, and queueing
 //! N requests on one key was O(N^2) (each push looked its waiter up by a linear search).
 
-use super::timers::TimerKey;
+use super::schedule::TimerKey;
 use super::HashMap;
 use std::collections::VecDeque;
 use std::hash::Hash;

@@ -1,0 +1,130 @@
+//! Marks: what a write did to its object, noted where it is made, for the settle step
+//! (`settle::settle`) to act on once the command, timer job or event job that made it returns.
+//! A command's writes are marked by `RedisKeys::apply`; a background write (a queue due at a
+//! lease end or after an event, expired holds tidied, a grant undone) by the job that made it.
+//! As Redis' `signalKeyAsReady` marks a key for `handleClientsBlockedOnKeys` to serve: nobody
+//! that writes has to remember what follows.
+
+use crate::core::decision::Decision;
+use crate::core::error::CmdError;
+use crate::core::stats::ObjectKind;
+use crate::core::wait::{KeyId, Req, Upkeep};
+use crate::ffi::RStr;
+use crate::keys::RedisKeys;
+use std::cell::RefCell;
+
+/// What a command's write did to its object, beyond the write itself.
+pub enum Change {
+    /// Nothing that can free the object or end a watched hold (a re-entry's count, a tidy
+    /// before deciding, an announcement).
+    Wrote,
+    /// The caller was granted what it asked for (`reentry`: a hold it had already).
+    /// `watch`: the session it named watches the hold for loss. `own_lease`: a hold with a
+    /// lease of its own (a read hold), whose end is looked at even if nobody waits.
+    /// `hold`: the hold an owner keeps (objects with owners), timed and listed by `observe`.
+    Took {
+        reentry: bool,
+        watch: Option<(u32, Req)>,
+        own_lease: Option<(i64, Upkeep)>,
+        hold: Option<HoldBy>,
+    },
+    /// `owner` (an argv string of the command) released its last hold of a side (`exclusive`:
+    /// a lock or a write lock; else a read lock): its watched holds there stop being watched,
+    /// and the queue is served.
+    Released { owner: RStr, exclusive: bool },
+    /// Every hold ended at once: watched holds are looked at, the queue is served.
+    ForceReleased,
+    /// A lease was renewed; a shorter one moves the object's next change earlier, so the
+    /// queue is served (re-arming its check). `own_lease`: when nobody waits, the renewed
+    /// hold's end is looked at anyway.
+    Renewed { own_lease: Option<(i64, Upkeep)> },
+    /// Something was added (permits, an open latch, a drained count): the queue is served.
+    /// `counted`: it counts as a release. `announce`: the object's news of what is left is
+    /// published once the waiters took their share.
+    Freed {
+        counted: bool,
+        announce: Option<Announce>,
+    },
+}
+
+/// Whose hold a grant is, and which side: `exclusive` for a lock or a write lock, not for a
+/// read lock.
+#[derive(Clone, Copy)]
+pub struct HoldBy {
+    pub owner: RStr,
+    pub exclusive: bool,
+}
+
+/// An object's news of what a write left, decided once the waiters took their share.
+pub type Announce = fn(&RedisKeys) -> Result<Decision<'static>, CmdError>;
+
+/// What a background write (a timer's or an event's: no command runs) calls for.
+pub enum Background {
+    /// The key's queue is due to be served: its check at a lease end, an event on its key.
+    Due,
+    /// Expired holds were tidied away at a lease end: holds sessions watch may have ended.
+    Tidied,
+    /// A grant whose waiter vanished was undone: `kind`'s, and the hold it gave (its owner and
+    /// side), if the object has owners.
+    Revoked {
+        kind: ObjectKind,
+        hold: Option<(Box<[u8]>, bool)>,
+    },
+}
+
+/// A write waiting to be settled (`settle::settle`).
+pub enum Mark {
+    /// A command's write to `name` (a key of the command, alive until it returns) of a `kind`
+    /// object; `deleted`: the write deleted the key.
+    Command {
+        name: RStr,
+        kind: ObjectKind,
+        change: Change,
+        deleted: bool,
+    },
+    /// A background write to `id`.
+    Background { id: KeyId, what: Background },
+}
+
+thread_local! {
+    static MARKS: RefCell<Vec<Mark>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Note what the running command's write to `name` (a key of the command, alive until it
+/// returns) did to its `kind` object. `RedisKeys::apply` calls it for every command write;
+/// an object passed without a write (an open latch) is noted the same way. `deleted`: the
+/// write deleted the key.
+pub fn mark(name: RStr, kind: ObjectKind, change: Change, deleted: bool) {
+    if matches!(change, Change::Wrote) {
+        return;
+    }
+    push(Mark::Command {
+        name,
+        kind,
+        change,
+        deleted,
+    });
+}
+
+/// Note what a background write to `id` calls for, settled once its timer job or event job
+/// returns.
+pub fn mark_background(id: KeyId, what: Background) {
+    push(Mark::Background { id, what });
+}
+
+fn push(mark: Mark) {
+    MARKS.with(|m| m.borrow_mut().push(mark));
+}
+
+/// The oldest mark not settled yet.
+pub fn next() -> Option<Mark> {
+    MARKS.with(|m| {
+        let mut m = m.borrow_mut();
+        (!m.is_empty()).then(|| m.remove(0))
+    })
+}
+
+/// Forget the marks left by a job or command that panicked: they are not the next one's.
+pub fn clear() {
+    MARKS.with(|m| m.borrow_mut().clear());
+}
