@@ -23,8 +23,9 @@ run: build
 # The client's test files, run a second time against servers without the module (the client
 # then speaks Redisson's protocol; tests about module-only features say they are skipped). The
 # client_redisson* files are about that protocol already and run once; client_sessions is about
-# the module's sessions only.
-CLIENT_TESTS := $(patsubst tests/tests/%.rs,--test %,$(filter-out tests/tests/client_redisson% tests/tests/client_sessions.rs,$(wildcard tests/tests/client_*.rs)))
+# the module's sessions only; client_latch counts the waits the module queues (the latch over
+# Redisson's protocol: client_redisson_objects).
+CLIENT_TESTS := $(patsubst tests/tests/%.rs,--test %,$(filter-out tests/tests/client_redisson% tests/tests/client_sessions.rs tests/tests/client_latch.rs,$(wildcard tests/tests/client_*.rs)))
 
 test: deps
 	cargo build --release -p rlock-module

@@ -316,7 +316,11 @@ fn fencing_tokens_increase() {
     // they strictly increase from a large number instead.
     let tokens = [t1, t2, t3, t4, t5];
     assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-    assert!(t1 > 1_700_000_000_000_000, "{t1}");
+    // Over Redisson's protocol the token is Redisson's counter, from 1.
+    assert!(
+        rlock_tests::without_module() || t1 > 1_700_000_000_000_000,
+        "{t1}"
+    );
     // Re-entry takes a new token too; a failed attempt takes none.
     let t6 = lock
         .lock_and_get_token_with_lease(Duration::from_secs(10))
