@@ -76,18 +76,20 @@ pub fn assert_no_waiters(c: &mut redis::Connection, key: &str) {
     }
 }
 
-/// Connections subscribed to `channel` (`PUBSUB NUMSUB`).
+/// Connections subscribed to `channel`, plainly or sharded (`PUBSUB NUMSUB` plus `PUBSUB
+/// SHARDNUMSUB`: in a cluster the client subscribes with `SSUBSCRIBE`).
 pub fn subscribers(c: &mut redis::Connection, channel: &str) -> i64 {
-    let v: redis::Value = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(c)
-        .unwrap();
-    match v {
-        redis::Value::Array(v) => redis::from_redis_value(v[1].clone()).unwrap(),
-        redis::Value::Map(v) => redis::from_redis_value(v[0].1.clone()).unwrap(),
-        other => panic!("PUBSUB NUMSUB: {other:?}"),
-    }
+    ["NUMSUB", "SHARDNUMSUB"]
+        .into_iter()
+        .map(|how| {
+            let v: redis::Value = redis::cmd("PUBSUB").arg(how).arg(channel).query(c).unwrap();
+            match v {
+                redis::Value::Array(v) => redis::from_redis_value::<i64>(v[1].clone()).unwrap(),
+                redis::Value::Map(v) => redis::from_redis_value::<i64>(v[0].1.clone()).unwrap(),
+                other => panic!("PUBSUB {how}: {other:?}"),
+            }
+        })
+        .sum()
 }
 
 pub fn exists(c: &mut redis::Connection, key: &str) -> bool {
