@@ -729,7 +729,7 @@ fn in_a_cluster_waits_hear_and_send_sharded_messages_as_redisson_does() {
     };
     let parts: Vec<String> = msg.iter().map(|p| rlock_tests::text(p).unwrap()).collect();
     assert_eq!(parts, ["smessage", channel.as_str(), "0"]);
-    assert_eq!(rlock_tests::exists(&mut c, name), false);
+    assert!(!rlock_tests::exists(&mut c, name));
 }
 
 #[test]
