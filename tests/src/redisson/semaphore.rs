@@ -9,12 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 // ---- RSemaphore (KEYS = [name] or [name, channel]) ------------------------------------------------
 
 /// `tryAcquire(n)`: 1 acquired, 0 not. ARGV = [permits].
-pub const TRY_ACQUIRE: &str = r#"local value = redis.call('get', KEYS[1]);
-if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then
-    local val = redis.call('decrby', KEYS[1], ARGV[1]);
-    return 1;
-end;
-return 0;"#;
+pub const TRY_ACQUIRE: &str = "local value = redis.call('get', KEYS[1]); if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then local val = redis.call('decrby', KEYS[1], ARGV[1]); return 1; end; return 0;";
 
 /// `release(n)`. ARGV = [n, publishCmd].
 pub const RELEASE: &str = r#"local value = redis.call('incrby', KEYS[1], ARGV[1]);

@@ -5,14 +5,15 @@
 
 use super::{prefix_name, Script};
 
-/// `tryAcquire(n)`. KEYS = [name]; ARGV = [permits]. 1 acquired, 0 not.
+/// `tryAcquire(n)`. KEYS = [name]; ARGV = [permits]. 1 acquired, 0 not. Redisson's Java
+/// string, byte for byte (its SHA1 is the one a Java service loads).
 pub(crate) static TRY_ACQUIRE: Script = Script::new(
-    r#"local value = redis.call('get', KEYS[1]);
-if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then
-    local val = redis.call('decrby', KEYS[1], ARGV[1]);
-    return 1;
-end;
-return 0;"#,
+    "local value = redis.call('get', KEYS[1]); \
+    if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then \
+    local val = redis.call('decrby', KEYS[1], ARGV[1]); \
+    return 1; \
+    end; \
+    return 0;",
 );
 
 /// `release(n)`. KEYS = [name, channel]; ARGV = [n, publish command]. Publishes the new count.
@@ -60,6 +61,14 @@ pub(crate) fn channel(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn try_acquire_is_redissons_java_string() {
+        assert_eq!(
+            super::TRY_ACQUIRE.text,
+            "local value = redis.call('get', KEYS[1]); if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then local val = redis.call('decrby', KEYS[1], ARGV[1]); return 1; end; return 0;"
+        );
+    }
+
     #[test]
     fn the_channel_is_redissons() {
         assert_eq!(super::channel("s"), "redisson_sc:{s}");
