@@ -153,12 +153,19 @@ fn reentrant_lock_in_redissons_layout_with_its_scripts() {
     assert!(!exists(&mut c, "re"));
     // One unlock message, on Redisson's channel, at the full release.
     assert_eq!(sub.drain(&mut c), [(lock_channel("re"), "0".to_string())]);
-    // The unlock latches were deleted after their unlocks, as Redisson does.
-    let latches: Vec<String> = redis::cmd("KEYS")
-        .arg("redisson_unlock_latch:*")
-        .query(&mut c)
-        .unwrap();
-    assert!(latches.is_empty(), "{latches:?}");
+    // The unlock latches are deleted after their unlocks, as Redisson does: sent without
+    // waiting for the reply, so a moment after.
+    wait_until(
+        margin(Duration::from_secs(2)),
+        "the unlock latches deleted",
+        || {
+            let latches: Vec<String> = redis::cmd("KEYS")
+                .arg("redisson_unlock_latch:*")
+                .query(&mut c)
+                .unwrap();
+            latches.is_empty()
+        },
+    );
     assert!(matches!(lock.unlock(), Err(Error::NotOwner { .. })));
     assert_eq!(lock.remain_time_to_live().unwrap(), Ttl::NotLocked);
 

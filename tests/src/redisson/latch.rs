@@ -4,26 +4,18 @@
 use crate::{cmd, int, raw, Value};
 
 /// `countDown()`. ARGV = [0, publishCmd].
-pub const COUNT_DOWN: &str = r#"local v = redis.call('decr', KEYS[1]);
-if v <= 0 then redis.call('del', KEYS[1]) end;
-if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;"#;
+pub const COUNT_DOWN: &str = "local v = redis.call('decr', KEYS[1]);if v <= 0 then redis.call('del', KEYS[1]) end;if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;";
 
 /// `trySetCount(count)`: 1 set, 0 not. ARGV = [1, count, publishCmd].
-pub const TRY_SET_COUNT: &str = r#"if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('set', KEYS[1], ARGV[2]);
-    redis.call(ARGV[3], KEYS[2], ARGV[1]);
-    return 1
-else
-    return 0
-end"#;
+pub const TRY_SET_COUNT: &str =
+    "if redis.call('exists', KEYS[1]) == 0 then redis.call('set', KEYS[1], ARGV[2]); \
+    redis.call(ARGV[3], KEYS[2], ARGV[1]); \
+    return 1 else return 0 end";
 
 /// `delete()`: 1 deleted (publishes `1`), 0 absent. ARGV = [1, publishCmd].
-pub const DELETE: &str = r#"if redis.call('del', KEYS[1]) == 1 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1]);
-    return 1
-else
-    return 0
-end"#;
+pub const DELETE: &str =
+    "if redis.call('del', KEYS[1]) == 1 then redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+    return 1 else return 0 end";
 
 /// `redisson_countdownlatch__channel__{name}`: braces around every name.
 pub fn channel(name: &str) -> String {

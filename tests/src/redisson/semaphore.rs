@@ -12,33 +12,26 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const TRY_ACQUIRE: &str = "local value = redis.call('get', KEYS[1]); if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then local val = redis.call('decrby', KEYS[1], ARGV[1]); return 1; end; return 0;";
 
 /// `release(n)`. ARGV = [n, publishCmd].
-pub const RELEASE: &str = r#"local value = redis.call('incrby', KEYS[1], ARGV[1]);
-redis.call(ARGV[2], KEYS[2], value);"#;
+pub const RELEASE: &str = "local value = redis.call('incrby', KEYS[1], ARGV[1]); \
+    redis.call(ARGV[2], KEYS[2], value); ";
 
 /// `drainPermits()` (no publish).
-pub const DRAIN: &str = r#"local value = redis.call('get', KEYS[1]);
-if (value == false) then
-    return 0;
-end;
-redis.call('set', KEYS[1], 0);
-return value;"#;
+pub const DRAIN: &str = "local value = redis.call('get', KEYS[1]); \
+    if (value == false) then return 0; \
+    end; \
+    redis.call('set', KEYS[1], 0); \
+    return value;";
 
 /// `trySetPermits(n)`. ARGV = [n, publishCmd].
-pub const TRY_SET_PERMITS: &str = r#"local value = redis.call('get', KEYS[1]);
-if (value == false) then
-    redis.call('set', KEYS[1], ARGV[1]);
-    redis.call(ARGV[2], KEYS[2], ARGV[1]);
-    return 1;
-end;
-return 0;"#;
+pub const TRY_SET_PERMITS: &str = "local value = redis.call('get', KEYS[1]); \
+    if (value == false) then redis.call('set', KEYS[1], ARGV[1]); \
+    redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+    return 1;end;return 0;";
 
 /// `addPermits(n)`. ARGV = [n, publishCmd].
-pub const ADD_PERMITS: &str = r#"local value = redis.call('get', KEYS[1]);
-if (value == false) then
-    value = 0;
-end;
-redis.call('set', KEYS[1], value + ARGV[1]);
-redis.call(ARGV[2], KEYS[2], value + ARGV[1]);"#;
+pub const ADD_PERMITS: &str = "local value = redis.call('get', KEYS[1]); \
+    if (value == false) then value = 0;end;redis.call('set', KEYS[1], value + ARGV[1]); \
+    redis.call(ARGV[2], KEYS[2], value + ARGV[1]); ";
 
 // ---- RPermitExpirableSemaphore ------------------------------------------------------------------
 
@@ -48,117 +41,81 @@ pub const PERMANENT: i64 = 922_337_203_685_477;
 /// `tryAcquire`: `'OK'` acquired, `':<score>'` the earliest lease end, nil nothing will end.
 /// KEYS = [name, timeoutZset, channel]; ARGV = [n, expiryDate, nowMs, 922337203685477,
 /// publishCmd, id1..idn].
-pub const EXP_TRY_ACQUIRE: &str = r#"local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[2], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[5], KEYS[3], value);
-    end;
-end;
-local value = redis.call('get', KEYS[1]);
-if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then
-    redis.call('decrby', KEYS[1], ARGV[1]);
-    for i = 6, #ARGV, 1 do
-        redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]);
-    end;
-    local ttl = redis.call('pttl', KEYS[1]);
-    if ttl > 0 then
-        redis.call('pexpire', KEYS[2], ttl);
-    end;
-    return 'OK';
-end;
-local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES');
-if v[1] ~= nil and v[2] ~= ARGV[4] then
-    return ':' .. tostring(v[2]);
-end
-return nil;"#;
+pub const EXP_TRY_ACQUIRE: &str = "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value); \
+    end;end; \
+    local value = redis.call('get', KEYS[1]); \
+    if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then redis.call('decrby', KEYS[1], ARGV[1]); \
+    for i = 6, #ARGV, 1 do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); \
+    end; \
+    local ttl = redis.call('pttl', KEYS[1]); \
+    if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); \
+    end; \
+    return 'OK'; \
+    end; \
+    local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES'); \
+    if v[1] ~= nil and v[2] ~= ARGV[4] then return ':' .. tostring(v[2]); \
+    end return nil;";
 
 /// `tryRelease(id)`: 1 released, 0 not (an expired permit is returned but 0 is replied).
 /// KEYS = [name, channel, timeoutZset]; ARGV = [id, 1, nowMs, publishCmd].
-pub const EXP_TRY_RELEASE: &str = r#"local expire = redis.call('zscore', KEYS[3], ARGV[1]);
-local removed = redis.call('zrem', KEYS[3], ARGV[1]);
-if tonumber(removed) ~= 1 then
-    return 0;
-end;
-local value = redis.call('incrby', KEYS[1], ARGV[2]);
-redis.call(ARGV[4], KEYS[2], value);
-if tonumber(expire) <= tonumber(ARGV[3]) then
-    return 0;
-end;
-return 1;"#;
+pub const EXP_TRY_RELEASE: &str = "local expire = redis.call('zscore', KEYS[3], ARGV[1]);local removed = redis.call('zrem', KEYS[3], ARGV[1]);if tonumber(removed) ~= 1 then return 0;end;local value = redis.call('incrby', KEYS[1], ARGV[2]); \
+    redis.call(ARGV[4], KEYS[2], value); \
+    if tonumber(expire) <= tonumber(ARGV[3]) then return 0;end;return 1;";
 
 /// `tryRelease(ids)`: the number released, 0 if any is missing or expired (all-or-nothing).
 /// KEYS = [name, channel, timeoutZset]; ARGV = [count, nowMs, publishCmd, ids...].
-pub const EXP_TRY_RELEASE_MANY: &str = r#"for i = 4, #ARGV, 1 do
-            local expire = redis.call('zscore', KEYS[3], ARGV[i]);
-            if expire== false or tonumber(expire) <= tonumber(ARGV[2]) then
-                return 0;
-            end;
-       end;
-local expiredIds = redis.call('zrangebyscore', KEYS[3], 0, ARGV[2], 'limit', 0, -1);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[3], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[3], KEYS[2], value);
-    end;
-end;
-local keys = {};
-for i = 4, #ARGV, 1 do
-    table.insert(keys, ARGV[i]);
-end;
-local removed = redis.call('zrem', KEYS[3], unpack(keys));
-redis.call('incrby', KEYS[1], removed);
-redis.call(ARGV[3], KEYS[2], removed);
-return removed;"#;
+pub const EXP_TRY_RELEASE_MANY: &str = "for i = 4, #ARGV, 1 do local expire = redis.call('zscore', KEYS[3], ARGV[i]);if expire== false or tonumber(expire) <= tonumber(ARGV[2]) then return 0;end; \
+    end; \
+    local expiredIds = redis.call('zrangebyscore', KEYS[3], 0, ARGV[2], 'limit', 0, -1); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[3], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[3], KEYS[2], value); \
+    end; \
+    end; \
+    local keys = {}; \
+    for i = 4, #ARGV, 1 do table.insert(keys, ARGV[i]); \
+    end; \
+    local removed = redis.call('zrem', KEYS[3], unpack(keys)); \
+    redis.call('incrby', KEYS[1], removed); \
+    redis.call(ARGV[3], KEYS[2], removed); \
+    return removed;";
 
 /// `availablePermits()` (reclaims expired permits first). KEYS = [name, timeoutZset, channel];
 /// ARGV = [nowMs, publishCmd].
-pub const EXP_AVAILABLE: &str = r#"local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[2], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[2], KEYS[3], value);
-    end;
-    return value;
-end;
-local ret = redis.call('get', KEYS[1]);
-return ret == false and 0 or ret;"#;
+pub const EXP_AVAILABLE: &str =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[2], KEYS[3], value); \
+    end;return value; \
+    end; \
+    local ret = redis.call('get', KEYS[1]); \
+    return ret == false and 0 or ret;";
 
 /// `updateLeaseTime(id, lease)`: 1 updated, 0 unknown. KEYS = [name, timeoutZset, channel];
 /// ARGV = [id, newExpiryDate, nowMs, publishCmd].
-pub const EXP_UPDATE_LEASE: &str = r#"local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[2], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[4], KEYS[3], value);
-    end;
-end;
-  local value = redis.call('zscore', KEYS[2], ARGV[1]);
-  if (value ~= false) then
-      redis.call('zadd', KEYS[2], ARGV[2], ARGV[1]);
-      return 1;
-  end;
-  return 0;"#;
+pub const EXP_UPDATE_LEASE: &str =
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[4], KEYS[3], value); \
+    end;end; \
+    local value = redis.call('zscore', KEYS[2], ARGV[1]); \
+    if (value ~= false) then redis.call('zadd', KEYS[2], ARGV[2], ARGV[1]); \
+    return 1;end;return 0;";
 
 /// `getLeaseTime(id)`: remaining ms, -1 permanent, 0 unknown. KEYS = [name, timeoutZset,
 /// channel]; ARGV = [id, 922337203685477, nowMs, publishCmd].
-pub const EXP_LEASE_TIME: &str = r#"local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[2], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[4], KEYS[3], value);
-    end;
-end;
-local value = redis.call('zscore', KEYS[2], ARGV[1]);
-if (value ~= false) then
-    return tonumber(value) == tonumber(ARGV[2]) and -1 or tonumber(value) - tonumber(ARGV[3]);
-end;
-return 0;"#;
+pub const EXP_LEASE_TIME: &str = "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[4], KEYS[3], value); \
+    end;end; \
+    local value = redis.call('zscore', KEYS[2], ARGV[1]); \
+    if (value ~= false) then return tonumber(value) == tonumber(ARGV[2]) and -1 or tonumber(value) - tonumber(ARGV[3]);end;return 0;";
 
 // ---- names and ids -------------------------------------------------------------------------------
 

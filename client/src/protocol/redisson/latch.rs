@@ -12,31 +12,21 @@ use super::Script;
 /// `countDown()`. KEYS = [name, channel]; ARGV = [0, publish command]. Replies nothing; at
 /// zero the key is deleted and `0` published (a missing key's -1 is deleted, not published).
 pub(crate) static COUNT_DOWN: Script = Script::new(
-    r#"local v = redis.call('decr', KEYS[1]);
-if v <= 0 then redis.call('del', KEYS[1]) end;
-if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;"#,
+    "local v = redis.call('decr', KEYS[1]);if v <= 0 then redis.call('del', KEYS[1]) end;if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;",
 );
 
 /// `trySetCount(count)`. KEYS = [name, channel]; ARGV = [1, count, publish command]. 1 set,
 /// 0 not (the latch is closed).
 pub(crate) static TRY_SET_COUNT: Script = Script::new(
-    r#"if redis.call('exists', KEYS[1]) == 0 then
-    redis.call('set', KEYS[1], ARGV[2]);
-    redis.call(ARGV[3], KEYS[2], ARGV[1]);
-    return 1
-else
-    return 0
-end"#,
+    "if redis.call('exists', KEYS[1]) == 0 then redis.call('set', KEYS[1], ARGV[2]); \
+    redis.call(ARGV[3], KEYS[2], ARGV[1]); \
+    return 1 else return 0 end",
 );
 
 /// `delete()`. KEYS = [name, channel]; ARGV = [1, publish command]. 1 deleted, 0 absent.
 pub(crate) static DELETE: Script = Script::new(
-    r#"if redis.call('del', KEYS[1]) == 1 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1]);
-    return 1
-else
-    return 0
-end"#,
+    "if redis.call('del', KEYS[1]) == 1 then redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+    return 1 else return 0 end",
 );
 
 /// The count, as `getCount()` reads it (`GET`), in a script only so that a wait runs it

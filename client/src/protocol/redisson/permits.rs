@@ -21,150 +21,108 @@ use crate::permit::PermitId;
 /// leases first (publishing the new count); then `OK` acquired (the ids given are the permits),
 /// `:<score>` not acquired and the earliest lease end, nil not acquired and nothing will end.
 pub(crate) static TRY_ACQUIRE: Script = Script::new(
-    r#"local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[2], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[5], KEYS[3], value);
-    end;
-end;
-local value = redis.call('get', KEYS[1]);
-if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then
-    redis.call('decrby', KEYS[1], ARGV[1]);
-    for i = 6, #ARGV, 1 do
-        redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]);
-    end;
-    local ttl = redis.call('pttl', KEYS[1]);
-    if ttl > 0 then
-        redis.call('pexpire', KEYS[2], ttl);
-    end;
-    return 'OK';
-end;
-local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES');
-if v[1] ~= nil and v[2] ~= ARGV[4] then
-    return ':' .. tostring(v[2]);
-end
-return nil;"#,
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value); \
+    end;end; \
+    local value = redis.call('get', KEYS[1]); \
+    if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then redis.call('decrby', KEYS[1], ARGV[1]); \
+    for i = 6, #ARGV, 1 do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); \
+    end; \
+    local ttl = redis.call('pttl', KEYS[1]); \
+    if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); \
+    end; \
+    return 'OK'; \
+    end; \
+    local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES'); \
+    if v[1] ~= nil and v[2] ~= ARGV[4] then return ':' .. tostring(v[2]); \
+    end return nil;",
 );
 
 /// `tryRelease(id)`. KEYS = [name, channel, timeout zset]; ARGV = [id, 1, now, publish
 /// command]. 1 released (the new count published); 0 not leased, or its lease had ended (it
 /// is returned to the pool then, and 0 replied).
 pub(crate) static TRY_RELEASE: Script = Script::new(
-    r#"local expire = redis.call('zscore', KEYS[3], ARGV[1]);
-local removed = redis.call('zrem', KEYS[3], ARGV[1]);
-if tonumber(removed) ~= 1 then
-    return 0;
-end;
-local value = redis.call('incrby', KEYS[1], ARGV[2]);
-redis.call(ARGV[4], KEYS[2], value);
-if tonumber(expire) <= tonumber(ARGV[3]) then
-    return 0;
-end;
-return 1;"#,
+    "local expire = redis.call('zscore', KEYS[3], ARGV[1]);local removed = redis.call('zrem', KEYS[3], ARGV[1]);if tonumber(removed) ~= 1 then return 0;end;local value = redis.call('incrby', KEYS[1], ARGV[2]); \
+    redis.call(ARGV[4], KEYS[2], value); \
+    if tonumber(expire) <= tonumber(ARGV[3]) then return 0;end;return 1;",
 );
 
 /// `tryRelease(ids)`, all or nothing. KEYS = [name, channel, timeout zset]; ARGV = [count,
 /// now, publish command, ids..]. The number released; 0 if any is not leased or ended.
 pub(crate) static TRY_RELEASE_MANY: Script = Script::new(
-    r#"for i = 4, #ARGV, 1 do
-            local expire = redis.call('zscore', KEYS[3], ARGV[i]);
-            if expire== false or tonumber(expire) <= tonumber(ARGV[2]) then
-                return 0;
-            end;
-       end;
-local expiredIds = redis.call('zrangebyscore', KEYS[3], 0, ARGV[2], 'limit', 0, -1);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[3], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[3], KEYS[2], value);
-    end;
-end;
-local keys = {};
-for i = 4, #ARGV, 1 do
-    table.insert(keys, ARGV[i]);
-end;
-local removed = redis.call('zrem', KEYS[3], unpack(keys));
-redis.call('incrby', KEYS[1], removed);
-redis.call(ARGV[3], KEYS[2], removed);
-return removed;"#,
+    "for i = 4, #ARGV, 1 do local expire = redis.call('zscore', KEYS[3], ARGV[i]);if expire== false or tonumber(expire) <= tonumber(ARGV[2]) then return 0;end; \
+    end; \
+    local expiredIds = redis.call('zrangebyscore', KEYS[3], 0, ARGV[2], 'limit', 0, -1); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[3], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[3], KEYS[2], value); \
+    end; \
+    end; \
+    local keys = {}; \
+    for i = 4, #ARGV, 1 do table.insert(keys, ARGV[i]); \
+    end; \
+    local removed = redis.call('zrem', KEYS[3], unpack(keys)); \
+    redis.call('incrby', KEYS[1], removed); \
+    redis.call(ARGV[3], KEYS[2], removed); \
+    return removed;",
 );
 
 /// `availablePermits()`: reclaims ended leases first. KEYS = [name, timeout zset, channel];
 /// ARGV = [now, publish command]. The count (an integer or the string `GET` read).
 pub(crate) static AVAILABLE: Script = Script::new(
-    r#"local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[2], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[2], KEYS[3], value);
-    end;
-    return value;
-end;
-local ret = redis.call('get', KEYS[1]);
-return ret == false and 0 or ret;"#,
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[2], KEYS[3], value); \
+    end;return value; \
+    end; \
+    local ret = redis.call('get', KEYS[1]); \
+    return ret == false and 0 or ret;",
 );
 
 /// `acquiredPermits()`: reclaims ended leases first. KEYS = [name, timeout zset, channel];
 /// ARGV = [now, publish command]. The permits leased.
 pub(crate) static ACQUIRED: Script = Script::new(
-    r#"local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[2], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[2], KEYS[3], value);
-    end;
-end;
-local acquired = redis.call('zcount', KEYS[2], 0, '+inf');
-return acquired == false and 0 or acquired;"#,
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[2], KEYS[3], value); \
+    end;end; \
+    local acquired = redis.call('zcount', KEYS[2], 0, '+inf'); \
+    return acquired == false and 0 or acquired;",
 );
 
 /// `trySetPermits(n)` (its own text, not `RSemaphore`'s). KEYS = [name, channel]; ARGV = [n,
 /// publish command]. 1 set, 0 the semaphore exists.
 pub(crate) static TRY_SET_PERMITS: Script = Script::new(
-    r#"local value = redis.call('get', KEYS[1]);
-if (value == false) then
-      redis.call('set', KEYS[1], ARGV[1]);
-      redis.call(ARGV[2], KEYS[2], ARGV[1]);
-      return 1;
-  end;
-  return 0;"#,
+    "local value = redis.call('get', KEYS[1]); \
+    if (value == false) then redis.call('set', KEYS[1], ARGV[1]); \
+    redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+    return 1;end;return 0;",
 );
 
 /// `addPermits(n)` (publishes `n` when positive). KEYS = [name, channel]; ARGV = [n, publish
 /// command]. Replies nothing.
 pub(crate) static ADD_PERMITS: Script = Script::new(
-    r#"local value = redis.call('get', KEYS[1]);
-if (value == false) then
-    value = 0;
-end;
-redis.call('set', KEYS[1], tonumber(value) + tonumber(ARGV[1]));
-if tonumber(ARGV[1]) > 0 then
-    redis.call(ARGV[2], KEYS[2], ARGV[1]);
-end;"#,
+    "local value = redis.call('get', KEYS[1]); \
+    if (value == false) then value = 0;end;redis.call('set', KEYS[1], tonumber(value) + tonumber(ARGV[1])); \
+    if tonumber(ARGV[1]) > 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+    end;",
 );
 
 /// `updateLeaseTime(id, lease)`: reclaims ended leases first. KEYS = [name, timeout zset,
 /// channel]; ARGV = [id, new expiry epoch ms, now, publish command]. 1 updated, 0 not leased.
 pub(crate) static UPDATE_LEASE: Script = Script::new(
-    r#"local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1);
-if #expiredIds > 0 then
-    redis.call('zrem', KEYS[2], unpack(expiredIds));
-    local value = redis.call('incrby', KEYS[1], #expiredIds);
-    if tonumber(value) > 0 then
-        redis.call(ARGV[4], KEYS[3], value);
-    end;
-end;
-  local value = redis.call('zscore', KEYS[2], ARGV[1]);
-  if (value ~= false) then
-      redis.call('zadd', KEYS[2], ARGV[2], ARGV[1]);
-      return 1;
-  end;
-  return 0;"#,
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1); \
+    if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); \
+    local value = redis.call('incrby', KEYS[1], #expiredIds); \
+    if tonumber(value) > 0 then redis.call(ARGV[4], KEYS[3], value); \
+    end;end; \
+    local value = redis.call('zscore', KEYS[2], ARGV[1]); \
+    if (value ~= false) then redis.call('zadd', KEYS[2], ARGV[2], ARGV[1]); \
+    return 1;end;return 0;",
 );
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`).
@@ -310,9 +268,10 @@ mod tests {
 
     #[test]
     fn scripts_are_redissons_text() {
+        // Redisson's Java strings: one line, no newline.
         assert!(TRY_ACQUIRE
             .text
-            .starts_with("local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]);\n"));
-        assert!(ADD_PERMITS.text.ends_with("end;"));
+            .starts_with("local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]); "));
+        assert!(!ADD_PERMITS.text.contains('\n'));
     }
 }

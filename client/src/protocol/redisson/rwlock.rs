@@ -25,24 +25,20 @@ pub(crate) enum Side {
 /// PTTL.
 pub(crate) static READ_ACQUIRE: Script = Script::new(
     "local mode = redis.call('hget', KEYS[1], 'mode'); \
-    if (mode == false) then \
-    redis.call('hset', KEYS[1], 'mode', 'read'); \
+    if (mode == false) then redis.call('hset', KEYS[1], 'mode', 'read'); \
     redis.call('hset', KEYS[1], ARGV[2], 1); \
     redis.call('set', KEYS[2] .. ':1', 1); \
     redis.call('pexpire', KEYS[2] .. ':1', ARGV[1]); \
     redis.call('pexpire', KEYS[1], ARGV[1]); \
     return nil; \
     end; \
-    if (mode == 'read') or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then \
-    local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1); \
-    local key = KEYS[2] .. ':' .. ind; \
-    redis.call('set', key, 1); \
+    if (mode == 'read') or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+    local key = KEYS[2] .. ':' .. ind;redis.call('set', key, 1); \
     redis.call('pexpire', key, ARGV[1]); \
     local remainTime = redis.call('pttl', KEYS[1]); \
     redis.call('pexpire', KEYS[1], math.max(remainTime, ARGV[1])); \
     return nil; \
-    end; \
-    return redis.call('pttl', KEYS[1]);",
+    end;return redis.call('pttl', KEYS[1]);",
 );
 
 /// `RedissonReadLock.unlockInnerAsync`. KEYS = [name, channel, timeout prefix, key prefix,
@@ -50,82 +46,61 @@ pub(crate) static READ_ACQUIRE: Script = Script::new(
 /// `0` published), 0 still held (by this owner or others), nil not a reader.
 pub(crate) static READ_UNLOCK: Script = Script::new(
     "local val = redis.call('get', KEYS[5]); \
-    if val ~= false then \
-    return tonumber(val); \
-    end; \
+    if val ~= false then return tonumber(val);end; \
     local mode = redis.call('hget', KEYS[1], 'mode'); \
-    if (mode == false) then \
-    redis.call(ARGV[3], KEYS[2], ARGV[1]); \
+    if (mode == false) then redis.call(ARGV[3], KEYS[2], ARGV[1]); \
     redis.call('set', KEYS[5], 1, 'px', ARGV[4]); \
     return nil; \
     end; \
     local lockExists = redis.call('hexists', KEYS[1], ARGV[2]); \
-    if (lockExists == 0) then \
-    return nil; \
-    end; \
+    if (lockExists == 0) then return nil;end; \
     local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); \
-    if (counter == 0) then \
-    redis.call('hdel', KEYS[1], ARGV[2]); \
-    end; \
-    redis.call('del', KEYS[3] .. ':' .. (counter+1)); \
-    if (redis.call('hlen', KEYS[1]) > 1) then \
-    local maxRemainTime = -3; \
+    if (counter == 0) then redis.call('hdel', KEYS[1], ARGV[2]); \
+    end;redis.call('del', KEYS[3] .. ':' .. (counter+1)); \
+    if (redis.call('hlen', KEYS[1]) > 1) then local maxRemainTime = -3; \
     local keys = redis.call('hkeys', KEYS[1]); \
-    for n, key in ipairs(keys) do \
-    counter = tonumber(redis.call('hget', KEYS[1], key)); \
-    if type(counter) == 'number' then \
-    for i=counter, 1, -1 do \
-    local remainTime = redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i); \
-    maxRemainTime = math.max(remainTime, maxRemainTime); \
+    for n, key in ipairs(keys) do counter = tonumber(redis.call('hget', KEYS[1], key)); \
+    if type(counter) == 'number' then for i=counter, 1, -1 do local remainTime = redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i); \
+    maxRemainTime = math.max(remainTime, maxRemainTime);end; \
     end; \
     end; \
-    end; \
-    if maxRemainTime > 0 then \
-    redis.call('pexpire', KEYS[1], maxRemainTime); \
+    if maxRemainTime > 0 then redis.call('pexpire', KEYS[1], maxRemainTime); \
     redis.call('set', KEYS[5], 0, 'px', ARGV[4]); \
     return 0; \
-    end; \
-    if mode == 'write' then \
-    redis.call('set', KEYS[5], 0, 'px', ARGV[4]); \
-    return 0; \
-    end; \
+    end;if mode == 'write' then redis.call('set', KEYS[5], 0, 'px', ARGV[4]); \
+    return 0;end; \
     end; \
     redis.call('del', KEYS[1]); \
     redis.call(ARGV[3], KEYS[2], ARGV[1]); \
     redis.call('set', KEYS[5], 1, 'px', ARGV[4]); \
-    return 1;",
+    return 1; ",
 );
 
 /// `RedissonReadLock.forceUnlockAsync`: deletes the lock only in read mode. KEYS = [name,
 /// channel]; ARGV = [0, publish command]. 1 when deleted.
 pub(crate) static READ_FORCE_UNLOCK: Script = Script::new(
-    "if (redis.call('hget', KEYS[1], 'mode') == 'read') then \
-    redis.call('del', KEYS[1]); \
+    "if (redis.call('hget', KEYS[1], 'mode') == 'read') then redis.call('del', KEYS[1]); \
     redis.call(ARGV[2], KEYS[2], ARGV[1]); \
     return 1; \
     end; \
-    return 0;",
+    return 0; ",
 );
 
 /// `RedissonWriteLock.tryLockInnerAsync`. KEYS = [name]; ARGV = [lease_ms, `owner:write`]. Nil
 /// when acquired (a re-entry adds the lease to the TTL left), else the lock's PTTL.
 pub(crate) static WRITE_ACQUIRE: Script = Script::new(
     "local mode = redis.call('hget', KEYS[1], 'mode'); \
-    if (mode == false) then \
-    redis.call('hset', KEYS[1], 'mode', 'write'); \
+    if (mode == false) then redis.call('hset', KEYS[1], 'mode', 'write'); \
     redis.call('hset', KEYS[1], ARGV[2], 1); \
     redis.call('pexpire', KEYS[1], ARGV[1]); \
     return nil; \
     end; \
-    if (mode == 'write') then \
-    if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then \
-    redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+    if (mode == 'write') then if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); \
     local currentExpire = redis.call('pttl', KEYS[1]); \
     redis.call('pexpire', KEYS[1], currentExpire + ARGV[1]); \
     return nil; \
     end; \
-    end; \
-    return redis.call('pttl', KEYS[1]);",
+    end;return redis.call('pttl', KEYS[1]);",
 );
 
 /// `RedissonWriteLock.unlockInnerAsync`. KEYS = [name, channel, unlock latch]; ARGV = [1,
@@ -134,32 +109,20 @@ pub(crate) static WRITE_ACQUIRE: Script = Script::new(
 /// writer.
 pub(crate) static WRITE_UNLOCK: Script = Script::new(
     "local val = redis.call('get', KEYS[3]); \
-    if val ~= false then \
-    return tonumber(val); \
-    end; \
+    if val ~= false then return tonumber(val);end; \
     local mode = redis.call('hget', KEYS[1], 'mode'); \
-    if (mode == false) then \
-    redis.call(ARGV[4], KEYS[2], ARGV[1]); \
+    if (mode == false) then redis.call(ARGV[4], KEYS[2], ARGV[1]); \
     redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
     return nil; \
-    end; \
-    if (mode == 'write') then \
-    local lockExists = redis.call('hexists', KEYS[1], ARGV[3]); \
-    if (lockExists == 0) then \
-    return nil; \
-    else \
-    local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-    if (counter > 0) then \
-    redis.call('pexpire', KEYS[1], ARGV[2]); \
+    end;if (mode == 'write') then local lockExists = redis.call('hexists', KEYS[1], ARGV[3]); \
+    if (lockExists == 0) then return nil;else local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+    if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); \
     redis.call('set', KEYS[3], 0, 'px', ARGV[5]); \
     return 0; \
-    else \
-    redis.call('hdel', KEYS[1], ARGV[3]); \
-    if (redis.call('hlen', KEYS[1]) == 1) then \
-    redis.call('del', KEYS[1]); \
+    else redis.call('hdel', KEYS[1], ARGV[3]); \
+    if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); \
     redis.call(ARGV[4], KEYS[2], ARGV[1]); \
-    else \
-    redis.call('hset', KEYS[1], 'mode', 'read'); \
+    else redis.call('hset', KEYS[1], 'mode', 'read'); \
     end; \
     redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
     return 1; \
@@ -172,12 +135,11 @@ pub(crate) static WRITE_UNLOCK: Script = Script::new(
 /// `RedissonWriteLock.forceUnlockAsync`: deletes the lock only in write mode. KEYS = [name,
 /// channel]; ARGV = [1, publish command]. 1 when deleted.
 pub(crate) static WRITE_FORCE_UNLOCK: Script = Script::new(
-    "if (redis.call('hget', KEYS[1], 'mode') == 'write') then \
-    redis.call('del', KEYS[1]); \
+    "if (redis.call('hget', KEYS[1], 'mode') == 'write') then redis.call('del', KEYS[1]); \
     redis.call(ARGV[2], KEYS[2], ARGV[1]); \
     return 1; \
     end; \
-    return 0;",
+    return 0; ",
 );
 
 /// `ReadLockTask`'s watchdog renewal. KEYS = [name, key prefix, ...]; ARGV = [lease_ms, n,
@@ -214,10 +176,9 @@ pub(crate) static READ_RENEW: Script = Script::new(
 /// included). KEYS = [name].
 pub(crate) static READ_IS_LOCKED: Script = Script::new(
     "local mode = redis.call('hget', KEYS[1], 'mode'); \
-    if (mode == 'read') or (mode == 'write' and redis.call('hlen', KEYS[1]) > 2) then \
-    return 1; \
+    if (mode == 'read') or (mode == 'write' and redis.call('hlen', KEYS[1]) > 2) then return 1; \
     end; \
-    return 0;",
+    return 0; ",
 );
 
 /// `LockPubSub.READ_UNLOCK_MESSAGE`: every waiter of a client may try.

@@ -18,40 +18,33 @@ pub(crate) static TRY_ACQUIRE: Script = Script::new(
 
 /// `release(n)`. KEYS = [name, channel]; ARGV = [n, publish command]. Publishes the new count.
 pub(crate) static RELEASE: Script = Script::new(
-    r#"local value = redis.call('incrby', KEYS[1], ARGV[1]);
-redis.call(ARGV[2], KEYS[2], value);"#,
+    "local value = redis.call('incrby', KEYS[1], ARGV[1]); \
+    redis.call(ARGV[2], KEYS[2], value); ",
 );
 
 /// `drainPermits()`. KEYS = [name]. The permits taken (no publish).
 pub(crate) static DRAIN: Script = Script::new(
-    r#"local value = redis.call('get', KEYS[1]);
-if (value == false) then
-    return 0;
-end;
-redis.call('set', KEYS[1], 0);
-return value;"#,
+    "local value = redis.call('get', KEYS[1]); \
+    if (value == false) then return 0; \
+    end; \
+    redis.call('set', KEYS[1], 0); \
+    return value;",
 );
 
 /// `trySetPermits(n)`. KEYS = [name, channel]; ARGV = [n, publish command]. 1 when set.
 pub(crate) static TRY_SET_PERMITS: Script = Script::new(
-    r#"local value = redis.call('get', KEYS[1]);
-if (value == false) then
-    redis.call('set', KEYS[1], ARGV[1]);
-    redis.call(ARGV[2], KEYS[2], ARGV[1]);
-    return 1;
-end;
-return 0;"#,
+    "local value = redis.call('get', KEYS[1]); \
+    if (value == false) then redis.call('set', KEYS[1], ARGV[1]); \
+    redis.call(ARGV[2], KEYS[2], ARGV[1]); \
+    return 1;end;return 0;",
 );
 
 /// `addPermits(n)`. KEYS = [name, channel]; ARGV = [n, publish command]. Publishes the new
 /// count.
 pub(crate) static ADD_PERMITS: Script = Script::new(
-    r#"local value = redis.call('get', KEYS[1]);
-if (value == false) then
-    value = 0;
-end;
-redis.call('set', KEYS[1], value + ARGV[1]);
-redis.call(ARGV[2], KEYS[2], value + ARGV[1]);"#,
+    "local value = redis.call('get', KEYS[1]); \
+    if (value == false) then value = 0;end;redis.call('set', KEYS[1], value + ARGV[1]); \
+    redis.call(ARGV[2], KEYS[2], value + ARGV[1]); ",
 );
 
 /// The channel of a semaphore (`redisson_sc:{name}`).
