@@ -17,7 +17,6 @@ pub(crate) mod permits;
 pub(crate) mod pubsub;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
-mod sharded;
 
 /// A Lua script and its SHA1.
 pub(crate) struct Script {

@@ -25,7 +25,9 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::RedisResult;
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind, RedisResult, Value};
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::error::{Error, Result};
@@ -43,21 +45,21 @@ pub(crate) struct PubSub {
 }
 
 /// One server's connection (its task) and the channels subscribed on it; in a cluster, the
-/// one sharded connection (`sharded.rs`) and every channel.
-pub(super) struct NodeSubs {
+/// one sharded connection (`drive_sharded`, below) and every channel.
+struct NodeSubs {
     ops: mpsc::UnboundedSender<Op>,
     /// Live subscriptions by channel; the waiters own them.
     channels: Mutex<HashMap<String, Weak<Subscription>>>,
 }
 
-pub(super) enum Op {
+enum Op {
     Subscribe(Weak<Subscription>),
     Unsubscribe(String),
 }
 
 impl Op {
     /// The connection could not be opened: a subscribe fails (its waiters subscribe anew).
-    pub(super) fn refuse(self, why: &str) {
+    fn refuse(self, why: &str) {
         if let Op::Subscribe(w) = self {
             if let Some(s) = w.upgrade() {
                 s.die(why);
@@ -68,7 +70,7 @@ impl Op {
 
 impl NodeSubs {
     /// A message on `channel`, to its waiters.
-    pub(super) fn deliver(&self, channel: &str, payload: Option<i64>) {
+    fn deliver(&self, channel: &str, payload: Option<i64>) {
         let sub = self.channels.lock().get(channel).and_then(Weak::upgrade);
         if let Some(s) = sub {
             s.deliver(payload);
@@ -76,7 +78,7 @@ impl NodeSubs {
     }
 
     /// Every waiter tries again (a message may have been missed).
-    pub(super) fn wake_all(&self) {
+    fn wake_all(&self) {
         let subs: Vec<_> = self
             .channels
             .lock()
@@ -467,7 +469,7 @@ impl PubSub {
         let (push_tx, push_rx) = mpsc::unbounded_channel();
         if let Some(client) = transport.sharded_client(push_tx) {
             let client = client.map_err(|e| transport.error_at(e, addr))?;
-            bg.spawn(super::sharded::drive(
+            bg.spawn(drive_sharded(
                 Arc::downgrade(&n),
                 client,
                 self.connect_timeout,
@@ -559,6 +561,91 @@ fn dispatch(node: &Weak<NodeSubs>, m: &redis::Msg) {
     if let Some(n) = node.upgrade() {
         n.deliver(m.get_channel_name(), m.get_payload::<i64>().ok());
     }
+}
+
+// ---- Sharded pub/sub (a cluster) ----
+//
+// The waits' subscriptions in a cluster: sharded pub/sub, as Redisson 3.23+ subscribes there
+// (`SSUBSCRIBE` on the node serving the channel's slot; the scripts publish with `SPUBLISH`).
+// Plain `SUBSCRIBE` in a cluster would not hear a Java service's `SPUBLISH`, nor it ours: a
+// waiter would sit until the holder's lease ended.
+//
+// One cluster connection of its own (RESP3: redis-rs takes `SSUBSCRIBE` only there) carries
+// every channel of the client; redis-rs routes each to its slot's node and subscribes again
+// where a slot moves or a node's connection is made anew. Messages arrive as pushes. A
+// connection lost on some node is pushed as a disconnection: every waiter is woken to try
+// again (a message may have been missed meanwhile), its subscription kept.
+
+/// The cluster's sharded subscriptions: connected at the first subscribe, and again at the
+/// first one after connecting failed. Ends when the client drops them.
+async fn drive_sharded(
+    subs: Weak<NodeSubs>,
+    client: ClusterClient,
+    connect_timeout: Duration,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+) {
+    let mut conn: Option<ClusterConnection> = None;
+    loop {
+        tokio::select! {
+            op = ops.recv() => {
+                let Some(op) = op else { return };
+                if conn.is_none() {
+                    match tokio::time::timeout(connect_timeout, client.get_async_connection()).await {
+                        Ok(Ok(c)) => conn = Some(c),
+                        Ok(Err(e)) => { op.refuse(&e.to_string()); continue; }
+                        Err(_) => { op.refuse("connect timed out"); continue; }
+                    }
+                }
+                if let Some(c) = conn.as_mut() {
+                    run_sharded_op(c, op).await;
+                }
+            }
+            push = pushes.recv() => match push {
+                Some(p) => on_push(&subs, p),
+                None => return,
+            },
+        }
+    }
+}
+
+async fn run_sharded_op(conn: &mut ClusterConnection, op: Op) {
+    match op {
+        Op::Subscribe(w) => {
+            let Some(s) = w.upgrade() else { return };
+            match conn.ssubscribe(s.channel()).await {
+                Ok(()) => s.confirm(),
+                Err(e) => s.die(&e.to_string()),
+            }
+        }
+        Op::Unsubscribe(channel) => {
+            let _ = conn.sunsubscribe(&channel).await;
+        }
+    }
+}
+
+fn on_push(subs: &Weak<NodeSubs>, p: PushInfo) {
+    let Some(n) = subs.upgrade() else { return };
+    match p.kind {
+        PushKind::SMessage => {
+            let (Some(channel), Some(payload)) = (p.data.first(), p.data.get(1)) else {
+                return;
+            };
+            let Ok(channel) = redis::from_redis_value_ref::<String>(channel) else {
+                return;
+            };
+            n.deliver(&channel, payload_int(payload));
+        }
+        PushKind::Disconnection => {
+            tracing::debug!("rlock: a sharded pub/sub connection broke; waiters try again");
+            n.wake_all();
+        }
+        _ => {}
+    }
+}
+
+fn payload_int(v: &Value) -> Option<i64> {
+    redis::from_redis_value_ref::<i64>(v).ok()
 }
 
 #[cfg(test)]
