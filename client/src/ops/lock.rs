@@ -683,18 +683,7 @@ pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Resu
                     vec![lease_ms.to_string(), owner.as_str().to_string()],
                 ),
             };
-            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            script
-                .run(
-                    &ctx.transport,
-                    &ctx.bg,
-                    t.io,
-                    &keys,
-                    &args,
-                    Delivery::Idempotent,
-                )
-                .await?
+            run_script(t, script, &keys, &args).await?
         }
         _ => {
             t.read(&t.flavor.renew_cmd(t.name, owner.as_str(), lease_ms))
