@@ -23,8 +23,9 @@ pub(crate) struct Kind {
     pub(crate) name: &'static str,
     /// The command that extends `holder`'s hold of `key` to `lease_ms`; replies an integer
     /// ≥ 1 if held (Redisson's renewal script: an array of one such integer; see
-    /// [`held_after_renewal`]).
-    pub(crate) renew: fn(key: &str, holder: &str, lease_ms: u64) -> Cmd,
+    /// [`held_after_renewal`]). Given the deployment's publish command, as `release` is
+    /// (the permit-expirable semaphore's renewal publishes the leases it finds ended).
+    pub(crate) renew: fn(key: &str, holder: &str, lease_ms: u64, publish: &'static str) -> Cmd,
     /// The command that gives back one of `holder`'s holds of `key` (replies the holds left),
     /// for kinds whose orphaned holds the watchdog may release; `None`: only reported. Given
     /// the deployment's publish command (Redisson's scripts publish with it; see
@@ -529,7 +530,7 @@ mod tests {
 
     static THING: Kind = Kind {
         name: "thing",
-        renew: |_, _, _| redis::cmd("PING"),
+        renew: |_, _, _, _| redis::cmd("PING"),
         release: Some(|_, _, _| redis::cmd("PING")),
     };
 

@@ -45,7 +45,11 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
         .map(|r| {
             let id = &r.id;
             let ms = r.renew_ms.unwrap_or(lease_ms);
-            (id.key.clone(), (id.kind.renew)(&id.key, &id.holder, ms))
+            let publish = ctx.transport.publish_command();
+            (
+                id.key.clone(),
+                (id.kind.renew)(&id.key, &id.holder, ms, publish),
+            )
         })
         .collect();
     for o in &released {

@@ -25,7 +25,7 @@ use crate::wait::{self, millis, Attempt, Scripted, Wait};
 /// Locks in the hold registry: renewed with `RLOCK.RENEW`.
 pub(crate) static LOCK: Kind = Kind {
     name: "lock",
-    renew: renew_cmd,
+    renew: |key, holder, lease_ms, _publish| renew_cmd(key, holder, lease_ms),
     release: Some(|name, owner, _| release_cmd(name, owner)),
 };
 
@@ -89,9 +89,16 @@ impl Flavor {
         }
     }
 
-    /// The command that sets `owner`'s lease to `lease_ms` (the watchdog's).
-    pub(crate) fn renew_cmd(self, name: &str, owner: &str, lease_ms: u64) -> Cmd {
-        (self.kind().renew)(name, owner, lease_ms)
+    /// The command that sets `owner`'s lease to `lease_ms` (the watchdog's); `publish` is the
+    /// deployment's publish command.
+    pub(crate) fn renew_cmd(
+        self,
+        name: &str,
+        owner: &str,
+        lease_ms: u64,
+        publish: &'static str,
+    ) -> Cmd {
+        (self.kind().renew)(name, owner, lease_ms, publish)
     }
 }
 
@@ -686,8 +693,13 @@ pub(crate) async fn renew(t: Target<'_>, owner: &Owner, lease: Duration) -> Resu
             run_script(t, script, &keys, &args).await?
         }
         _ => {
-            t.read(&t.flavor.renew_cmd(t.name, owner.as_str(), lease_ms))
-                .await?
+            t.read(&t.flavor.renew_cmd(
+                t.name,
+                owner.as_str(),
+                lease_ms,
+                t.ctx.transport.publish_command(),
+            ))
+            .await?
         }
     };
     let mut holds = ctx.holds.lock();
@@ -850,7 +862,12 @@ async fn sync_replicas(t: Target<'_>, id: &HoldId, lease_ms: u64, timeout: Durat
             let mut w = ctx.transport.waiter(t.io, t.name, at).await?;
             let mut pipe = redis::pipe();
             // The hold's kind's renew command: `RLOCK.RENEW`, or Redisson's renewal script.
-            pipe.add_command((id.kind.renew)(t.name, &id.holder, lease_ms));
+            pipe.add_command((id.kind.renew)(
+                t.name,
+                &id.holder,
+                lease_ms,
+                t.ctx.transport.publish_command(),
+            ));
             pipe.cmd("INFO").arg("replication");
             // The renewed lease runs from no earlier than this.
             let renewed_at = Instant::now();

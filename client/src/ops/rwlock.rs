@@ -21,7 +21,7 @@ fn word(side: Side) -> &'static str {
 /// Read holds in the hold registry, renewed with `RRWLOCK.RENEW`.
 pub(crate) static READ: Kind = Kind {
     name: "read lock",
-    renew: renew_cmd,
+    renew: |key, holder, lease_ms, _publish| renew_cmd(key, holder, lease_ms),
     release: Some(|name, owner, _| release_cmd(name, owner, Side::Read)),
 };
 
@@ -29,7 +29,7 @@ pub(crate) static READ: Kind = Kind {
 /// owner holding both sides is renewed twice per round (harmless, and rare: a downgrade).
 pub(crate) static WRITE: Kind = Kind {
     name: "write lock",
-    renew: renew_cmd,
+    renew: |key, holder, lease_ms, _publish| renew_cmd(key, holder, lease_ms),
     release: Some(|name, owner, _| release_cmd(name, owner, Side::Write)),
 };
 

@@ -30,7 +30,7 @@ use crate::wait::{self, Attempt, Scripted, Wait};
 /// one is reported, not released (its id may have been handed on).
 pub(crate) static PERMIT: Kind = Kind {
     name: "permit",
-    renew: renew_cmd,
+    renew: |key, holder, lease_ms, _publish| renew_cmd(key, holder, lease_ms),
     release: None,
 };
 

@@ -380,7 +380,7 @@ pub(crate) fn hand_on_words(name: &str, publish: &str) -> ([String; 3], [String;
 /// unlock script, so that the first waiter is told.
 pub(crate) static FAIR_LOCK: Kind = Kind {
     name: "lock",
-    renew: renew_cmd,
+    renew: |key, holder, lease_ms, _publish| renew_cmd(key, holder, lease_ms),
     release: Some(orphan_release_cmd),
 };
 

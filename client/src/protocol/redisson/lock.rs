@@ -112,7 +112,7 @@ pub(crate) static RENEW: Script = Script::new(
 /// (a pipeline can't fall back on `NOSCRIPT` command by command).
 pub(crate) static LOCK: Kind = Kind {
     name: "lock",
-    renew: renew_cmd,
+    renew: |key, holder, lease_ms, _publish| renew_cmd(key, holder, lease_ms),
     release: Some(orphan_release_cmd),
 };
 

@@ -139,12 +139,9 @@ pub(crate) fn timeouts(name: &str) -> String {
 /// elsewhere gone (0). Not released when orphaned (an id may have been handed on).
 pub(crate) static PERMIT: Kind = Kind {
     name: "permit",
-    renew: |name, hex, lease_ms| {
+    renew: |name, hex, lease_ms, publish| {
         let id: PermitId = hex.parse().expect("permit holds are named by their hex id");
-        // The kind's renewal has no deployment at hand: outside a cluster's sharded pub/sub,
-        // the message (leases it found ended) reaches every waiter; in a cluster, waiters see
-        // those permits at their own lease-end timer (see docs/operations.md).
-        let (keys, args) = update_lease_words(name, &id, lease_ms, "PUBLISH");
+        let (keys, args) = update_lease_words(name, &id, lease_ms, publish);
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         UPDATE_LEASE.eval_cmd_bytes(&keys, &args)
@@ -223,13 +220,15 @@ mod tests {
     #[test]
     fn the_watchdog_renews_with_update_lease_time() {
         let id: PermitId = "7034183b6982aae9385b7798796c1ef5".parse().unwrap();
-        let cmd = (PERMIT.renew)("s", &id.to_string(), 500);
+        let cmd = (PERMIT.renew)("s", &id.to_string(), 500, "SPUBLISH");
         let words = crate::ops::words(&cmd);
         assert_eq!(words[0], "EVAL");
         assert_eq!(&words[2..5], ["3", "s", "{s}:timeout"]);
         assert_eq!(words[5], "redisson_sc:{s}");
         let args = cmd.args_iter().skip(6).collect::<Vec<_>>();
         assert!(matches!(args[0], redis::Arg::Simple(b) if b == id.as_bytes()));
+        // The deployment's publish command reaches the script (SPUBLISH in a cluster).
+        assert!(matches!(args[3], redis::Arg::Simple(b) if b == b"SPUBLISH"));
         let (_, a) = update_lease_words("s", &id, 500, "PUBLISH");
         let end: u64 = String::from_utf8(a[1].clone()).unwrap().parse().unwrap();
         let now: u64 = String::from_utf8(a[2].clone()).unwrap().parse().unwrap();

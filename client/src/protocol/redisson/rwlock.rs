@@ -324,7 +324,7 @@ fn eval((script, keys, args): (&'static Script, Vec<String>, Vec<String>)) -> Cm
 /// the module's), renewed with `ReadLockTask`'s script and released with the read unlock.
 pub(crate) static READ: Kind = Kind {
     name: "read lock",
-    renew: |name, owner, lease_ms| eval(renew_words(name, owner, Side::Read, lease_ms)),
+    renew: |name, owner, lease_ms, _| eval(renew_words(name, owner, Side::Read, lease_ms)),
     release: Some(|name, owner, publish| orphan_release_cmd(name, owner, Side::Read, publish)),
 };
 
@@ -332,7 +332,7 @@ pub(crate) static READ: Kind = Kind {
 /// `owner:write` field and released with the write unlock.
 pub(crate) static WRITE: Kind = Kind {
     name: "write lock",
-    renew: |name, owner, lease_ms| eval(renew_words(name, owner, Side::Write, lease_ms)),
+    renew: |name, owner, lease_ms, _| eval(renew_words(name, owner, Side::Write, lease_ms)),
     release: Some(|name, owner, publish| orphan_release_cmd(name, owner, Side::Write, publish)),
 };
 
@@ -393,9 +393,9 @@ mod tests {
         let (s, _, a) = force_unlock_words("rw", Side::Write, "PUBLISH");
         assert!(std::ptr::eq(s, &WRITE_FORCE_UNLOCK));
         assert_eq!(a, ["1".to_string(), "PUBLISH".to_string()]);
-        let r = words(&(READ.renew)("rw", "u:1", 7));
+        let r = words(&(READ.renew)("rw", "u:1", 7, "PUBLISH"));
         assert_eq!(&r[2..], ["2", "rw", "{rw}", "7", "1", "u:1"]);
-        let w = words(&(WRITE.renew)("rw", "u:1", 7));
+        let w = words(&(WRITE.renew)("rw", "u:1", 7, "PUBLISH"));
         assert_eq!(&w[2..], ["1", "rw", "7", "u:1:write"]);
     }
 
