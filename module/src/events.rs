@@ -97,7 +97,7 @@ fn touched_key(ctx: Ctx, event: &[u8], key: RStr, ours: bool) {
     // writes serve the queue themselves, and may hold its state now.)
     if !ours && wait::total() > 0 {
         for kind in ObjectKind::ALL {
-            for name in objects::owners_of_aux(kind, key) {
+            for name in objects::of(kind).owners_of_aux(key) {
                 intake::key_touched(ctx, db, &name, false, ours);
             }
         }

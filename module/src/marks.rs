@@ -8,7 +8,7 @@
 use crate::core::decision::Decision;
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
-use crate::core::wait::{KeyId, Req, Upkeep};
+use crate::core::wait::{KeyId, Object, Req};
 use crate::ffi::RStr;
 use crate::keys::RedisKeys;
 use std::cell::RefCell;
@@ -25,7 +25,7 @@ pub enum Change {
     Took {
         reentry: bool,
         watch: Option<(u32, Req)>,
-        own_lease: Option<(i64, Upkeep)>,
+        own_lease: Option<(i64, &'static dyn Object)>,
         hold: Option<HoldBy>,
     },
     /// `owner` (an argv string of the command) released its last hold of a side (`exclusive`:
@@ -37,7 +37,9 @@ pub enum Change {
     /// A lease was renewed; a shorter one moves the object's next change earlier, so the
     /// queue is served (re-arming its check). `own_lease`: when nobody waits, the renewed
     /// hold's end is looked at anyway.
-    Renewed { own_lease: Option<(i64, Upkeep)> },
+    Renewed {
+        own_lease: Option<(i64, &'static dyn Object)>,
+    },
     /// Something was added (permits, an open latch, a drained count): the queue is served.
     /// `counted`: it counts as a release. `announce`: the object's news of what is left is
     /// published once the waiters took their share.

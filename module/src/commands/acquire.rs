@@ -9,7 +9,7 @@ use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::wait::grant::with_token;
-use crate::core::wait::{Req, Upkeep};
+use crate::core::wait::{Object, Req};
 use crate::ffi::{Answer, Ctx, RStr};
 use crate::keys::RedisKeys;
 use crate::settle::{Change, HoldBy};
@@ -29,7 +29,7 @@ pub enum Decided<'a> {
     Grant {
         decision: Decision<'a>,
         reentry: bool,
-        own_lease: Option<(i64, Upkeep)>,
+        own_lease: Option<(i64, &'static dyn Object)>,
         hold: Option<HoldBy>,
     },
     /// Not now: the request waits, or the reply is nil.

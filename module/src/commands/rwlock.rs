@@ -3,6 +3,7 @@
 use super::acquire::{self, serve_first, Acquiring, Decided};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
+use crate::core::objects;
 use crate::core::rwlock::{self, Acquire, Mode, RwWait, Took};
 use crate::core::stats::ObjectKind::RwLock;
 use crate::core::wait::Req;
@@ -47,7 +48,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
                 // waits.
                 own_lease: (a.mode == Mode::Read).then(|| {
                     let at = ctx.now_ms().saturating_add(a.lease_ms).saturating_add(1);
-                    (at, rwlock::UPKEEP)
+                    (at, objects::of(RwLock))
                 }),
                 hold: Some(HoldBy {
                     owner: args.get(2),
@@ -88,7 +89,7 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         // re-arms its check for the new earliest expiry (our own PEXPIREAT raises no re-check);
         // with nobody queued, the renewed holds' end is looked at.
         let at = ctx.now_ms().saturating_add(lease_ms).saturating_add(1);
-        let own_lease = Some((at, rwlock::UPKEEP));
+        let own_lease = Some((at, objects::of(RwLock)));
         keys.apply(&d, Change::Renewed { own_lease })?;
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))

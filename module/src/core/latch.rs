@@ -14,7 +14,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Pending, Serve};
+use super::wait::{Object, Pending, Serve};
 
 /// The channel's payloads (Redisson's `CountDownLatchPubSub`).
 const OPENED: i64 = 0;
@@ -110,13 +110,27 @@ pub fn is_open(store: &(impl Store + ?Sized)) -> Result<bool, CmdError> {
 
 // ---- waiting -------------------------------------------------------------------------------------
 
+/// The latch around its queue: a count with a TTL opens when it expires.
+pub struct LatchObject;
+
+impl Object for LatchObject {
+    fn kind(&self) -> ObjectKind {
+        ObjectKind::Latch
+    }
+
+    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
+        // A count with a TTL opens when it expires.
+        store.expire_at(&Target::Main)
+    }
+}
+
 /// A queued `RLATCH.AWAIT`: granted (reply 1, nothing written) as soon as the latch is open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LatchWait;
 
 impl Pending for LatchWait {
-    fn kind(&self) -> ObjectKind {
-        ObjectKind::Latch
+    fn object(&self) -> &'static dyn Object {
+        &LatchObject
     }
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
@@ -125,11 +139,6 @@ impl Pending for LatchWait {
             Ok(false) => Serve::Wait,
             Err(e) => Serve::Fail(e),
         }
-    }
-
-    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
-        // A count with a TTL opens when it expires.
-        store.expire_at(&Target::Main)
     }
 
     fn undo(&self, _granted: &Reply, _store: &dyn Store) -> Option<Decision<'_>> {
@@ -235,9 +244,9 @@ mod tests {
         let mut m = Mem::new(b"l");
         m.apply_ok(&try_set(&m, 1).unwrap());
         assert!(matches!(LatchWait.serve(&m), Serve::Wait));
-        assert_eq!(LatchWait.wake_at(&m), None);
+        assert_eq!(LatchWait.object().wake_at(&m), None);
         m.set_expire(b"l", m.now + 30);
-        assert_eq!(LatchWait.wake_at(&m), Some(m.now + 30));
+        assert_eq!(LatchWait.object().wake_at(&m), Some(m.now + 30));
         m.now += 30;
         let Serve::Grant(d) = LatchWait.serve(&m) else {
             panic!("expired = open")

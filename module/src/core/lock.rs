@@ -8,7 +8,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Hold, Pending, Serve};
+use super::wait::{Hold, Object, Pending, Serve};
 use std::borrow::Cow;
 
 // ---- arguments ---------------------------------------------------------------------------------
@@ -308,6 +308,26 @@ pub fn info(
 
 // ---- waiting -------------------------------------------------------------------------------------
 
+/// The lock around its queue: one hold, which ends with the key's expiry; nothing to tidy.
+pub struct LockObject;
+
+impl Object for LockObject {
+    fn kind(&self) -> ObjectKind {
+        ObjectKind::Lock
+    }
+
+    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
+        store.expire_at(&Target::Main)
+    }
+
+    fn held_until(&self, owner: &[u8], _exclusive: bool, store: &dyn Store) -> Option<Option<i64>> {
+        match store.hget_int(&Target::Main, owner) {
+            Int::Is(n) if n >= 1 => Some(store.expire_at(&Target::Main)),
+            _ => None,
+        }
+    }
+}
+
 /// A queued `RLOCK.ACQUIRE`: granted when the key is free, with its lease counted from then.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockWait {
@@ -317,8 +337,8 @@ pub struct LockWait {
 }
 
 impl Pending for LockWait {
-    fn kind(&self) -> ObjectKind {
-        ObjectKind::Lock
+    fn object(&self) -> &'static dyn Object {
+        &LockObject
     }
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
@@ -330,10 +350,6 @@ impl Pending for LockWait {
             KeyType::Hash => Serve::Wait,
             _ => Serve::Fail(CmdError::WrongType),
         }
-    }
-
-    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
-        store.expire_at(&Target::Main)
     }
 
     fn undo(&self, _granted: &Reply, store: &dyn Store) -> Option<Decision<'_>> {
@@ -368,13 +384,6 @@ impl Hold for LockWait {
         // Redisson's layout has one field, the holder; every field counts, as an owner.
         let fields = store.hgetall(&Target::Main).into_iter();
         fields.map(|(owner, _)| (owner, true)).collect()
-    }
-
-    fn held_until(&self, store: &dyn Store) -> Option<Option<i64>> {
-        match store.hget_int(&Target::Main, &self.owner) {
-            Int::Is(n) if n >= 1 => Some(store.expire_at(&Target::Main)),
-            _ => None,
-        }
     }
 
     /// A grant (first hold or re-entry) sets the lock's lease to `lease_ms` from now.
@@ -619,7 +628,7 @@ mod tests {
         };
         assert_eq!(m.apply_ok(&d), Reply::Int(1));
         assert_eq!(m.ttl(b"k"), Some(50));
-        assert_eq!(w.wake_at(&m), Some(m.now + 50));
+        assert_eq!(w.object().wake_at(&m), Some(m.now + 50));
         let undo = w
             .undo(&Reply::Int(1), &m)
             .expect("untouched grant is undone");

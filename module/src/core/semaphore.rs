@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Pending, Serve, Tidy};
+use super::wait::{Object, Pending, Serve, Tidy};
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`): never reclaimed.
 pub const PERMANENT: i64 = 922_337_203_685_477;
@@ -519,14 +519,13 @@ pub fn info(
 
 // ---- waiting -------------------------------------------------------------------------------------
 
-/// A queued `RSEM.ACQUIRE`: granted when its permits are available, leased from the grant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SemWait {
-    pub permits: i64,
-    pub lease_ms: Option<i64>,
-}
+/// The semaphore around its queue: leased permits whose lease ended go back to the pool before
+/// its queue is served (and what is left is published once the waiters took theirs), and the
+/// queue is looked at again when the soonest lease ends. Its leased-permit set is a key of its
+/// own, which Redisson's scripts write.
+pub struct SemaphoreObject;
 
-impl Pending for SemWait {
+impl Object for SemaphoreObject {
     fn kind(&self) -> ObjectKind {
         ObjectKind::Semaphore
     }
@@ -547,14 +546,6 @@ impl Pending for SemWait {
         })
     }
 
-    fn serve(&self, store: &dyn Store) -> Serve<'_> {
-        match acquire(store, self.permits, self.lease_ms, false) {
-            Ok(Some(d)) => Serve::Grant(d),
-            Ok(None) => Serve::Wait,
-            Err(e) => Serve::Fail(e),
-        }
-    }
-
     fn wake_at(&self, store: &dyn Store) -> Option<i64> {
         // The soonest lease end, whoever leased it; Redisson's permanent permits never end.
         let (_, at) = store
@@ -572,6 +563,31 @@ impl Pending for SemWait {
         } else {
             at as i64
         })
+    }
+
+    fn owners_of_aux(&self, key: &[u8]) -> Vec<Vec<u8>> {
+        names::semaphores_of_timeouts(key)
+    }
+}
+
+/// A queued `RSEM.ACQUIRE`: granted when its permits are available, leased from the grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SemWait {
+    pub permits: i64,
+    pub lease_ms: Option<i64>,
+}
+
+impl Pending for SemWait {
+    fn object(&self) -> &'static dyn Object {
+        &SemaphoreObject
+    }
+
+    fn serve(&self, store: &dyn Store) -> Serve<'_> {
+        match acquire(store, self.permits, self.lease_ms, false) {
+            Ok(Some(d)) => Serve::Grant(d),
+            Ok(None) => Serve::Wait,
+            Err(e) => Serve::Fail(e),
+        }
     }
 
     fn undo(&self, granted: &Reply, store: &dyn Store) -> Option<Decision<'_>> {
@@ -850,7 +866,7 @@ mod tests {
             permits: 9,
             lease_ms: None,
         };
-        assert_eq!(w.wake_at(&m), None);
+        assert_eq!(w.object().wake_at(&m), None);
     }
 
     #[test]
@@ -1062,7 +1078,7 @@ mod tests {
             deadline: None,
             queued_us: 0,
         };
-        assert_eq!(w.req.wake_at(&m), Some(m.now + 200));
+        assert_eq!(w.req.object().wake_at(&m), Some(m.now + 200));
         q.push(&id, w);
         m.now += 200;
         let served = serve(&mut q, &id, &mut m);

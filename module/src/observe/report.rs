@@ -68,7 +68,7 @@ fn look(ctx: Ctx, held: &Held) -> Option<Option<i64>> {
         return Some(None);
     }
     let keys = RedisKeys::peek(ctx, &held.key);
-    objects::held_until(held.kind, &held.owner, held.exclusive, &keys)
+    objects::of(held.kind).held_until(&held.owner, held.exclusive, &keys)
 }
 
 /// The job [`super::key_event`] schedules: look at the holds on every key an event outside
@@ -86,7 +86,11 @@ pub(super) fn look_at_touched(ctx: Ctx) {
         };
         let ended: Vec<_> = holds
             .into_iter()
-            .filter(|(_, h)| objects::held_until(h.kind, &h.owner, h.exclusive, &keys).is_none())
+            .filter(|(_, h)| {
+                objects::of(h.kind)
+                    .held_until(&h.owner, h.exclusive, &keys)
+                    .is_none()
+            })
             .collect();
         drop(keys);
         let now = now_us();

@@ -41,10 +41,7 @@ pub(super) fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
 /// read here only in their own database: `None` otherwise).
 pub(super) fn read_until(ctx: Ctx, req: &Req, id: &KeyId) -> Option<Option<i64>> {
     (ctx.db() == id.db)
-        .then(|| {
-            let held = req.holds()?;
-            held.held_until(&RedisKeys::background(ctx, &id.key))
-        })
+        .then(|| req.held_until(&RedisKeys::background(ctx, &id.key)))
         .flatten()
 }
 
@@ -66,7 +63,7 @@ pub fn track(ctx: Ctx, session: u32, key: &[u8], req: Req, open: impl FnOnce() -
     };
     let until = held
         .granted_until(ctx.now_ms())
-        .or_else(|| held.held_until(&open()));
+        .or_else(|| req.held_until(&open()));
     if until.is_some() {
         add(ctx, session, KeyId::new(ctx.db(), key), req, until);
     }
@@ -246,7 +243,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
     let mut kept = Vec::new();
     let mut next: Option<i64> = None;
     for t in holds {
-        match t.req.holds().and_then(|h| h.held_until(keys)) {
+        match t.req.held_until(keys) {
             Some(until) => {
                 if let Some(at) = until {
                     next = Some(next.map_or(at, |n| n.min(at)));
@@ -319,7 +316,7 @@ pub fn released(ctx: Ctx, key: &[u8], keys: Option<&RedisKeys>, owner: &[u8]) {
             let mut ended = smallvec::SmallVec::<[u32; 4]>::new();
             w.holds.retain(|t| {
                 let kept = t.req.owner() != Some(owner)
-                    || keys.is_some_and(|k| t.req.holds().and_then(|h| h.held_until(k)).is_some());
+                    || keys.is_some_and(|k| t.req.held_until(k).is_some());
                 if !kept {
                     ended.push(t.session);
                 }

@@ -90,7 +90,7 @@ pub fn park_or_nil(
 /// (0: no limit; checked by the caller not to overflow).
 pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req: Req) {
     let id = KeyId::new(ctx.db(), keys.key_name());
-    let wake_at = req.wake_at(keys);
+    let wake_at = req.object().wake_at(keys);
     req.kind().count(Counted::Queued);
     observe::wait_started(&id, req.kind());
     let queued_us = now_us();

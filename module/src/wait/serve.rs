@@ -10,7 +10,7 @@ use crate::core::error::CmdError;
 use crate::core::stats::Counted;
 use crate::core::store::{KeyType, Store, Target};
 use crate::core::wait::grant::PAUSED_RETRY_MS;
-use crate::core::wait::{self, KeyId, Outcome, Req, TimerKey, Upkeep};
+use crate::core::wait::{self, KeyId, Object, Outcome, Req, TimerKey};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
 use crate::marks::{self, Background};
@@ -92,7 +92,7 @@ pub(super) fn serve(keys: &mut RedisKeys, id: &KeyId) {
 /// even if nobody waits then: the object tidies what expired (a crashed reader's field),
 /// serves its queue if it has one, and is looked at again at its next lease end. A key with
 /// waiters needs none of this: its queue's check does the same.
-pub fn upkeep(ctx: Ctx, keys: &RedisKeys, at: i64, object: Upkeep) {
+pub fn upkeep(ctx: Ctx, keys: &RedisKeys, at: i64, object: &'static dyn Object) {
     let id = KeyId::new(ctx.db(), keys.key_name());
     let current = state(|s| (!s.queues.is_queued(&id)).then(|| s.upkeep.get(&id).copied()));
     if let Some(current) = current {
@@ -105,7 +105,7 @@ pub(super) fn schedule_upkeep(
     id: KeyId,
     current: Option<TimerKey>,
     at: i64,
-    object: Upkeep,
+    object: &'static dyn Object,
 ) {
     let job = || {
         let key = id.clone();
@@ -121,12 +121,13 @@ pub(super) fn schedule_upkeep(
                 marks::mark_background(key, Background::Tidied);
                 return;
             }
-            if let Ok(tidy) = (object.tidy)(&keys) {
-                if !tidy.writes.is_empty() && keys.write(&tidy).is_ok() {
+            if let Ok(tidy) = object.tidy(&keys) {
+                // Nobody waits: nothing to announce after serving.
+                if !tidy.before.writes.is_empty() && keys.write(&tidy.before).is_ok() {
                     marks::mark_background(key.clone(), Background::Tidied);
                 }
             }
-            if let Some(next) = (object.wake_at)(&keys) {
+            if let Some(next) = object.wake_at(&keys) {
                 schedule_upkeep(ctx, key, None, next.saturating_add(1), object);
             }
         }

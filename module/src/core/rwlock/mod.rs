@@ -20,7 +20,7 @@ pub use args::{
     parse_acquire, parse_force_release, parse_info, parse_release, parse_renew, AcquireArgs,
 };
 pub use rules::{acquire, force_release, info, release, renew, tidy, Acquire, Released, Took};
-pub use wait::{next_change, tidy_before_serving, RwWait, UPKEEP};
+pub use wait::{next_change, tidy_before_serving, RwLockObject, RwWait};
 
 use crate::core::names;
 

@@ -9,7 +9,7 @@ use crate::core::error::CmdError;
 use crate::core::names;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, KeyType, Store, Target};
-use crate::core::wait::{Hold, Pending, Serve, Tidy, Upkeep};
+use crate::core::wait::{Hold, Object, Pending, Serve, Tidy};
 
 /// Writes that bring the lock up to date before its queue is served, or when a hold's own
 /// lease ends although nobody waits: expired read holds go (a bounded few at a time when
@@ -38,11 +38,48 @@ pub fn next_change(store: &dyn Store) -> Option<i64> {
     earliest
 }
 
-/// The read-write lock's holds have leases of their own (a reader's hold key).
-pub const UPKEEP: Upkeep = Upkeep {
-    tidy: tidy_before_serving,
-    wake_at: next_change,
-};
+/// The read-write lock around its queue: its holds have leases of their own (a reader's hold
+/// key), so expired read holds are tidied away before serving and when they end although
+/// nobody waits; it changes by itself at the earliest lease end.
+pub struct RwLockObject;
+
+impl Object for RwLockObject {
+    fn kind(&self) -> ObjectKind {
+        ObjectKind::RwLock
+    }
+
+    fn tidy(&self, store: &dyn Store) -> Result<Tidy, CmdError> {
+        Ok(Tidy {
+            before: tidy_before_serving(store)?,
+            after_serving: Decision::default(),
+        })
+    }
+
+    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
+        next_change(store)
+    }
+
+    fn held_until(&self, owner: &[u8], exclusive: bool, store: &dyn Store) -> Option<Option<i64>> {
+        if store.kind(&Target::Main) != KeyType::Hash || read_mode(store).is_none() {
+            return None;
+        }
+        if exclusive {
+            return match store.hget_int(&Target::Main, &writer_field(owner)) {
+                Int::Is(n) if n >= 1 => Some(store.expire_at(&Target::Main)),
+                _ => None,
+            };
+        }
+        let Int::Is(n) = store.hget_int(&Target::Main, owner) else {
+            return None;
+        };
+        // Held while any of its read holds lives; it ends with the last of them.
+        let ends = hold_expiries(store, owner, n);
+        if ends.is_empty() {
+            return None;
+        }
+        Some(ends.iter().try_fold(i64::MIN, |m, e| e.map(|e| m.max(e))))
+    }
+}
 
 /// A queued `RRWLOCK.ACQUIRE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,15 +90,8 @@ pub struct RwWait {
 }
 
 impl Pending for RwWait {
-    fn kind(&self) -> ObjectKind {
-        ObjectKind::RwLock
-    }
-
-    fn tidy(&self, store: &dyn Store) -> Result<Tidy, CmdError> {
-        Ok(Tidy {
-            before: tidy_before_serving(store)?,
-            after_serving: Decision::default(),
-        })
+    fn object(&self) -> &'static dyn Object {
+        &RwLockObject
     }
 
     fn serve(&self, store: &dyn Store) -> Serve<'_> {
@@ -74,10 +104,6 @@ impl Pending for RwWait {
             Err(CmdError::Deadlock(_)) => Serve::Wait,
             Err(e) => Serve::Fail(e),
         }
-    }
-
-    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
-        next_change(store)
     }
 
     fn undo(&self, _granted: &Reply, store: &dyn Store) -> Option<Decision<'_>> {
@@ -150,29 +176,6 @@ impl Hold for RwWait {
 
     fn exclusive(&self) -> bool {
         self.mode == Mode::Write
-    }
-
-    fn held_until(&self, store: &dyn Store) -> Option<Option<i64>> {
-        if store.kind(&Target::Main) != KeyType::Hash || read_mode(store).is_none() {
-            return None;
-        }
-        match self.mode {
-            Mode::Write => match store.hget_int(&Target::Main, &writer_field(&self.owner)) {
-                Int::Is(n) if n >= 1 => Some(store.expire_at(&Target::Main)),
-                _ => None,
-            },
-            Mode::Read => {
-                let Int::Is(n) = store.hget_int(&Target::Main, &self.owner) else {
-                    return None;
-                };
-                // Held while any of its read holds lives; it ends with the last of them.
-                let ends = hold_expiries(store, &self.owner, n);
-                if ends.is_empty() {
-                    return None;
-                }
-                Some(ends.iter().try_fold(i64::MIN, |m, e| e.map(|e| m.max(e))))
-            }
-        }
     }
 
     /// The hold just granted ends `lease_ms` from now: the end of the owner's hold, or before

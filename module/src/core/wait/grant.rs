@@ -72,7 +72,7 @@ pub fn serve<H: Grouped>(
     if let Some(req) = head(queues, id) {
         // Bring the object up to date first (leases of single holds that ended). An error here
         // (the key is not the object any more) shows again in `serve` below, per waiter.
-        if let Ok(tidy) = req.tidy(io.store()) {
+        if let Ok(tidy) = req.object().tidy(io.store()) {
             if !tidy.before.writes.is_empty() && io.apply(&tidy.before).is_ok() {
                 after_tidy = Some(tidy.after_serving);
             }
@@ -114,7 +114,7 @@ pub fn serve<H: Grouped>(
     let wake_at = if paused {
         Some(io.store().now() + PAUSED_RETRY_MS)
     } else {
-        head(queues, id).and_then(|req| req.wake_at(io.store()))
+        head(queues, id).and_then(|req| req.object().wake_at(io.store()))
     };
     Served { outcomes, wake_at }
 }

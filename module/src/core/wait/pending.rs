@@ -20,24 +20,59 @@ pub enum Serve<'a> {
     Fail(CmdError),
 }
 
-/// What every queued request tells the waiting mechanism. Objects whose grants an owner holds
-/// (locks) add the [`Hold`] facet.
-pub trait Pending: Debug {
+/// What an object kind does around its queue, whoever waits or holds: the waiting mechanism,
+/// sessions and introspection ask it of the object as a whole, never of one request. One
+/// implementation per kind (a unit type in the object's file); [`crate::core::objects::of`]
+/// finds it from an [`ObjectKind`].
+pub trait Object {
     fn kind(&self) -> ObjectKind;
 
-    /// Bring the object up to date before its queue is served: holds or permits whose own
-    /// lease ended (the read-write lock's expired readers, the semaphore's expired permits).
-    /// Most objects have none.
+    /// Bring the object up to date before its queue is served, or when a hold's own lease
+    /// ended although nobody waits: holds or permits whose own lease ended (the read-write
+    /// lock's expired readers, the semaphore's expired permits), and what to announce once the
+    /// waiters took their share. Most objects have none.
     fn tidy(&self, _store: &dyn Store) -> Result<Tidy, CmdError> {
         Ok(Tidy::default())
     }
 
+    /// When the object's state changes by itself (the earliest lease end): its queue, or the
+    /// object itself when its holds have leases of their own, is looked at again then.
+    /// `None`: only an event (release, DEL, ...) can change it.
+    fn wake_at(&self, store: &dyn Store) -> Option<i64>;
+
+    /// Whether `owner` holds the exclusive (a lock, a write lock) or shared (a read lock) side
+    /// of the object whose keys `store` reads: `None` when not (any more), else when that
+    /// hold's lease ends (`None` inside: no expiry). Always `None` for objects without owners
+    /// (semaphores, latches).
+    fn held_until(
+        &self,
+        _owner: &[u8],
+        _exclusive: bool,
+        _store: &dyn Store,
+    ) -> Option<Option<i64>> {
+        None
+    }
+
+    /// The objects of this kind that `key` may be an auxiliary key of (a semaphore's
+    /// leased-permit set `{name}:timeout`): a change to `key` made outside rlock (Redisson's
+    /// scripts lease, release or re-lease permits there) may free them, or move their next
+    /// lease end. A lock's fencing counter and a read hold's lease key are written with the
+    /// object and change nothing a waiter waits for by themselves: most objects have none.
+    fn owners_of_aux(&self, _key: &[u8]) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+}
+
+/// What every queued request tells the waiting mechanism: whether it can be granted, how to
+/// undo its grant, the keys it would write, how it shows. What its object does around the
+/// queue is the [`Object`]'s; objects whose grants an owner holds (locks) add the [`Hold`]
+/// facet.
+pub trait Pending: Debug {
+    /// The kind of object this request waits for, and what that object does around its queue.
+    fn object(&self) -> &'static dyn Object;
+
     /// Can this waiter be granted now, given the object's keys?
     fn serve(&self, store: &dyn Store) -> Serve<'_>;
-
-    /// When the object's state changes by itself (the earliest lease end): the queue is looked
-    /// at again then. `None`: only an event (release, DEL, ...) can change it.
-    fn wake_at(&self, store: &dyn Store) -> Option<i64>;
 
     /// Undo a grant whose reply never reached the waiter (it disconnected, or its session
     /// expired), given the reply it was to receive. `None`: nothing to undo (someone else
@@ -64,6 +99,19 @@ impl dyn Pending {
     /// The owner whose request this is, if the object has owners.
     pub fn owner(&self) -> Option<&[u8]> {
         self.holds().map(Hold::owner)
+    }
+
+    pub fn kind(&self) -> ObjectKind {
+        self.object().kind()
+    }
+
+    /// Whether this request's owner holds what it asked for: `None` when not (any more), or
+    /// for a request without an owner; else when that hold's lease ends (`None` inside: no
+    /// expiry).
+    pub fn held_until(&self, store: &dyn Store) -> Option<Option<i64>> {
+        let hold = self.holds()?;
+        self.object()
+            .held_until(hold.owner(), hold.exclusive(), store)
     }
 }
 
@@ -103,24 +151,11 @@ pub trait Hold {
         hs
     }
 
-    /// Whether this request's owner holds what it asked for: `None` when not (any more),
-    /// else when that hold's lease ends (`None` without one).
-    fn held_until(&self, store: &dyn Store) -> Option<Option<i64>>;
-
-    /// [`Hold::held_until`] just after this request was granted at `now`, when the request
-    /// alone tells (a lock's hold ends `lease_ms` later); `None`: read the keys. Watching a
+    /// [`Object::held_until`] of this request's owner just after it was granted at `now`, when
+    /// the request alone tells (a lock's hold ends `lease_ms` later); `None`: read the keys. Watching a
     /// lock's hold for its session read it back otherwise: 2,100 of the 12,400 instructions of
     /// an `RLOCK.ACQUIRE ... SESSION s` (callgrind).
     fn granted_until(&self, _now: i64) -> Option<Option<i64>> {
         None
     }
-}
-
-/// What the waiting mechanism asks of an object itself rather than of a queued request: how to
-/// bring it up to date, and when it next changes by itself. A key whose holds have leases of
-/// their own (a read lock's readers) is looked at then although nobody waits for it.
-#[derive(Clone, Copy)]
-pub struct Upkeep {
-    pub tidy: fn(&dyn Store) -> Result<Decision<'static>, CmdError>,
-    pub wake_at: fn(&dyn Store) -> Option<i64>,
 }
