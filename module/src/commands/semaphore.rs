@@ -5,9 +5,9 @@ use super::acquire::{self, Acquiring, Decided};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::names;
-use crate::core::semaphore::{self, Release, SemWait};
+use crate::core::semaphore::{self, Release, SemWait, SemaphoreObject};
 use crate::core::stats::ObjectKind::Semaphore;
-use crate::core::wait::Req;
+use crate::core::wait::{Object, Req};
 use crate::ffi::{Answer, Args, Ctx, RStr};
 use crate::keys::RedisKeys;
 use crate::settle::{serve_first, Change};
@@ -15,16 +15,17 @@ use crate::{config, wait};
 use std::rc::Rc;
 
 /// What every writing RSEM command does first, as each of Redisson's expirable-semaphore
-/// scripts does: return expired leased permits to the pool, let queued waiters take them, and
-/// publish what is left. Returns whether anyone still waits (a newcomer queues behind them).
+/// scripts does: the semaphore's tidying (expired leased permits back to the pool), queued
+/// waiters served, then what tidying announces (what is left), as serving a queue does it.
+/// Returns whether anyone still waits (a newcomer queues behind them).
 fn prepare(keys: &mut RedisKeys) -> Result<bool, CmdError> {
-    let reclaim = semaphore::reclaim(keys)?;
-    if reclaim.writes.is_empty() {
+    let tidy = SemaphoreObject.tidy(keys)?;
+    if tidy.before.writes.is_empty() {
         return Ok(serve_first(keys));
     }
-    keys.apply(&reclaim, Change::Wrote)?;
+    keys.apply(&tidy.before, Change::Wrote)?;
     let queued = serve_first(keys);
-    keys.apply(&semaphore::announce(keys, true)?, Change::Wrote)?;
+    keys.apply(&tidy.after_serving, Change::Wrote)?;
     Ok(queued)
 }
 
