@@ -1,5 +1,5 @@
 use super::*;
-use super::{rules::*, wait::*};
+use super::{rules::*, waiting::*};
 use crate::core::mem::Mem;
 use crate::core::wait::{serve, KeyId, Outcome, Queues, Req, Waiter};
 use proptest::prelude::*;

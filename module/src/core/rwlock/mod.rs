@@ -11,16 +11,20 @@
 //! queue is FIFO across modes: once a writer waits, later readers queue behind it, and readers
 //! at the head of the queue are granted together ([`RwWait`]).
 
-mod args;
-mod read;
+/// Reading the hash and the read holds' lease keys.
+mod layout;
+/// `RRWLOCK.*` argv.
+mod parse;
+/// What each command decides.
 mod rules;
-mod wait;
+/// Around the queue: the object's tidying and next change, the queued request and its hold.
+mod waiting;
 
-pub use args::{
+pub use parse::{
     parse_acquire, parse_force_release, parse_info, parse_release, parse_renew, AcquireArgs,
 };
 pub use rules::{acquire, force_release, info, release, renew, tidy, Acquire, Released, Took};
-pub use wait::{next_change, tidy_before_serving, RwLockObject, RwWait};
+pub use waiting::{next_change, tidy_before_serving, RwLockObject, RwWait};
 
 use crate::core::names;
 

@@ -1,5 +1,5 @@
 use super::*;
-use super::{read::*, rules::*, wait::*};
+use super::{layout::*, rules::*, waiting::*};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::mem::Mem;

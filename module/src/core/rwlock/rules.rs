@@ -1,7 +1,7 @@
 //! The read-write lock's rules: acquire, release, renew, force release, tidy and info, each
 //! deciding the writes on Redisson's layout.
 
-use super::read::*;
+use super::layout::*;
 use super::{Mode, MODE, WRITE_SUFFIX};
 use crate::core::args;
 use crate::core::decision::{Decision, Reply, Write};

@@ -1,5 +1,5 @@
 use super::*;
-use super::{args::*, read::*, rules::*, wait::*};
+use super::{layout::*, parse::*, rules::*, waiting::*};
 use crate::core::args::{self, WaitArgs};
 use crate::core::decision::{Reply, Write};
 use crate::core::error::CmdError;

@@ -1,7 +1,7 @@
 //! The read-write lock around its queue: tidying before serving, when it changes by itself,
 //! and the queued request ([`RwWait`]) with its hold.
 
-use super::read::*;
+use super::layout::*;
 use super::rules::*;
 use super::{Mode, MODE, WRITE_SUFFIX};
 use crate::core::decision::{Decision, Reply};
