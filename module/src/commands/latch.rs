@@ -4,7 +4,7 @@ use super::{session_of, wait_or_nil};
 use crate::core::args::Wait;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::latch::{self, LatchWait};
+use crate::core::latch::{self, LatchRequest};
 use crate::core::stats::ObjectKind::Latch;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
@@ -77,7 +77,7 @@ pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if waits && ctx.is_replica() {
         return Err(CmdError::WaitOnReplica);
     }
-    wait_or_nil(ctx, &keys, &w, session, Rc::new(LatchWait))
+    wait_or_nil(ctx, &keys, &w, session, Rc::new(LatchRequest))
 }
 
 /// `RLATCH.COUNT key`

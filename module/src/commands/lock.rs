@@ -3,7 +3,7 @@
 use super::acquire::{self, serve_first, Acquiring, Decided};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::lock::{self, Acquire, LockWait, Took};
+use crate::core::lock::{self, Acquire, LockRequest, Took};
 use crate::core::names;
 use crate::core::stats::ObjectKind::Lock;
 use crate::core::wait::Req;
@@ -26,7 +26,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         wait: &a.wait,
     };
     let req = || -> Req {
-        Rc::new(LockWait {
+        Rc::new(LockRequest {
             owner: owner.into(),
             lease_ms: a.lease_ms,
             fence: a.fence,

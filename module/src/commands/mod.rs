@@ -93,7 +93,7 @@ pub fn wait_or_nil(
     }
 }
 
-/// In cluster mode, refuse a request whose auxiliary keys (`Pending::aux_keys`: a fencing
+/// In cluster mode, refuse a request whose auxiliary keys (`Request::aux_keys`: a fencing
 /// token, a read hold's lease key, the leased-permit set) would land in another slot than its
 /// key, before anything is written: they would live on another node, or be left behind by
 /// resharding. Outside a cluster every name keeps Redisson's exact keys, whatever they hash to.

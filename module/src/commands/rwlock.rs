@@ -4,7 +4,7 @@ use super::acquire::{self, serve_first, Acquiring, Decided};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::objects;
-use crate::core::rwlock::{self, Acquire, Mode, RwWait, Took};
+use crate::core::rwlock::{self, Acquire, Mode, RwLockRequest, Took};
 use crate::core::stats::ObjectKind::RwLock;
 use crate::core::wait::Req;
 use crate::ffi::{Answer, Args, Ctx};
@@ -26,7 +26,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         wait: &a.wait,
     };
     let req = || -> Req {
-        Rc::new(RwWait {
+        Rc::new(RwLockRequest {
             owner: owner.into(),
             mode: a.mode,
             lease_ms: a.lease_ms,

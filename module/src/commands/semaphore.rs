@@ -5,7 +5,7 @@ use super::acquire::{self, Acquiring, Decided};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::names;
-use crate::core::semaphore::{self, Release, SemWait, SemaphoreObject};
+use crate::core::semaphore::{self, Release, SemaphoreObject, SemaphoreRequest};
 use crate::core::stats::ObjectKind::Semaphore;
 use crate::core::wait::{Object, Req};
 use crate::ffi::{Answer, Args, Ctx, RStr};
@@ -63,7 +63,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         wait: &a.wait,
     };
     let req = || -> Req {
-        Rc::new(SemWait {
+        Rc::new(SemaphoreRequest {
             permits: a.permits,
             lease_ms: a.lease_ms,
         })

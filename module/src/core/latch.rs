@@ -5,7 +5,7 @@
 //!
 //! A latch is open while its count is 0 or less (absent included). Whatever opens it (a
 //! countdown, Redisson's script, DEL, expiry, FLUSH) releases every waiter at once: each queued
-//! [`LatchWait`] can be granted as soon as the latch is open, so the serving loop grants the
+//! [`LatchRequest`] can be granted as soon as the latch is open, so the serving loop grants the
 //! whole queue in one step.
 
 use super::args::{self, WaitArgs, WAIT_OPTS};
@@ -14,7 +14,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Object, Pending, Serve};
+use super::wait::{Object, Request, Serve};
 
 /// The channel's payloads (Redisson's `CountDownLatchPubSub`).
 const OPENED: i64 = 0;
@@ -126,9 +126,9 @@ impl Object for LatchObject {
 
 /// A queued `RLATCH.AWAIT`: granted (reply 1, nothing written) as soon as the latch is open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LatchWait;
+pub struct LatchRequest;
 
-impl Pending for LatchWait {
+impl Request for LatchRequest {
     fn object(&self) -> &'static dyn Object {
         &LatchObject
     }
@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(try_set(&m, 1), Err(CmdError::WrongType));
         assert!(matches!(count_down(&m), Err(CmdError::WrongType)));
         assert!(matches!(
-            LatchWait.serve(&m),
+            LatchRequest.serve(&m),
             Serve::Fail(CmdError::WrongType)
         ));
         let mut m = Mem::new(b"l");
@@ -243,12 +243,12 @@ mod tests {
     fn a_waiter_passes_when_open_and_wakes_at_expiry() {
         let mut m = Mem::new(b"l");
         m.apply_ok(&try_set(&m, 1).unwrap());
-        assert!(matches!(LatchWait.serve(&m), Serve::Wait));
-        assert_eq!(LatchWait.object().wake_at(&m), None);
+        assert!(matches!(LatchRequest.serve(&m), Serve::Wait));
+        assert_eq!(LatchRequest.object().wake_at(&m), None);
         m.set_expire(b"l", m.now + 30);
-        assert_eq!(LatchWait.object().wake_at(&m), Some(m.now + 30));
+        assert_eq!(LatchRequest.object().wake_at(&m), Some(m.now + 30));
         m.now += 30;
-        let Serve::Grant(d) = LatchWait.serve(&m) else {
+        let Serve::Grant(d) = LatchRequest.serve(&m) else {
             panic!("expired = open")
         };
         assert!(d.writes.is_empty());
@@ -316,7 +316,7 @@ mod prop_tests {
                     }
                     Op::Await { block } => {
                         if !is_open(&m).unwrap() && block {
-                            let req: Req = std::rc::Rc::new(LatchWait);
+                            let req: Req = std::rc::Rc::new(LatchRequest);
                             q.push(&id, Waiter { handle: next, serial: next as u64, req, deadline: None, queued_us: 0 });
                             queued.push(next);
                             next += 1;

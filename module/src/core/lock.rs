@@ -1,6 +1,6 @@
 //! `RLOCK.*`: the exclusive reentrant lock, in Redisson's `RLock` layout (a hash whose one
 //! field, the owner, counts the holds; the key's TTL is the lease). Parsing, decisions, and the
-//! lock's side of the waiting mechanism ([`LockWait`]).
+//! lock's side of the waiting mechanism ([`LockRequest`]).
 
 use super::args::{self, Opt, WaitArgs, WAIT_OPTS};
 use super::decision::{Decision, Reply, Write};
@@ -8,7 +8,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Hold, Object, Pending, Serve};
+use super::wait::{Hold, Object, Request, Serve};
 use std::borrow::Cow;
 
 // ---- arguments ---------------------------------------------------------------------------------
@@ -330,13 +330,13 @@ impl Object for LockObject {
 
 /// A queued `RLOCK.ACQUIRE`: granted when the key is free, with its lease counted from then.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockWait {
+pub struct LockRequest {
     pub owner: Box<[u8]>,
     pub lease_ms: i64,
     pub fence: bool,
 }
 
-impl Pending for LockWait {
+impl Request for LockRequest {
     fn object(&self) -> &'static dyn Object {
         &LockObject
     }
@@ -375,7 +375,7 @@ impl Pending for LockWait {
     }
 }
 
-impl Hold for LockWait {
+impl Hold for LockRequest {
     fn owner(&self) -> &[u8] {
         &self.owner
     }
@@ -598,7 +598,7 @@ mod tests {
         assert_eq!(renew(&m, b"r", 100).err(), Some(CmdError::WrongType));
         assert_eq!(force_release(&m), Err(CmdError::WrongType));
         assert_eq!(info(&m, vec![], true), Err(CmdError::WrongType));
-        let w = LockWait {
+        let w = LockRequest {
             owner: b"w".as_slice().into(),
             lease_ms: 50,
             fence: false,
@@ -615,7 +615,7 @@ mod tests {
     #[test]
     fn a_waiter_is_served_when_free_and_undone_only_untouched() {
         let mut m = Mem::new(b"k");
-        let w = LockWait {
+        let w = LockRequest {
             owner: b"w".as_slice().into(),
             lease_ms: 50,
             fence: false,
@@ -768,7 +768,7 @@ mod prop_tests {
                             if block {
                                 let h = self.next;
                                 self.next += 1;
-                                let req: Req = std::rc::Rc::new(LockWait {
+                                let req: Req = std::rc::Rc::new(LockRequest {
                                     owner: who.into(),
                                     lease_ms: LEASE,
                                     fence: false,

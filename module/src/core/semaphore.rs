@@ -7,9 +7,9 @@
 //! - channel `redisson_sc:{<key>}`: the available count, whenever permits are added.
 //!
 //! Waiters are strict FIFO: a head asking for 5 permits is not overtaken by later ones asking
-//! for 1 ([`SemWait`]). A leased permit whose lease ended goes back to the pool: lazily at the
+//! for 1 ([`SemaphoreRequest`]). A leased permit whose lease ended goes back to the pool: lazily at the
 //! next command (as Redisson's scripts do), and by the waiting mechanism's timer while waiters
-//! are queued ([`SemWait::tidy`]), straight to the head of the queue.
+//! are queued ([`SemaphoreRequest::tidy`]), straight to the head of the queue.
 
 use super::args::{self, Opt, WaitArgs, WAIT_OPTS};
 use super::decision::{Decision, Reply, Write};
@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Object, Pending, Serve, Tidy};
+use super::wait::{Object, Request, Serve, Tidy};
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`): never reclaimed.
 pub const PERMANENT: i64 = 922_337_203_685_477;
@@ -572,12 +572,12 @@ impl Object for SemaphoreObject {
 
 /// A queued `RSEM.ACQUIRE`: granted when its permits are available, leased from the grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SemWait {
+pub struct SemaphoreRequest {
     pub permits: i64,
     pub lease_ms: Option<i64>,
 }
 
-impl Pending for SemWait {
+impl Request for SemaphoreRequest {
     fn object(&self) -> &'static dyn Object {
         &SemaphoreObject
     }
@@ -862,7 +862,7 @@ mod tests {
         m.zadd(b"{s}:timeout", b"0123456789abcdef", PERMANENT as f64);
         m.now += 1_000_000;
         assert!(reclaim(&m).unwrap().writes.is_empty());
-        let w = SemWait {
+        let w = SemaphoreRequest {
             permits: 9,
             lease_ms: None,
         };
@@ -951,7 +951,7 @@ mod tests {
         let mut m = Mem::new(b"s");
         m.apply_ok(&try_set(&m, 2).unwrap());
         let ids = ids_of(&take(&mut m, 1, Some(500)));
-        let w = SemWait {
+        let w = SemaphoreRequest {
             permits: 3,
             lease_ms: Some(10),
         };
@@ -1023,7 +1023,7 @@ mod tests {
         let mut q: Queues<u32, Req> = Queues::default();
         m.apply_ok(&try_set(&m, 1).unwrap());
         for (h, permits) in [(0, 5), (1, 1), (2, 1)] {
-            let req: Req = std::rc::Rc::new(SemWait {
+            let req: Req = std::rc::Rc::new(SemaphoreRequest {
                 permits,
                 lease_ms: None,
             });
@@ -1067,7 +1067,7 @@ mod tests {
         m.apply_ok(&try_set(&m, 3).unwrap());
         m.published.clear();
         take(&mut m, 3, Some(200));
-        let req: Req = std::rc::Rc::new(SemWait {
+        let req: Req = std::rc::Rc::new(SemaphoreRequest {
             permits: 2,
             lease_ms: Some(50),
         });
@@ -1101,7 +1101,7 @@ mod tests {
     fn undo_gives_back_what_is_still_leased() {
         let mut m = Mem::new(b"s");
         m.apply_ok(&try_set(&m, 2).unwrap());
-        let w = SemWait {
+        let w = SemaphoreRequest {
             permits: 2,
             lease_ms: Some(100),
         };
@@ -1115,7 +1115,7 @@ mod tests {
         assert_eq!(count_of(&m), 2);
         assert!(!m.exists(b"{s}:timeout"));
         assert!(w.undo(&reply, &m).is_none(), "nothing left to undo");
-        let plain = SemWait {
+        let plain = SemaphoreRequest {
             permits: 2,
             lease_ms: None,
         };
@@ -1288,7 +1288,7 @@ mod prop_tests {
                             if block {
                                 let h = self.next;
                                 self.next += 1;
-                                let req: Req = std::rc::Rc::new(SemWait {
+                                let req: Req = std::rc::Rc::new(SemaphoreRequest {
                                     permits,
                                     lease_ms: lease,
                                 });

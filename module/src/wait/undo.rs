@@ -1,6 +1,6 @@
 //! Grants that may still be undone, and what makes them final: a grant whose waiter never
 //! heard of it (a blocked client that closed before its reply, a session that ended before a
-//! read returned it) is undone on the next timer turn, by the object's rule (`Pending::undo`:
+//! read returned it) is undone on the next timer turn, by the object's rule (`Request::undo`:
 //! for a lock, free it if its owner's count is still the grant's 1). That rule cannot tell the
 //! grant from a new hold of the same owner: an owner that gave the grant back blind and took
 //! the lock anew before the undo ran (within the session's grace) lost its new hold to the

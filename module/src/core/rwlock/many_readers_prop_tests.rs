@@ -50,7 +50,7 @@ proptest! {
             }
         }
         let mut q: Queues<u32, Req> = Queues::default();
-        let req: Req = std::rc::Rc::new(RwWait { owner: b"w".to_vec().into(), mode: Mode::Write, lease_ms: 60_000 });
+        let req: Req = std::rc::Rc::new(RwLockRequest { owner: b"w".to_vec().into(), mode: Mode::Write, lease_ms: 60_000 });
         q.push(&id(), Waiter { handle: 1, serial: 1, req, deadline: None, queued_us: 0 });
         let mut released = [false; READERS];
         let mut granted = false;

@@ -9,7 +9,7 @@
 //!
 //! Many readers or one writer; reentrant per mode; the writer may also read (downgrade). The
 //! queue is FIFO across modes: once a writer waits, later readers queue behind it, and readers
-//! at the head of the queue are granted together ([`RwWait`]).
+//! at the head of the queue are granted together ([`RwLockRequest`]).
 
 /// Reading the hash and the read holds' lease keys.
 mod layout;
@@ -24,7 +24,7 @@ pub use parse::{
     parse_acquire, parse_force_release, parse_info, parse_release, parse_renew, AcquireArgs,
 };
 pub use rules::{acquire, force_release, info, release, renew, tidy, Acquire, Released, Took};
-pub use waiting::{next_change, tidy_before_serving, RwLockObject, RwWait};
+pub use waiting::{next_change, tidy_before_serving, RwLockObject, RwLockRequest};
 
 use crate::core::names;
 

@@ -92,7 +92,7 @@ impl Sim {
             Ok(Acquire::Busy) if block => {
                 let h = self.next;
                 self.next += 1;
-                let req: Req = std::rc::Rc::new(RwWait {
+                let req: Req = std::rc::Rc::new(RwLockRequest {
                     owner: owner.into(),
                     mode,
                     lease_ms: LEASE,

@@ -6,7 +6,7 @@ use crate::core::error::CmdError;
 use crate::core::mem::Mem;
 use crate::core::store::{Store, Target};
 use crate::core::wait::{serve, KeyId, Outcome, Queues, Req, Waiter};
-use crate::core::wait::{Pending, Serve};
+use crate::core::wait::{Request, Serve};
 use std::borrow::Cow;
 
 fn argv<'a>(v: &[&'a str]) -> Vec<&'a [u8]> {
@@ -308,7 +308,7 @@ fn fifo_across_modes_with_readers_granted_together() {
         (b"r4", Mode::Read),
     ];
     for (i, (o, mode)) in arrivals.iter().enumerate() {
-        let req: Req = std::rc::Rc::new(RwWait {
+        let req: Req = std::rc::Rc::new(RwLockRequest {
             owner: o.as_slice().into(),
             mode: *mode,
             lease_ms: 100,
@@ -357,7 +357,7 @@ fn fifo_across_modes_with_readers_granted_together() {
 #[test]
 fn undo_gives_back_an_untouched_grant() {
     let mut m = Mem::new(b"rw");
-    let w = RwWait {
+    let w = RwLockRequest {
         owner: b"a".as_slice().into(),
         mode: Mode::Read,
         lease_ms: 100,

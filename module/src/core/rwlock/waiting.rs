@@ -1,5 +1,5 @@
 //! The read-write lock around its queue: tidying before serving, when it changes by itself,
-//! and the queued request ([`RwWait`]) with its hold.
+//! and the queued request ([`RwLockRequest`]) with its hold.
 
 use super::layout::*;
 use super::rules::*;
@@ -9,7 +9,7 @@ use crate::core::error::CmdError;
 use crate::core::names;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, KeyType, Store, Target};
-use crate::core::wait::{Hold, Object, Pending, Serve, Tidy};
+use crate::core::wait::{Hold, Object, Request, Serve, Tidy};
 
 /// Writes that bring the lock up to date before its queue is served, or when a hold's own
 /// lease ends although nobody waits: expired read holds go (a bounded few at a time when
@@ -83,13 +83,13 @@ impl Object for RwLockObject {
 
 /// A queued `RRWLOCK.ACQUIRE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RwWait {
+pub struct RwLockRequest {
     pub owner: Box<[u8]>,
     pub mode: Mode,
     pub lease_ms: i64,
 }
 
-impl Pending for RwWait {
+impl Request for RwLockRequest {
     fn object(&self) -> &'static dyn Object {
         &RwLockObject
     }
@@ -142,7 +142,7 @@ impl Pending for RwWait {
     }
 }
 
-impl Hold for RwWait {
+impl Hold for RwLockRequest {
     fn owner(&self) -> &[u8] {
         &self.owner
     }

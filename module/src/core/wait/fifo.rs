@@ -2,7 +2,7 @@
 //!
 //! Generic over the waiter handle `H` (how the skin reaches the waiter: a blocked client, a
 //! session request; a number in the tests) and the request `R` (what the waiter asked for; the
-//! skin stores each object's [`super::Pending`]). An index from handle to key lets a timeout or a
+//! skin stores each object's [`super::Request`]). An index from handle to key lets a timeout or a
 //! disconnect remove its waiter without scanning every queue.
 //!
 //! Finding and removing a waiter costs O(log n) in its queue's length, not O(n): a key's

@@ -8,7 +8,7 @@
 //! Redis and the tests over the in-memory model.
 
 use super::fifo::{Grouped, KeyId, Queues, Waiter};
-use super::pending::{Pending, Serve};
+use super::request::{Request, Serve};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::store::Store;
@@ -18,7 +18,7 @@ pub const PAUSED_RETRY_MS: i64 = 10;
 
 /// A queued request: each object's own type behind the shared interface. Shared: a session
 /// keeps a granted request both to undo the grant and to watch the hold for loss.
-pub type Req = std::rc::Rc<dyn Pending>;
+pub type Req = std::rc::Rc<dyn Request>;
 
 /// Reads and writes of one object's keys.
 pub trait ObjectKeys {

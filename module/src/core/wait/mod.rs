@@ -1,12 +1,12 @@
 //! The one waiting mechanism every object uses: FIFO queues per (db, key) whose waiters carry an
-//! object's request ([`Pending`]), the serving loop that grants them, and the module's timers
+//! object's request ([`Request`]), the serving loop that grants them, and the module's timers
 //! (deadlines, re-checks). The skin (`wait/`) parks and wakes clients around these; objects
-//! only say, through [`Pending`], whether a waiter can be granted now and what granting writes.
+//! only say, through [`Request`], whether a waiter can be granted now and what granting writes.
 
 pub mod deadlock;
 pub mod fifo;
 pub mod grant;
-pub mod pending;
+pub mod request;
 pub mod schedule;
 #[cfg(test)]
 mod session_model;
@@ -14,7 +14,7 @@ pub mod session_rules;
 
 pub use fifo::{Grouped, KeyId, KeyRef, KeyView, Queues, Waiter};
 pub use grant::{serve, ObjectKeys, Outcome, Req, Served};
-pub use pending::{Hold, Object, Pending, Serve, Tidy};
+pub use request::{Hold, Object, Request, Serve, Tidy};
 pub use schedule::{Deadline, Deadlines, TimerKey, Timers};
 
 /// The hash maps of the waiting mechanism. foldhash instead of std's SipHash: a hand-off looks

@@ -7,9 +7,9 @@
 use super::session_rules::{New, OutcomeKind, Outcomes};
 use super::{serve, KeyId, Outcome, Queues, Req, Waiter};
 use crate::core::decision::Reply;
-use crate::core::lock::{self, Acquire, LockWait};
+use crate::core::lock::{self, Acquire, LockRequest};
 use crate::core::mem::Mem;
-use crate::core::semaphore::{self, SemWait};
+use crate::core::semaphore::{self, SemaphoreRequest};
 use crate::core::store::{Int, Store, Target};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -171,7 +171,7 @@ impl Sim {
                         self.permits_held += 1;
                     }
                     None => {
-                        let req: Req = Rc::new(SemWait {
+                        let req: Req = Rc::new(SemaphoreRequest {
                             permits: 1,
                             lease_ms: None,
                         });
@@ -197,7 +197,7 @@ impl Sim {
                         self.lock_held_by = Some(o);
                     }
                     Acquire::Busy => {
-                        let req: Req = Rc::new(LockWait {
+                        let req: Req = Rc::new(LockRequest {
                             owner: OWNERS[o].into(),
                             lease_ms: 60_000,
                             fence: false,

@@ -1,6 +1,6 @@
-//! What a queued request must tell the shared waiting mechanism. Each object that waits (lock,
-//! read-write lock, semaphore, latch) implements [`Pending`] for its request; the mechanism
-//! never looks inside.
+//! What the shared waiting mechanism asks of objects. Each object that waits (lock, read-write
+//! lock, semaphore, latch) implements [`Request`] for its queued request and [`Object`] for
+//! what it does around its queue; the mechanism never looks inside.
 
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
@@ -67,7 +67,7 @@ pub trait Object {
 /// undo its grant, the keys it would write, how it shows. What its object does around the
 /// queue is the [`Object`]'s; objects whose grants an owner holds (locks) add the [`Hold`]
 /// facet.
-pub trait Pending: Debug {
+pub trait Request: Debug {
     /// The kind of object this request waits for, and what that object does around its queue.
     fn object(&self) -> &'static dyn Object;
 
@@ -95,7 +95,7 @@ pub trait Pending: Debug {
     }
 }
 
-impl dyn Pending {
+impl dyn Request {
     /// The owner whose request this is, if the object has owners.
     pub fn owner(&self) -> Option<&[u8]> {
         self.holds().map(Hold::owner)
