@@ -1,7 +1,7 @@
 //! `RLATCH.*`: the count-down latch (Redisson's RCountDownLatch layout).
 
 use super::{session_of, wait_or_nil};
-use crate::core::args::Wait;
+use crate::core::args::WaitMode;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::latch::{self, LatchRequest};
@@ -70,9 +70,9 @@ pub fn await_open(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     // A replica never serves queues (its data changes by replication only): a wait there
     // would only end at its deadline.
     let waits = match w.wait {
-        Wait::Block(_) => ctx.may_block(),
-        Wait::Queue { .. } => true,
-        Wait::No => false,
+        WaitMode::Block(_) => ctx.may_block(),
+        WaitMode::Queue { .. } => true,
+        WaitMode::No => false,
     };
     if waits && ctx.is_replica() {
         return Err(CmdError::WaitOnReplica);

@@ -11,7 +11,7 @@ pub mod semaphore;
 pub mod session;
 pub mod top;
 
-use crate::core::args::{Wait, WaitArgs};
+use crate::core::args::{WaitArgs, WaitMode};
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::store::Store;
@@ -55,9 +55,9 @@ pub fn wait_or_nil(
         }
     }
     let waits = match w.wait {
-        Wait::Queue { .. } => session.is_some(),
-        Wait::Block(_) => ctx.may_block(),
-        Wait::No => false,
+        WaitMode::Queue { .. } => session.is_some(),
+        WaitMode::Block(_) => ctx.may_block(),
+        WaitMode::No => false,
     };
     if waits {
         for aux in req.aux_keys(keys) {
@@ -75,7 +75,7 @@ pub fn wait_or_nil(
     }
     match (w.wait, session) {
         (
-            Wait::Queue {
+            WaitMode::Queue {
                 request,
                 timeout_ms,
                 park_ms,

@@ -87,7 +87,7 @@ pub fn deadline(now_ms: i64, ms: i64, what: &'static str) -> Result<i64, CmdErro
 
 /// How long a request may wait when it cannot be granted at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wait {
+pub enum WaitMode {
     /// Reply at once (nil when not granted).
     No,
     /// `BLOCK timeout_ms`: park the caller; 0 waits forever.
@@ -103,14 +103,14 @@ pub enum Wait {
     },
 }
 
-impl Wait {
+impl WaitMode {
     /// The wait's length in ms, checked against `now` so that its deadline cannot overflow.
-    pub fn check(self, now_ms: i64) -> Result<Wait, CmdError> {
+    pub fn check(self, now_ms: i64) -> Result<WaitMode, CmdError> {
         match self {
-            Wait::Block(ms) => {
+            WaitMode::Block(ms) => {
                 deadline(now_ms, ms, "timeout")?;
             }
-            Wait::Queue {
+            WaitMode::Queue {
                 timeout_ms,
                 park_ms,
                 ..
@@ -119,7 +119,7 @@ impl Wait {
                     deadline(now_ms, ms, "timeout")?;
                 }
             }
-            Wait::No => {}
+            WaitMode::No => {}
         }
         Ok(self)
     }
@@ -141,8 +141,8 @@ pub const BLOCK: Opt = Opt {
 };
 
 /// The timeout after `BLOCK`: integer ms, not negative.
-pub fn block(value: &[u8]) -> Result<Wait, CmdError> {
-    Ok(Wait::Block(timeout(value)?))
+pub fn block(value: &[u8]) -> Result<WaitMode, CmdError> {
+    Ok(WaitMode::Block(timeout(value)?))
 }
 
 fn timeout(value: &[u8]) -> Result<i64, CmdError> {
@@ -181,14 +181,14 @@ pub const AT_QUEUE: usize = 2;
 /// What the wait options of a command said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitArgs<'a> {
-    pub wait: Wait,
+    pub wait: WaitMode,
     pub session: Option<&'a [u8]>,
 }
 
 impl<'a> WaitArgs<'a> {
     pub fn new() -> WaitArgs<'a> {
         WaitArgs {
-            wait: Wait::No,
+            wait: WaitMode::No,
             session: None,
         }
     }
@@ -199,16 +199,16 @@ impl<'a> WaitArgs<'a> {
             AT_BLOCK => {
                 let ms = timeout(v[0])?;
                 self.wait = match self.wait {
-                    Wait::Queue {
+                    WaitMode::Queue {
                         request,
                         timeout_ms,
                         ..
-                    } => Wait::Queue {
+                    } => WaitMode::Queue {
                         request,
                         timeout_ms,
                         park_ms: Some(ms),
                     },
-                    _ => Wait::Block(ms),
+                    _ => WaitMode::Block(ms),
                 };
             }
             AT_SESSION => {
@@ -225,11 +225,11 @@ impl<'a> WaitArgs<'a> {
                     .filter(|n| *n >= 0)
                     .ok_or(CmdError::NotInteger("request id"))?
                     as u64;
-                self.wait = Wait::Queue {
+                self.wait = WaitMode::Queue {
                     request,
                     timeout_ms: timeout(v[1])?,
                     park_ms: match self.wait {
-                        Wait::Block(ms) => Some(ms),
+                        WaitMode::Block(ms) => Some(ms),
                         _ => None,
                     },
                 };
@@ -245,7 +245,7 @@ impl<'a> WaitArgs<'a> {
 
     /// Check the combination once every option is read: `QUEUE` needs `SESSION`.
     pub fn finish(self) -> Result<WaitArgs<'a>, CmdError> {
-        if matches!(self.wait, Wait::Queue { .. }) && self.session.is_none() {
+        if matches!(self.wait, WaitMode::Queue { .. }) && self.session.is_none() {
             return Err(CmdError::Syntax("QUEUE needs SESSION".into()));
         }
         Ok(self)
@@ -327,7 +327,7 @@ mod tests {
             Err(CmdError::OutOfRange("lease_ms"))
         );
         assert_eq!(
-            Wait::Block(i64::MAX).check(5),
+            WaitMode::Block(i64::MAX).check(5),
             Err(CmdError::OutOfRange("timeout"))
         );
     }
@@ -373,7 +373,7 @@ mod tests {
         assert_eq!(
             wait(&["session", "s1", "QUEUE", "7", "250"]),
             Ok(WaitArgs {
-                wait: Wait::Queue {
+                wait: WaitMode::Queue {
                     request: 7,
                     timeout_ms: 250,
                     park_ms: None
@@ -389,7 +389,7 @@ mod tests {
             assert_eq!(
                 wait(&words),
                 Ok(WaitArgs {
-                    wait: Wait::Queue {
+                    wait: WaitMode::Queue {
                         request: 7,
                         timeout_ms: 1,
                         park_ms: Some(5)

@@ -153,7 +153,7 @@ impl Request for LatchRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::args::Wait;
+    use crate::core::args::WaitMode;
     use crate::core::mem::Mem;
 
     fn argv<'a>(v: &[&'a str]) -> Vec<&'a [u8]> {
@@ -174,11 +174,11 @@ mod tests {
         );
         assert_eq!(
             parse_await(&argv(&["rlatch.await", "l"])).map(|w| w.wait),
-            Ok(Wait::No)
+            Ok(WaitMode::No)
         );
         assert_eq!(
             parse_await(&argv(&["rlatch.await", "l", "block", "10"])).map(|w| w.wait),
-            Ok(Wait::Block(10))
+            Ok(WaitMode::Block(10))
         );
         assert_eq!(
             parse_await(&argv(&["rlatch.await", "l", "BLOCK"])),

@@ -395,7 +395,7 @@ impl Hold for LockRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::args::Wait;
+    use crate::core::args::WaitMode;
     use crate::core::mem::Mem;
     use crate::core::wait::ObjectKeys;
 
@@ -419,7 +419,7 @@ mod tests {
             Ok(AcquireArgs {
                 lease_ms: 100,
                 wait: WaitArgs {
-                    wait: Wait::Block(0),
+                    wait: WaitMode::Block(0),
                     session: None
                 },
                 fence: true

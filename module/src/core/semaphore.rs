@@ -708,7 +708,7 @@ mod tests {
                 permits: 3,
                 lease_ms: Some(50),
                 wait: WaitArgs {
-                    wait: crate::core::args::Wait::Block(0),
+                    wait: crate::core::args::WaitMode::Block(0),
                     session: None
                 }
             })

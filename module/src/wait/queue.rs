@@ -5,7 +5,7 @@ use super::delivery::{answer_queued, deliver};
 use super::graph::{owner_id, OwnerId};
 use super::total;
 use super::{retire, state, Ended, Handle, State};
-use crate::core::args::Wait;
+use crate::core::args::WaitMode;
 use crate::core::decision::Reply;
 use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::Store;
@@ -66,12 +66,12 @@ pub fn queued_kind(db: i32, key: &[u8]) -> Option<ObjectKind> {
 pub fn park_or_nil(
     ctx: Ctx,
     keys: &RedisKeys,
-    wait: Wait,
+    wait: WaitMode,
     req: Req,
     session: Option<u32>,
 ) -> Answer {
     match wait {
-        Wait::Block(ms) if ctx.may_block() => {
+        WaitMode::Block(ms) if ctx.may_block() => {
             let bc = ctx.block();
             if let Some(session) = session {
                 state(|s| s.watched.insert(bc.id(), session));

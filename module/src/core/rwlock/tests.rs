@@ -57,7 +57,7 @@ fn arguments() {
             mode: Mode::Write,
             lease_ms: 5,
             wait: WaitArgs {
-                wait: args::Wait::Block(0),
+                wait: args::WaitMode::Block(0),
                 session: None
             }
         })

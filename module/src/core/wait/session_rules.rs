@@ -271,7 +271,7 @@ pub fn parse_read<'a>(argv: &[&'a [u8]]) -> Result<ReadArgs<'a>, CmdError> {
         match k {
             0 => r.count = args::at_least(v[0], "count", 1)? as usize,
             _ => {
-                let args::Wait::Block(ms) = args::block(v[0])? else {
+                let args::WaitMode::Block(ms) = args::block(v[0])? else {
                     unreachable!("block() gives Block")
                 };
                 r.block_ms = Some(ms);
