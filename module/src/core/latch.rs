@@ -14,7 +14,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Object, Request, Serve};
+use super::wait::{Object, Request, TryGrant};
 
 /// The channel's payloads (Redisson's `CountDownLatchPubSub`).
 const OPENED: i64 = 0;
@@ -133,11 +133,11 @@ impl Request for LatchRequest {
         &LatchObject
     }
 
-    fn serve(&self, store: &dyn Store) -> Serve<'_> {
+    fn try_grant(&self, store: &dyn Store) -> TryGrant<'_> {
         match is_open(store) {
-            Ok(true) => Serve::Grant(Decision::reply(Reply::Int(1))),
-            Ok(false) => Serve::Wait,
-            Err(e) => Serve::Fail(e),
+            Ok(true) => TryGrant::Grant(Decision::reply(Reply::Int(1))),
+            Ok(false) => TryGrant::Wait,
+            Err(e) => TryGrant::Fail(e),
         }
     }
 
@@ -231,8 +231,8 @@ mod tests {
         assert_eq!(try_set(&m, 1), Err(CmdError::WrongType));
         assert!(matches!(count_down(&m), Err(CmdError::WrongType)));
         assert!(matches!(
-            LatchRequest.serve(&m),
-            Serve::Fail(CmdError::WrongType)
+            LatchRequest.try_grant(&m),
+            TryGrant::Fail(CmdError::WrongType)
         ));
         let mut m = Mem::new(b"l");
         m.hset(b"l", b"f", b"1");
@@ -243,12 +243,12 @@ mod tests {
     fn a_waiter_passes_when_open_and_wakes_at_expiry() {
         let mut m = Mem::new(b"l");
         m.apply_ok(&try_set(&m, 1).unwrap());
-        assert!(matches!(LatchRequest.serve(&m), Serve::Wait));
+        assert!(matches!(LatchRequest.try_grant(&m), TryGrant::Wait));
         assert_eq!(LatchRequest.object().wake_at(&m), None);
         m.set_expire(b"l", m.now + 30);
         assert_eq!(LatchRequest.object().wake_at(&m), Some(m.now + 30));
         m.now += 30;
-        let Serve::Grant(d) = LatchRequest.serve(&m) else {
+        let TryGrant::Grant(d) = LatchRequest.try_grant(&m) else {
             panic!("expired = open")
         };
         assert!(d.writes.is_empty());

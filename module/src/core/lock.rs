@@ -8,7 +8,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Hold, Object, Request, Serve};
+use super::wait::{Hold, Object, Request, TryGrant};
 use std::borrow::Cow;
 
 // ---- arguments ---------------------------------------------------------------------------------
@@ -341,14 +341,14 @@ impl Request for LockRequest {
         &LockObject
     }
 
-    fn serve(&self, store: &dyn Store) -> Serve<'_> {
+    fn try_grant(&self, store: &dyn Store) -> TryGrant<'_> {
         match kind(store) {
             KeyType::Empty => match args::deadline(store.now(), self.lease_ms, "lease_ms") {
-                Ok(at) => Serve::Grant(grant(store.key_name(), &self.owner, 1, at, self.fence)),
-                Err(e) => Serve::Fail(e),
+                Ok(at) => TryGrant::Grant(grant(store.key_name(), &self.owner, 1, at, self.fence)),
+                Err(e) => TryGrant::Fail(e),
             },
-            KeyType::Hash => Serve::Wait,
-            _ => Serve::Fail(CmdError::WrongType),
+            KeyType::Hash => TryGrant::Wait,
+            _ => TryGrant::Fail(CmdError::WrongType),
         }
     }
 
@@ -603,7 +603,10 @@ mod tests {
             lease_ms: 50,
             fence: false,
         };
-        assert!(matches!(w.serve(&m), Serve::Fail(CmdError::WrongType)));
+        assert!(matches!(
+            w.try_grant(&m),
+            TryGrant::Fail(CmdError::WrongType)
+        ));
         assert!(m.exists(b"k"), "never deleted");
         assert_eq!(
             parse_acquire(&[b"rlock.acquire", b"k", b"mode", b"100"]),
@@ -621,9 +624,9 @@ mod tests {
             fence: false,
         };
         m.hset(b"k", b"a", b"1");
-        assert!(matches!(w.serve(&m), Serve::Wait));
+        assert!(matches!(w.try_grant(&m), TryGrant::Wait));
         m.del(b"k");
-        let Serve::Grant(d) = w.serve(&m) else {
+        let TryGrant::Grant(d) = w.try_grant(&m) else {
             panic!()
         };
         assert_eq!(m.apply_ok(&d), Reply::Int(1));
@@ -637,7 +640,10 @@ mod tests {
         m.hset(b"k", b"w", b"2");
         assert!(w.undo(&Reply::Int(1), &m).is_none(), "re-entered since");
         m.set_str(b"k", b"x");
-        assert!(matches!(w.serve(&m), Serve::Fail(CmdError::WrongType)));
+        assert!(matches!(
+            w.try_grant(&m),
+            TryGrant::Fail(CmdError::WrongType)
+        ));
     }
 }
 

@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Object, Request, Serve, Tidy};
+use super::wait::{Object, Request, Tidy, TryGrant};
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`): never reclaimed.
 pub const PERMANENT: i64 = 922_337_203_685_477;
@@ -582,11 +582,11 @@ impl Request for SemaphoreRequest {
         &SemaphoreObject
     }
 
-    fn serve(&self, store: &dyn Store) -> Serve<'_> {
+    fn try_grant(&self, store: &dyn Store) -> TryGrant<'_> {
         match acquire(store, self.permits, self.lease_ms, false) {
-            Ok(Some(d)) => Serve::Grant(d),
-            Ok(None) => Serve::Wait,
-            Err(e) => Serve::Fail(e),
+            Ok(Some(d)) => TryGrant::Grant(d),
+            Ok(None) => TryGrant::Wait,
+            Err(e) => TryGrant::Fail(e),
         }
     }
 
@@ -1105,7 +1105,7 @@ mod tests {
             permits: 2,
             lease_ms: Some(100),
         };
-        let Serve::Grant(d) = w.serve(&m) else {
+        let TryGrant::Grant(d) = w.try_grant(&m) else {
             panic!()
         };
         let reply = m.apply_ok(&d);
@@ -1119,7 +1119,7 @@ mod tests {
             permits: 2,
             lease_ms: None,
         };
-        let Serve::Grant(d) = plain.serve(&m) else {
+        let TryGrant::Grant(d) = plain.try_grant(&m) else {
             panic!()
         };
         let reply = m.apply_ok(&d);

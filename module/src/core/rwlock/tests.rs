@@ -6,7 +6,7 @@ use crate::core::error::CmdError;
 use crate::core::mem::Mem;
 use crate::core::store::{Store, Target};
 use crate::core::wait::{serve, KeyId, Outcome, Queues, Req, Waiter};
-use crate::core::wait::{Request, Serve};
+use crate::core::wait::{Request, TryGrant};
 use std::borrow::Cow;
 
 fn argv<'a>(v: &[&'a str]) -> Vec<&'a [u8]> {
@@ -362,7 +362,7 @@ fn undo_gives_back_an_untouched_grant() {
         mode: Mode::Read,
         lease_ms: 100,
     };
-    let Serve::Grant(d) = w.serve(&m) else {
+    let TryGrant::Grant(d) = w.try_grant(&m) else {
         panic!()
     };
     m.apply_ok(&d);

@@ -9,7 +9,7 @@ use crate::core::error::CmdError;
 use crate::core::names;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, KeyType, Store, Target};
-use crate::core::wait::{Hold, Object, Request, Serve, Tidy};
+use crate::core::wait::{Hold, Object, Request, Tidy, TryGrant};
 
 /// Writes that bring the lock up to date before its queue is served, or when a hold's own
 /// lease ends although nobody waits: expired read holds go (a bounded few at a time when
@@ -94,15 +94,15 @@ impl Request for RwLockRequest {
         &RwLockObject
     }
 
-    fn serve(&self, store: &dyn Store) -> Serve<'_> {
+    fn try_grant(&self, store: &dyn Store) -> TryGrant<'_> {
         // At the head of the queue nobody is overtaken: decide as if no one else waited.
         match acquire(store, &self.owner, self.mode, self.lease_ms, false, true) {
-            Ok(Acquire::Grant(d, _)) => Serve::Grant(d),
-            Ok(Acquire::Busy | Acquire::TidyFirst) => Serve::Wait,
+            Ok(Acquire::Grant(d, _)) => TryGrant::Grant(d),
+            Ok(Acquire::Busy | Acquire::TidyFirst) => TryGrant::Wait,
             // An upgrade (its read holds were taken after it queued) waits for them: the
             // owner may release them; the deadline ends the wait otherwise.
-            Err(CmdError::Deadlock(_)) => Serve::Wait,
-            Err(e) => Serve::Fail(e),
+            Err(CmdError::Deadlock(_)) => TryGrant::Wait,
+            Err(e) => TryGrant::Fail(e),
         }
     }
 

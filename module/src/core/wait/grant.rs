@@ -8,7 +8,7 @@
 //! Redis and the tests over the in-memory model.
 
 use super::fifo::{Grouped, KeyId, Queues, Waiter};
-use super::request::{Request, Serve};
+use super::request::{Request, TryGrant};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::store::Store;
@@ -71,7 +71,7 @@ pub fn serve<H: Grouped>(
     let mut after_tidy = None;
     if let Some(req) = head(queues, id) {
         // Bring the object up to date first (leases of single holds that ended). An error here
-        // (the key is not the object any more) shows again in `serve` below, per waiter.
+        // (the key is not the object any more) shows again in `try_grant` below, per waiter.
         if let Ok(tidy) = req.object().tidy(io.store()) {
             if !tidy.before.writes.is_empty() && io.apply(&tidy.before).is_ok() {
                 after_tidy = Some(tidy.after_serving);
@@ -86,10 +86,10 @@ pub fn serve<H: Grouped>(
     }
     let mut paused = false;
     while let Some(req) = head(queues, id) {
-        let (result, reply) = match req.serve(io.store()) {
-            Serve::Wait => break,
-            Serve::Fail(error) => (Err(error), None),
-            Serve::Grant(decision) => (io.apply(&decision), decision.reply),
+        let (result, reply) = match req.try_grant(io.store()) {
+            TryGrant::Wait => break,
+            TryGrant::Fail(error) => (Err(error), None),
+            TryGrant::Grant(decision) => (io.apply(&decision), decision.reply),
         };
         if result == Err(CmdError::Paused) {
             // Nothing was written; the head keeps its place and the queue is tried again soon.

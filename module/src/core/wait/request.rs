@@ -10,7 +10,7 @@ use std::fmt::Debug;
 
 /// Whether the waiter at the head of a queue can be granted now.
 #[derive(Debug)]
-pub enum Serve<'a> {
+pub enum TryGrant<'a> {
     /// Grant it: perform the decision and send its reply to the waiter.
     Grant(Decision<'a>),
     /// Not yet. Waiters behind it wait too (strict FIFO).
@@ -72,7 +72,7 @@ pub trait Request: Debug {
     fn object(&self) -> &'static dyn Object;
 
     /// Can this waiter be granted now, given the object's keys?
-    fn serve(&self, store: &dyn Store) -> Serve<'_>;
+    fn try_grant(&self, store: &dyn Store) -> TryGrant<'_>;
 
     /// Undo a grant whose reply never reached the waiter (it disconnected, or its session
     /// expired), given the reply it was to receive. `None`: nothing to undo (someone else
