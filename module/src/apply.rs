@@ -27,7 +27,7 @@ impl ObjectKeys for RedisKeys {
     /// (`commands::wait_or_nil`), and serving from a timer or an event has no user at all. (A
     /// release by a user without a waiter's patterns made that waiter's grant fail with
     /// `NOPERM` naming its own read-hold, token or lease key.)
-    fn apply(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {
+    fn write_serving(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {
         self.write_as(decision, Writer::Serving)
     }
 }

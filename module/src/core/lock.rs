@@ -521,7 +521,7 @@ mod tests {
         let Acquire::Grant(d, _) = acquire(&m, b"a", 100, true, false).unwrap() else {
             panic!()
         };
-        assert_eq!(m.apply(&d), Err(CmdError::CorruptToken));
+        assert_eq!(m.write_serving(&d), Err(CmdError::CorruptToken));
         assert_eq!(
             m.hget_int(&Target::Main, b"a"),
             Int::Is(4),

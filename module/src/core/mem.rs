@@ -128,7 +128,7 @@ impl Mem {
 
     /// Apply and return the resolved reply; panics on error.
     pub fn apply_ok(&mut self, d: &Decision) -> Reply {
-        let token = self.apply(d).expect("decision applies");
+        let token = self.write_serving(d).expect("decision applies");
         super::wait::grant::with_token(d.reply.clone().unwrap_or(Reply::Nil), token)
     }
 }
@@ -219,7 +219,7 @@ impl ObjectKeys for Mem {
         self
     }
 
-    fn apply(&mut self, d: &Decision) -> Result<Option<i64>, CmdError> {
+    fn write_serving(&mut self, d: &Decision) -> Result<Option<i64>, CmdError> {
         self.expire();
         let mut token = None;
         for w in &d.writes {

@@ -23,8 +23,10 @@ pub type Req = std::rc::Rc<dyn Request>;
 /// Reads and writes of one object's keys.
 pub trait ObjectKeys {
     fn store(&self) -> &dyn Store;
-    /// Perform a decision's writes, all or (on error) none; the value its `Incr` produced.
-    fn apply(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError>;
+    /// Perform a decision serving made (a grant, tidying), all or (on error) none; the value its
+    /// `Incr` produced. What follows is the serving step's (the skin's `RedisKeys::apply` also
+    /// marks the change for the settle step: serving marks nothing).
+    fn write_serving(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError>;
 }
 
 /// What happened to a waiter that left the queue while it was served.
@@ -73,7 +75,7 @@ pub fn serve<H: Grouped>(
         // Bring the object up to date first (leases of single holds that ended). An error here
         // (the key is not the object any more) shows again in `try_grant` below, per waiter.
         if let Ok(tidy) = req.object().tidy(io.store()) {
-            if !tidy.before.writes.is_empty() && io.apply(&tidy.before).is_ok() {
+            if !tidy.before.writes.is_empty() && io.write_serving(&tidy.before).is_ok() {
                 after_tidy = Some(tidy.after_serving);
             }
         }
@@ -89,7 +91,7 @@ pub fn serve<H: Grouped>(
         let (result, reply) = match req.try_grant(io.store()) {
             TryGrant::Wait => break,
             TryGrant::Fail(error) => (Err(error), None),
-            TryGrant::Grant(decision) => (io.apply(&decision), decision.reply),
+            TryGrant::Grant(decision) => (io.write_serving(&decision), decision.reply),
         };
         if result == Err(CmdError::Paused) {
             // Nothing was written; the head keeps its place and the queue is tried again soon.
@@ -109,7 +111,7 @@ pub fn serve<H: Grouped>(
         });
     }
     if let Some(d) = after_tidy.filter(|d| !d.writes.is_empty()) {
-        let _ = io.apply(&d);
+        let _ = io.write_serving(&d);
     }
     let wake_at = if paused {
         Some(io.store().now() + PAUSED_RETRY_MS)
