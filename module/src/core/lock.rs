@@ -326,6 +326,14 @@ impl Object for LockObject {
             _ => None,
         }
     }
+
+    fn holders_upto(&self, store: &dyn Store, limit: usize) -> Vec<(Vec<u8>, bool)> {
+        // Redisson's layout has one field, the holder; every field counts, as an owner.
+        let fields = store.hgetall(&Target::Main).into_iter();
+        let mut hs: Vec<_> = fields.map(|(owner, _)| (owner, true)).collect();
+        hs.truncate(limit);
+        hs
+    }
 }
 
 /// A queued `RLOCK.ACQUIRE`: granted when the key is free, with its lease counted from then.
@@ -378,12 +386,6 @@ impl Request for LockRequest {
 impl Hold for LockRequest {
     fn owner(&self) -> &[u8] {
         &self.owner
-    }
-
-    fn holders(&self, store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
-        // Redisson's layout has one field, the holder; every field counts, as an owner.
-        let fields = store.hgetall(&Target::Main).into_iter();
-        fields.map(|(owner, _)| (owner, true)).collect()
     }
 
     /// A grant (first hold or re-entry) sets the lock's lease to `lease_ms` from now.

@@ -166,9 +166,7 @@ impl deadlock::Graph for WaitGraph<'_> {
 
     fn holders(&self, key: &KeyId) -> Vec<(Box<[u8]>, bool)> {
         let held = |req: &Req, keys: &RedisKeys| {
-            let hs = req
-                .holds()
-                .map_or_else(Vec::new, |h| h.holders_upto(keys, self.holders_max));
+            let hs = req.object().holders_upto(keys, self.holders_max);
             let hs = hs.into_iter();
             hs.map(|(o, x)| (o.into_boxed_slice(), x)).collect()
         };

@@ -79,6 +79,23 @@ impl Object for RwLockObject {
         }
         Some(ends.iter().try_fold(i64::MIN, |m, e| e.map(|e| m.max(e))))
     }
+
+    fn holders_upto(&self, store: &dyn Store, limit: usize) -> Vec<(Vec<u8>, bool)> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return out;
+        }
+        store.hvisit(&Target::Main, &mut |field, _| {
+            if field != MODE {
+                match field.strip_suffix(WRITE_SUFFIX) {
+                    Some(w) => out.push((w.to_vec(), true)),
+                    None => out.push((field.to_vec(), false)),
+                }
+            }
+            out.len() < limit
+        });
+        out
+    }
 }
 
 /// A queued `RRWLOCK.ACQUIRE`.
@@ -145,33 +162,6 @@ impl Request for RwLockRequest {
 impl Hold for RwLockRequest {
     fn owner(&self) -> &[u8] {
         &self.owner
-    }
-
-    fn holders(&self, store: &dyn Store) -> Vec<(Vec<u8>, bool)> {
-        let h = holders(store);
-        let readers = h.readers.into_iter().map(|(r, _)| (r, false));
-        h.writer
-            .map(|(w, _)| (w, true))
-            .into_iter()
-            .chain(readers)
-            .collect()
-    }
-
-    fn holders_upto(&self, store: &dyn Store, limit: usize) -> Vec<(Vec<u8>, bool)> {
-        let mut out = Vec::new();
-        if limit == 0 {
-            return out;
-        }
-        store.hvisit(&Target::Main, &mut |field, _| {
-            if field != MODE {
-                match field.strip_suffix(WRITE_SUFFIX) {
-                    Some(w) => out.push((w.to_vec(), true)),
-                    None => out.push((field.to_vec(), false)),
-                }
-            }
-            out.len() < limit
-        });
-        out
     }
 
     fn exclusive(&self) -> bool {
