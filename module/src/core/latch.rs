@@ -117,11 +117,6 @@ impl Object for LatchObject {
     fn kind(&self) -> ObjectKind {
         ObjectKind::Latch
     }
-
-    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
-        // A count with a TTL opens when it expires.
-        store.expire_at(&Target::Main)
-    }
 }
 
 /// A queued `RLATCH.AWAIT`: granted (reply 1, nothing written) as soon as the latch is open.

@@ -316,10 +316,6 @@ impl Object for LockObject {
         ObjectKind::Lock
     }
 
-    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
-        store.expire_at(&Target::Main)
-    }
-
     fn held_until(&self, owner: &[u8], _exclusive: bool, store: &dyn Store) -> Option<Option<i64>> {
         match store.hget_int(&Target::Main, owner) {
             Int::Is(n) if n >= 1 => Some(store.expire_at(&Target::Main)),

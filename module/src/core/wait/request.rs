@@ -5,7 +5,7 @@
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
-use crate::core::store::Store;
+use crate::core::store::{Store, Target};
 use std::fmt::Debug;
 
 /// Whether the waiter at the head of a queue can be granted now.
@@ -37,8 +37,11 @@ pub trait Object {
 
     /// When the object's state changes by itself (the earliest lease end): its queue, or the
     /// object itself when its holds have leases of their own, is looked at again then.
-    /// `None`: only an event (release, DEL, ...) can change it.
-    fn wake_at(&self, store: &dyn Store) -> Option<i64>;
+    /// `None`: only an event (release, DEL, ...) can change it. Unless the object says
+    /// otherwise, when its key expires (a lock's lease; a latch's count with a TTL opens then).
+    fn wake_at(&self, store: &dyn Store) -> Option<i64> {
+        store.expire_at(&Target::Main)
+    }
 
     /// Whether `owner` holds the exclusive (a lock, a write lock) or shared (a read lock) side
     /// of the object whose keys `store` reads: `None` when not (any more), else when that
