@@ -5,12 +5,9 @@
 //! As Redis' `signalKeyAsReady` marks a key for `handleClientsBlockedOnKeys` to serve: nobody
 //! that writes has to remember what follows.
 
-use crate::core::decision::Decision;
-use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::wait::{KeyId, Object, Req};
 use crate::ffi::RStr;
-use crate::keys::RedisKeys;
 use std::cell::RefCell;
 
 /// What a command's write did to its object, beyond the write itself.
@@ -41,12 +38,9 @@ pub enum Change {
         own_lease: Option<(i64, &'static dyn Object)>,
     },
     /// Something was added (permits, an open latch, a drained count): the queue is served.
-    /// `counted`: it counts as a release. `announce`: the object's news of what is left is
-    /// published once the waiters took their share.
-    Freed {
-        counted: bool,
-        announce: Option<Announce>,
-    },
+    /// `counted`: it counts as a release. `announce`: the object's news of what is left
+    /// (`Object::announce_freed`) is published once the waiters took their share.
+    Freed { counted: bool, announce: bool },
 }
 
 /// Whose hold a grant is, and which side: `exclusive` for a lock or a write lock, not for a
@@ -56,9 +50,6 @@ pub struct HoldBy {
     pub owner: RStr,
     pub exclusive: bool,
 }
-
-/// An object's news of what a write left, decided once the waiters took their share.
-pub type Announce = fn(&RedisKeys) -> Result<Decision<'static>, CmdError>;
 
 /// What a background write (a timer's or an event's: no command runs) calls for.
 pub enum Background {

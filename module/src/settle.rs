@@ -12,6 +12,7 @@
 //! not overtake a queue whose object was freed by expiry or by an event not served yet.
 
 use crate::core::error::CmdError;
+use crate::core::objects;
 use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::Store;
 use crate::core::wait::KeyId;
@@ -178,17 +179,17 @@ fn settle_command(ctx: Ctx, name: RStr, kind: ObjectKind, change: Change, delete
             if counted {
                 kind.count(Counted::Released);
             }
-            let Some(announce) = announce else {
+            if !announce {
                 serve(None);
                 return;
-            };
+            }
             let mut keys = open();
             if wait::total() > 0 {
                 wait::serve_now(&mut keys);
             }
             // Published after the waiters took their share (the object's writes are made: an
             // announcement that cannot be read is not the command's failure).
-            if let Ok(d) = announce(&keys) {
+            if let Ok(d) = objects::of(kind).announce_freed(&keys) {
                 let _ = keys.apply(&d, Change::Wrote);
             }
         }

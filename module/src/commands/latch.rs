@@ -25,7 +25,7 @@ pub fn try_set_count(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         true => Change::Wrote,
         false => Change::Freed {
             counted: false,
-            announce: None,
+            announce: false,
         },
     };
     keys.apply(&d, change)?;
@@ -41,7 +41,7 @@ pub fn count_down(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let change = match opened {
         true => Change::Freed {
             counted: true,
-            announce: None,
+            announce: false,
         },
         false => Change::Wrote,
     };

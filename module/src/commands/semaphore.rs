@@ -2,7 +2,7 @@
 //! RPermitExpirableSemaphore layout).
 
 use super::acquire::{self, Acquiring, Decided};
-use crate::core::decision::{Decision, Reply};
+use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::names;
 use crate::core::semaphore::{self, Release, SemaphoreObject, SemaphoreRequest};
@@ -32,12 +32,8 @@ fn prepare(keys: &mut RedisKeys) -> Result<bool, CmdError> {
 /// Permits were added: once waiters took theirs, the count left is published.
 const FREED_ANNOUNCED: Change = Change::Freed {
     counted: false,
-    announce: Some(announce_left),
+    announce: true,
 };
-
-fn announce_left(keys: &RedisKeys) -> Result<Decision<'static>, CmdError> {
-    semaphore::announce(keys, false)
-}
 
 /// The reply of a command that added permits: the count left once waiters took theirs.
 fn left(ctx: Ctx, key: RStr) -> Result<Reply, CmdError> {
@@ -94,7 +90,7 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     };
     let released = Change::Freed {
         counted: true,
-        announce: Some(announce_left),
+        announce: true,
     };
     keys.apply(&d, released)?;
     Ok(Answer::ReadAfter(left))
@@ -137,7 +133,7 @@ pub fn add_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         // Nothing to announce; the waiters are served all the same.
         false => Change::Freed {
             counted: false,
-            announce: None,
+            announce: false,
         },
     };
     keys.apply(&semaphore::add_permits(&keys, delta)?, added)?;
@@ -154,7 +150,7 @@ pub fn drain(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     // after a SET or INCRBY to 0, seen as events; our own writes raise none).
     let drained = Change::Freed {
         counted: false,
-        announce: None,
+        announce: false,
     };
     keys.apply(&d, drained)?;
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))

@@ -568,6 +568,10 @@ impl Object for SemaphoreObject {
     fn owners_of_aux(&self, key: &[u8]) -> Vec<Vec<u8>> {
         names::semaphores_of_timeouts(key)
     }
+
+    fn announce_freed(&self, store: &dyn Store) -> Result<Decision<'static>, CmdError> {
+        announce(store, false)
+    }
 }
 
 /// A queued `RSEM.ACQUIRE`: granted when its permits are available, leased from the grant.

@@ -72,6 +72,13 @@ pub trait Object {
     fn holders_upto(&self, _store: &dyn Store, _limit: usize) -> Vec<(Vec<u8>, bool)> {
         Vec::new()
     }
+
+    /// What the object publishes once its queue took its share of what a command freed (the
+    /// semaphore: the count left, as Redisson's release script does); made after serving, so
+    /// it reads what is left then. Most objects announce nothing beyond their writes.
+    fn announce_freed(&self, _store: &dyn Store) -> Result<Decision<'static>, CmdError> {
+        Ok(Decision::default())
+    }
 }
 
 /// What every queued request tells the waiting mechanism: whether it can be granted, how to
