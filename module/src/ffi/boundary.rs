@@ -9,6 +9,7 @@ use redis_module::raw;
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 thread_local! {
@@ -53,13 +54,14 @@ pub enum ServerEvent {
     RoleChanged,
     /// `CONFIG SET` changed these parameters.
     ConfigChanged(Vec<Vec<u8>>),
-    /// A step of Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`) on this node, with
-    /// the job's slot ranges (inclusive).
+    /// A step of an atomic slot migration on this node (Valkey 9's `CLUSTER MIGRATESLOTS`,
+    /// Redis 8.4's `CLUSTER MIGRATION IMPORT`), with the job's slot ranges (inclusive).
     SlotMigration(Migration, Vec<(u16, u16)>),
 }
 
 /// The steps of an atomic slot migration a node is told of (valkeymodule.h's
-/// `VALKEYMODULE_SUBEVENT_ATOMIC_SLOT_MIGRATION_*`, in their order).
+/// `VALKEYMODULE_SUBEVENT_ATOMIC_SLOT_MIGRATION_*`, in their order; Redis names an export a
+/// migrate, an abort a failure or a cancel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Migration {
     ImportStarted,
@@ -92,19 +94,70 @@ struct MigrationInfoV1 {
     num_slot_ranges: u32,
 }
 
-/// Declare that the module handles Valkey's atomic slot migration, and subscribe to its event.
-/// Only on Valkey 9+: there the option and the event id are Valkey's; another server may give
-/// the same numbers other meanings. Valkey refuses `CLUSTER MIGRATESLOTS` while a loaded module
-/// has not declared the option.
-pub fn handle_atomic_slot_migration(ctx: Ctx) {
+/// Redis 8.4's server event of atomic slot migration (redismodule.h:
+/// `REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`; its id 19 is the trim event, Valkey's 19 its
+/// migration event: which one the module subscribed to is kept in [`MIGRATION_EVENTS`]). Its
+/// sub-events, in order: import started, import failed, import completed, migrate started,
+/// migrate failed, migrate completed, and (6) a module's chance to propagate, unused.
+const EVENT_CLUSTER_SLOT_MIGRATION: u64 = 18;
+
+/// `RedisModuleSlotRange`: inclusive.
+#[repr(C)]
+struct RedisSlotRange {
+    start: u16,
+    end: u16,
+}
+
+/// `RedisModuleSlotRangeArray`'s head; `num_ranges` ranges follow it.
+#[repr(C)]
+struct RedisSlotRanges {
+    num_ranges: i32,
+    ranges: [RedisSlotRange; 0],
+}
+
+/// `RedisModuleClusterSlotMigrationInfoV1`, the event's data.
+#[repr(C)]
+struct RedisMigrationInfoV1 {
+    version: u64,
+    source_node_id: [c_char; 41],
+    destination_node_id: [c_char; 41],
+    task_id: *const c_char,
+    slots: *const RedisSlotRanges,
+}
+
+/// Which server's migration event the module subscribed to at load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrationEvents {
+    /// Valkey 9+: `CLUSTER MIGRATESLOTS`.
+    Valkey = 1,
+    /// Redis 8.4+: `CLUSTER MIGRATION IMPORT`.
+    Redis = 2,
+}
+
+/// 0 until [`handle_atomic_slot_migration`] subscribed; then a [`MigrationEvents`].
+static MIGRATION_EVENTS: AtomicU8 = AtomicU8::new(0);
+
+fn subscribed_to(events: MigrationEvents) -> bool {
+    MIGRATION_EVENTS.load(Ordering::Relaxed) == events as u8
+}
+
+/// Subscribe to the server's atomic slot migration event. Only on the server named: there the
+/// event ids are that server's; another server gives the same numbers other meanings. On Valkey,
+/// also declare that the module handles it: Valkey refuses `CLUSTER MIGRATESLOTS` while a
+/// loaded module has not (Redis asks nothing of modules).
+pub fn handle_atomic_slot_migration(ctx: Ctx, events: MigrationEvents) {
+    MIGRATION_EVENTS.store(events as u8, Ordering::Relaxed);
+    let id = match events {
+        MigrationEvents::Valkey => EVENT_ATOMIC_SLOT_MIGRATION,
+        MigrationEvents::Redis => EVENT_CLUSTER_SLOT_MIGRATION,
+    };
     // SAFETY: load runs on the main thread with a valid ctx; the callback is the trampoline
     // below, which catches panics. No other module option is declared (the mask is complete).
     unsafe {
-        api!(RedisModule_SetModuleOptions)(ctx.0, OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION);
-        let event = raw::RedisModuleEvent {
-            id: EVENT_ATOMIC_SLOT_MIGRATION,
-            dataver: 1,
-        };
+        if events == MigrationEvents::Valkey {
+            api!(RedisModule_SetModuleOptions)(ctx.0, OPTIONS_HANDLE_ATOMIC_SLOT_MIGRATION);
+        }
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
         api!(RedisModule_SubscribeToServerEvent)(ctx.0, event, Some(on_server_event));
     }
 }
@@ -226,7 +279,33 @@ unsafe extern "C" fn on_server_event(
             {
                 ServerEvent::Forked
             }
-            EVENT_ATOMIC_SLOT_MIGRATION if !data.is_null() && sub <= 5 => {
+            EVENT_CLUSTER_SLOT_MIGRATION
+                if subscribed_to(MigrationEvents::Redis) && !data.is_null() && sub <= 5 =>
+            {
+                let info = &*data.cast::<RedisMigrationInfoV1>();
+                let ranges = if info.slots.is_null() {
+                    &[][..]
+                } else {
+                    let head = &*info.slots;
+                    std::slice::from_raw_parts(
+                        head.ranges.as_ptr(),
+                        usize::try_from(head.num_ranges).unwrap_or(0),
+                    )
+                };
+                let step = [
+                    Migration::ImportStarted,
+                    Migration::ImportAborted,
+                    Migration::ImportCompleted,
+                    Migration::ExportStarted,
+                    Migration::ExportAborted,
+                    Migration::ExportCompleted,
+                ][sub as usize];
+                let ranges = ranges.iter().map(|r| (r.start, r.end)).collect();
+                ServerEvent::SlotMigration(step, ranges)
+            }
+            EVENT_ATOMIC_SLOT_MIGRATION
+                if subscribed_to(MigrationEvents::Valkey) && !data.is_null() && sub <= 5 =>
+            {
                 let info = &*data.cast::<MigrationInfoV1>();
                 let ranges = if info.slot_ranges.is_null() {
                     &[][..]
