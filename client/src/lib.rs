@@ -181,6 +181,8 @@
 //! | waiting through pub/sub (a subscription per lock, `subscriptionConnectionPoolSize`, `subscriptionsPerConnection`) | every wait through the client's session: one listener connection per server, no pool to size (see "Waiting: sessions") | same |
 //! | no notice when a hold is lost (found at the next renewal at best) | [`Guard::is_lost`], [`Lock::is_lost`]: the server pushes the loss through the session within milliseconds | [`Guard::lost`] |
 //! | `lockWatchdogTimeout` | [`ClientBuilder::watchdog_timeout`] | same |
+//! | a listener told when a watchdog renewal fails | [`ClientBuilder::watchdog_listener`] ([`WatchdogEvent::RenewalFailed`], also `Lost`, `MaxHoldReached`) | same |
+//! | (none: the watchdog renews for as long as the process lives; python-redis-lock#114) | [`ClientBuilder::watchdog_max_hold`]: a longest hold, after which the watchdog stops and the holder is told ([`Guard::is_lost`], [`Guard::lost`]) | same |
 //! | a lock of a thread that ended without `unlock` is renewed for the life of the process (redisson#7272, #2590) | released by the watchdog within one renewal period (see "Orphaned holds") | a task's: reported and no longer renewed |
 //! | (none) | [`ClientBuilder::session_grace`]: how long a frozen process's waits outlive it | same |
 //!
@@ -209,6 +211,13 @@
 //! warning is logged. A renewal that finds the hold gone does the same (the backstop while a
 //! session is being opened again). A lease hold also counts as lost once its lease has run out
 //! (see "Lost holds" on [`Guard`]).
+//!
+//! A longest hold ([`ClientBuilder::watchdog_max_hold`], none by default) bounds how long the
+//! watchdog keeps one hold: past it the hold is renewed no more and counts as lost at once
+//! (its holder is told as for any lost hold), and it frees when its last lease ends. A
+//! listener of yours ([`ClientBuilder::watchdog_listener`]) is told of every renewal that got
+//! no answer ([`WatchdogEvent::RenewalFailed`], retried next period), every hold found or
+//! reported gone ([`WatchdogEvent::Lost`]) and every longest hold reached.
 //!
 //! Semaphore permits and latches have no owner. A leased permit of a
 //! [`PermitExpirableSemaphore`] always has a lease; nothing renews it unless you call
@@ -404,6 +413,7 @@ mod client;
 mod config;
 mod context;
 mod error;
+mod events;
 mod failover;
 mod holds;
 mod metrics;
@@ -431,6 +441,7 @@ pub use cancel::CancelToken;
 pub use client::Client;
 pub use config::{ClientBuilder, Config, Protocol};
 pub use error::{Error, Result};
+pub use events::{HoldInfo, WatchdogEvent};
 pub use metrics::NameLabel;
 pub use owner::Owner;
 pub use permit::PermitId;
