@@ -162,12 +162,15 @@
 //! | `acquire()`, `acquire(n)` | [`Semaphore::acquire`], [`Semaphore::acquire_many`] | same names |
 //! | `tryAcquire()`, `tryAcquire(n)`, `tryAcquire(wait)`, `tryAcquire(n, wait)` | [`Semaphore::try_acquire`], [`Semaphore::try_acquire_many`], [`Semaphore::try_acquire_for`], [`Semaphore::try_acquire_many_for`] | same names |
 //! | `release()`, `release(n)` | [`Semaphore::release`], [`Semaphore::release_many`] | same names |
+//! | `trySetPermits(n, ttl)`, `releaseIfExists(n)` | [`Semaphore::try_set_permits_with_ttl`], [`Semaphore::release_if_exists`] | same names |
 //! | try/finally around `acquire`/`release` | [`Semaphore::guard`], [`Semaphore::guard_many`], [`Semaphore::try_guard_for`], ... | same names |
 //! | **`RPermitExpirableSemaphore`**: `getPermitExpirableSemaphore` | [`Client::permit_expirable_semaphore`] | [`Client::async_permit_expirable_semaphore`] |
 //! | `acquire(lease)`, `acquire(n, lease)` (ids) | [`PermitExpirableSemaphore::acquire`], [`PermitExpirableSemaphore::acquire_many`] ([`PermitId`]) | same names |
 //! | `tryAcquire(lease)`, `tryAcquire(wait, lease)`, `tryAcquire(n, lease)`, `tryAcquire(n, wait, lease)` | [`PermitExpirableSemaphore::try_acquire`], [`PermitExpirableSemaphore::try_acquire_for`], [`PermitExpirableSemaphore::try_acquire_many`], [`PermitExpirableSemaphore::try_acquire_many_for`] | same names |
 //! | `release(id)`, `release(ids)` (`IllegalArgumentException`) | [`PermitExpirableSemaphore::release`], [`PermitExpirableSemaphore::release_many`] ([`Error::PermitNotLeased`]) | same names |
 //! | `tryRelease(id)`, `tryRelease(ids)` | [`PermitExpirableSemaphore::try_release`], [`PermitExpirableSemaphore::try_release_many`] | same names |
+//! | `getPermits()`, `setPermits(n)`, `getLeaseTime(id)` (`-1`: no end) | [`PermitExpirableSemaphore::permits`], [`PermitExpirableSemaphore::set_permits`], [`PermitExpirableSemaphore::lease_time`] (`None`: no end) | same names |
+//! | `acquire()`, `tryAcquire()`, `tryAcquire(wait, -1, unit)`: a permit without a lease | [`PermitExpirableSemaphore::acquire_without_lease`], [`PermitExpirableSemaphore::try_acquire_without_lease`], [`PermitExpirableSemaphore::try_acquire_without_lease_for`] (Redisson's protocol; with the module [`Error::NotInModuleProtocol`]) | same names |
 //! | `updateLeaseTime`, `acquiredPermits`, `availablePermits`, `trySetPermits`, `addPermits` | [`PermitExpirableSemaphore::update_lease_time`], [`PermitExpirableSemaphore::acquired_permits`], [`PermitExpirableSemaphore::available_permits`], ... | same names |
 //! | a permit in try/finally | [`PermitExpirableSemaphore::guard`] ([`Guard::permit_id`]), [`PermitExpirableSemaphore::guard_many`] | same names |
 //! | (none: a lease is a guess, redisson#4462) | [`PermitExpirableSemaphore::with_watchdog`]: permits renewed by the watchdog until released | [`AsyncPermitExpirableSemaphore::with_watchdog`] |
