@@ -151,6 +151,8 @@
 //! | `unlock()` (`IllegalMonitorStateException`) | [`Lock::unlock`] ([`Error::NotOwner`]) | [`AsyncLock::unlock`] |
 //! | `forceUnlock`, `isLocked`, `isHeldByCurrentThread`, `getHoldCount`, `remainTimeToLive` | [`Lock::force_unlock`], [`Lock::is_locked`], [`Lock::is_held_by_current_thread`], [`Lock::hold_count`], [`Lock::remain_time_to_live`] | [`AsyncLock::is_held_by_current_task`], ... |
 //! | `lockAsync(threadId)` | [`Lock::with_owner`] | [`AsyncLock::with_owner`] |
+//! | **`getSpinLock(name)`**, `getSpinLock(name, backOff)` (`RedissonSpinLock`: no pub/sub, retries with a back-off) | [`Client::spin_lock`], [`Client::spin_lock_with_backoff`] ([`SpinLock`], every [`Lock`] method) | [`Client::async_spin_lock`] ([`AsyncSpinLock`]) |
+//! | `LockOptions.ExponentialBackOff` (`initialDelay`, `maxDelay`, `multiplier`), `ConstantBackOff` (`delay`) | [`BackOff::exponential`], [`BackOff::constant`], [`BackOff::default`] | same |
 //! | `lockInterruptibly()`, `lockInterruptibly(lease)` + `Thread.interrupt()` (`InterruptedException`) | [`CancelToken::run`] around [`Lock::lock`] (or any blocking wait) + [`CancelToken::cancel`] ([`Error::Cancelled`]) | drop the future (cancel-safe) |
 //! | **`getNonReentrantLock`**, `getNonReentrantFairLock` (`IllegalMonitorStateException` on re-entry) | [`Client::non_reentrant_lock`] ([`Error::NotReentrant`]) | [`Client::async_non_reentrant_lock`] |
 //! | `lockAndGetToken`, `tryLockAndGetToken`, `getToken` | [`FencedLock::lock_and_get_token`], [`FencedLock::try_lock_and_get_token`], [`FencedLock::token`] | same names |
@@ -436,9 +438,9 @@ mod watchdog;
 pub use api::Mode;
 pub use api::{
     Async, AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock,
-    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, Blocking,
-    CallStyle, CountDownLatch, FencedLock, Guard, Lock, LockGuard, MultiLock,
-    PermitExpirableSemaphore, ReadWriteLock, RedLock, Semaphore, Ttl,
+    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, AsyncSpinLock,
+    BackOff, Blocking, CallStyle, CountDownLatch, Delays, FencedLock, Guard, Lock, LockGuard,
+    MultiLock, PermitExpirableSemaphore, ReadWriteLock, RedLock, Semaphore, SpinLock, Ttl,
 };
 pub use cancel::CancelToken;
 pub use client::Client;
