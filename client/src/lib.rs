@@ -182,6 +182,7 @@
 //! | `countDown()` then `await()` (Redisson has no `countDownAndAwait`) | [`CountDownLatch::count_down_and_await`], [`CountDownLatch::count_down_and_await_for`] | same names |
 //! | **`RedissonMultiLock`**: `getMultiLock(locks...)` | [`MultiLock::new`], [`Client::multi_lock`] | [`AsyncMultiLock::new`], [`Client::async_multi_lock`] |
 //! | `lock`, `tryLock`, `unlock`, `isHeldByCurrentThread` | [`MultiLock::lock`], [`MultiLock::try_lock_for`], [`MultiLock::unlock`], [`MultiLock::is_held`], guards | same names |
+//! | `getMultiLock(group, values)` (`RedissonFasterMultiLock`: one hash `group`, a field per value) | none yet: its fields are the HighwayHash-128 (Base64) of each value as the Java service's codec encodes it (Kryo by default), so sharing one needs that codec's bytes; use [`MultiLock::new`] over one [`Lock`] per value meanwhile (another layout: not shared with a Java grouped MultiLock) | none yet |
 //! | **`RedissonRedLock`**: `getRedLock(locks...)` | [`RedLock::new`] (methods of [`MultiLock`]) | [`AsyncRedLock::new`] |
 //! | waiting through pub/sub (a subscription per lock, `subscriptionConnectionPoolSize`, `subscriptionsPerConnection`) | every wait through the client's session: one listener connection per server, no pool to size (see "Waiting: sessions") | same |
 //! | no notice when a hold is lost (found at the next renewal at best) | [`Guard::is_lost`], [`Lock::is_lost`]: the server pushes the loss through the session within milliseconds | [`Guard::lost`] |
