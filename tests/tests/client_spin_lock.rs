@@ -131,6 +131,25 @@ fn a_wait_ends_at_its_time_and_a_constant_back_off_spaces_attempts() {
     let made = attempts(&mut c) - before;
     assert!((5..=7).contains(&made), "{made} attempts");
     assert!(!spin.try_lock().unwrap());
+
+    // A blocking wait under a CancelToken ends at the cancel, between two attempts.
+    let token = rlock::CancelToken::new();
+    let waiter = {
+        let (spin, token) = (spin.clone(), token.clone());
+        std::thread::spawn(move || {
+            let t = Instant::now();
+            let r = token.run(|| spin.try_lock_for(Duration::from_secs(10)));
+            (r, t.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(250));
+    token.cancel();
+    let (r, took) = waiter.join().unwrap();
+    assert!(matches!(r, Err(Error::Cancelled { .. })), "{r:?}");
+    assert!(
+        took < margin(Duration::from_secs(1)),
+        "ended at the cancel: {took:?}"
+    );
 }
 
 #[test]

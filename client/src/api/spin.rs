@@ -11,6 +11,7 @@ use super::forever;
 use super::guard::Guard;
 use super::lock::{AsyncLock, Lock, LockCore};
 use super::style::CallStyle;
+use crate::cancel;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::owner::Owner;
@@ -155,6 +156,12 @@ impl SpinCore {
             _ => None,
         };
         let mut delays = self.backoff.delays();
+        // A blocking wait under a `CancelToken` ends between two attempts when it is
+        // cancelled (an attempt itself does not wait).
+        let token = match io {
+            Io::Blocking => cancel::current(),
+            Io::Async => None,
+        };
         loop {
             if let Some(got) = attempt(io).await? {
                 return Ok(Some(got));
@@ -170,7 +177,18 @@ impl SpinCore {
                 // The last attempt comes at the deadline, not a delay after it.
                 next = next.min(end);
             }
-            self.ctx.bg.sleep_until(next).await;
+            let Some(token) = &token else {
+                self.ctx.bg.sleep_until(next).await;
+                continue;
+            };
+            tokio::select! {
+                _ = self.ctx.bg.sleep_until(next) => {}
+                _ = token.cancelled() => {
+                    return Err(Error::Cancelled {
+                        name: self.lock.name.to_string(),
+                    })
+                }
+            }
         }
     }
 
@@ -202,7 +220,9 @@ impl SpinCore {
 /// each attempt one `RLOCK.ACQUIRE` without waiting (with the module) or one run of the lock's
 /// acquire script (Redisson's protocol), the next one after a [`BackOff`] delay. Use it where
 /// pub/sub or the module's sessions are unavailable or unwanted (many short waits on many
-/// keys); it is not fair: an attempt that comes right after a release takes the lock, whoever
+/// keys). A blocking wait under a [`CancelToken`](crate::CancelToken) ends with
+/// [`Error::Cancelled`] between two attempts when the token is cancelled; an async wait ends
+/// when its future is dropped. It is not fair: an attempt that comes right after a release takes the lock, whoever
 /// waited longest (and with the module it never takes the lock past a queued waiter of a
 /// [`Lock`]: the server hands a freed lock to its queue first).
 ///
