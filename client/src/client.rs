@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use crate::api::{
     AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncMultiLock, AsyncPermitExpirableSemaphore,
-    AsyncReadWriteLock, AsyncSemaphore, CountDownLatch, FencedLock, LatchCore, Lock, LockCore,
-    MultiLock, PermitExpirableSemaphore, ReadWriteLock, SemCore, Semaphore,
+    AsyncReadWriteLock, AsyncSemaphore, AsyncSpinLock, BackOff, CountDownLatch, FencedLock,
+    LatchCore, Lock, LockCore, MultiLock, PermitExpirableSemaphore, ReadWriteLock, SemCore,
+    Semaphore, SpinLock,
 };
 use crate::ops::lock::Flavor;
 
@@ -237,6 +238,67 @@ impl Client {
         Lock {
             core: self.core(name.into(), PLAIN, OwnerPolicy::Thread),
         }
+    }
+
+    /// A lock whose waits retry with Redisson's default back-off instead of waiting on the
+    /// server (Redisson's `getSpinLock`): the lock's layout, every method of [`Lock`]; see
+    /// [`SpinLock`].
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let _g = client.spin_lock("jobs:nightly").guard()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
+        SpinLock::new(self.lock(name), BackOff::default()).expect("the default back-off is valid")
+    }
+
+    /// [`Client::spin_lock`] with a back-off of your own (Redisson's `getSpinLock(name,
+    /// backOff)`); [`Error::InvalidArgument`](crate::Error::InvalidArgument) when one of its
+    /// options is zero.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let every_64ms = rlock::BackOff::constant(Duration::from_millis(64));
+    /// let lock = client.spin_lock_with_backoff("jobs:nightly", every_64ms)?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn spin_lock_with_backoff(
+        &self,
+        name: impl Into<String>,
+        backoff: BackOff,
+    ) -> Result<SpinLock> {
+        SpinLock::new(self.lock(name), backoff)
+    }
+
+    /// The async form of [`Client::spin_lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> rlock::Result<()> {
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let g = client.async_spin_lock("jobs:nightly").guard().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn async_spin_lock(&self, name: impl Into<String>) -> AsyncSpinLock {
+        AsyncSpinLock::new(self.async_lock(name), BackOff::default())
+            .expect("the default back-off is valid")
+    }
+
+    /// The async form of [`Client::spin_lock_with_backoff`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let lock = client.async_spin_lock_with_backoff("jobs", rlock::BackOff::default())?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn async_spin_lock_with_backoff(
+        &self,
+        name: impl Into<String>,
+        backoff: BackOff,
+    ) -> Result<AsyncSpinLock> {
+        AsyncSpinLock::new(self.async_lock(name), backoff)
     }
 
     /// Redisson's `getFairLock`. With the module it is the same as [`Client::lock`]: the

@@ -4,6 +4,7 @@ use crate::metrics::NameLabel;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::events::{Listener, WatchdogEvent};
 
 /// Settings of a [`Client`](crate::Client). Built with
 /// [`Client::builder`](crate::Client::builder); read back with
@@ -29,6 +30,10 @@ pub struct Config {
     pub(crate) metrics: Option<NameLabel>,
     /// Which protocol to speak: detected per server, or forced.
     pub(crate) protocol: Protocol,
+    /// The longest the watchdog keeps a hold; `None`: until released.
+    pub(crate) watchdog_max_hold: Option<Duration>,
+    /// Told what the watchdog meets (failed renewals, holds found gone, the longest hold).
+    pub(crate) watchdog_listener: Option<Listener>,
 }
 
 /// How the client talks to a server (see [`ClientBuilder::protocol`]).
@@ -82,6 +87,8 @@ impl Default for Config {
             runtime: None,
             metrics: None,
             protocol: Protocol::Auto,
+            watchdog_max_hold: None,
+            watchdog_listener: None,
         }
     }
 }
@@ -190,6 +197,18 @@ impl Config {
     /// ```
     pub fn watchdog_timeout(&self) -> Duration {
         self.watchdog_timeout
+    }
+
+    /// The longest the watchdog keeps one hold (see
+    /// [`ClientBuilder::watchdog_max_hold`]); `None`: no limit (the default).
+    ///
+    /// ```no_run
+    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().watchdog_max_hold(), None);
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn watchdog_max_hold(&self) -> Option<Duration> {
+        self.watchdog_max_hold
     }
 
     /// How often the watchdog renews: the configured interval, or `watchdog_timeout / 3`.
@@ -539,6 +558,59 @@ impl ClientBuilder {
         self
     }
 
+    /// The longest the watchdog keeps renewing one hold (default: no limit, as Redisson). A
+    /// hold taken without a lease and renewed for this long is renewed no more at the
+    /// watchdog's next round (within one [renewal interval](ClientBuilder::renewal_interval)):
+    /// its holder is told at once ([`Guard::is_lost`](crate::Guard::is_lost),
+    /// [`Guard::lost`](crate::Guard::lost), [`Lock::is_lost`](crate::Lock::is_lost), and
+    /// [`WatchdogEvent::MaxHoldReached`] to the [listener](ClientBuilder::watchdog_listener)),
+    /// and the hold ends on the server when its last renewal's lease does (at most
+    /// [`watchdog_timeout`](ClientBuilder::watchdog_timeout) later), unless released before.
+    /// A bound on how long a stuck holder can keep everyone else out (python-redis-lock#114).
+    /// Re-entering a hold does not restart its clock; releasing it fully and taking it again
+    /// does.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .watchdog_max_hold(Duration::from_secs(600)) // no job holds a lock for > 10 min
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn watchdog_max_hold(mut self, max: Duration) -> Self {
+        self.config.watchdog_max_hold = Some(max);
+        self
+    }
+
+    /// Tell `listener` what the watchdog meets: a renewal that failed
+    /// ([`WatchdogEvent::RenewalFailed`]: no answer, retried next period), a hold it found
+    /// gone ([`WatchdogEvent::Lost`]), a hold that reached the
+    /// [longest hold](ClientBuilder::watchdog_max_hold) ([`WatchdogEvent::MaxHoldReached`]).
+    /// It runs on the watchdog's task, once per hold and event: keep it short and never
+    /// block in it (send the event on to your own task). A panic in it is logged and does not
+    /// stop the watchdog.
+    ///
+    /// ```no_run
+    /// use rlock::WatchdogEvent;
+    /// let client = rlock::Client::builder()
+    ///     .url("redis://127.0.0.1:6390/")
+    ///     .watchdog_listener(|e: &WatchdogEvent| {
+    ///         if let WatchdogEvent::RenewalFailed { hold, error, .. } = e {
+    ///             eprintln!("can't renew {}: {error}", hold.name);
+    ///         }
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), rlock::Error>(())
+    /// ```
+    pub fn watchdog_listener(
+        mut self,
+        listener: impl Fn(&WatchdogEvent) + Send + Sync + 'static,
+    ) -> Self {
+        self.config.watchdog_listener = Some(Listener::new(listener));
+        self
+    }
+
     /// Timeout for every non-blocking command (default 3 s, as Redisson's `timeout`).
     ///
     /// ```no_run
@@ -739,6 +811,9 @@ impl ClientBuilder {
             return Err(Error::Config(
                 "renewal_interval must be above zero and shorter than watchdog_timeout".into(),
             ));
+        }
+        if c.watchdog_max_hold.is_some_and(|m| m.is_zero()) {
+            return Err(Error::Config("watchdog_max_hold must be above zero".into()));
         }
         if c.session_grace < Duration::from_millis(100) {
             return Err(Error::Config(

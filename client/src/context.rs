@@ -76,6 +76,7 @@ impl Context {
             retry_delay: config.retry_delay,
             response_timeout: config.response_timeout,
             metrics: metrics.clone(),
+            watchdog_listener: config.watchdog_listener.clone(),
         };
         // Sessions are named after a UUID of their own, not the owners' one: owner names are
         // seen by everyone who may read a lock (`RLOCK.INFO`), and another ACL user who could

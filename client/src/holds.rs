@@ -179,6 +179,8 @@ struct Entry {
     tally: Option<Tally>,
     /// Taken at least once without a lease: renew it.
     watchdog: bool,
+    /// When the watchdog began renewing it (for the longest hold, see [`Registry::round`]).
+    renewed_since: Option<Instant>,
     /// The lease each renewal sets, when not the watchdog timeout (watched permits).
     renew_ms: Option<u64>,
     /// Who can still release it; `None` until an acquire says.
@@ -239,6 +241,7 @@ impl Entry {
             tally,
             holds: 0,
             watchdog: false,
+            renewed_since: None,
             renew_ms: None,
             witness: None,
             state,
@@ -282,10 +285,12 @@ pub(crate) struct Orphan {
     pub(crate) release: bool,
 }
 
-/// What one watchdog round does: renew these holds, deal with these orphans.
+/// What one watchdog round does: renew these holds, deal with these orphans, tell about these
+/// holds that reached the longest hold (no longer renewed, marked lost).
 pub(crate) struct Round {
     pub(crate) renew: Vec<Seen>,
     pub(crate) orphans: Vec<Orphan>,
+    pub(crate) capped: Vec<(Seen, Duration)>,
 }
 
 impl Registry {
@@ -366,6 +371,7 @@ impl Registry {
         match lease {
             None => {
                 e.watchdog = true;
+                e.renewed_since.get_or_insert(at);
                 *e.state.lease_end.lock() = None;
             }
             Some(l) if !e.watchdog => *e.state.lease_end.lock() = at.checked_add(l),
@@ -398,19 +404,24 @@ impl Registry {
     /// [`Registry::is_lost`]).
     #[cfg(test)]
     pub(crate) fn renewals(&mut self) -> Vec<Seen> {
-        self.round().renew
+        self.round(None).renew
     }
 
     /// One watchdog round: the holds to renew, and the orphans (watchdog holds whose witness
     /// is gone). An orphan that can't be released safely is marked lost here (no longer
     /// renewed); one that can stays until [`Registry::on_orphan_released`]. Ended lease holds
     /// are dropped (holds found gone are kept for [`Registry::is_lost`]).
-    pub(crate) fn round(&mut self) -> Round {
+    ///
+    /// With `max_hold` (the longest a watchdog may keep a hold), a hold renewed for that long
+    /// or longer is renewed no more and marked lost here: its lease then ends at most one
+    /// watchdog timeout after its last renewal, and its holder learns it now.
+    pub(crate) fn round(&mut self, max_hold: Option<Duration>) -> Round {
         self.map
             .retain(|_, e| e.watchdog || e.state.found_gone() || !e.over());
         let mut round = Round {
             renew: Vec::new(),
             orphans: Vec::new(),
+            capped: Vec::new(),
         };
         for (id, e) in self.map.iter_mut() {
             if !e.watchdog || e.over() {
@@ -421,6 +432,18 @@ impl Registry {
                 state: e.state.clone(),
                 renew_ms: e.renew_ms,
             };
+            let held = e.renewed_since.map(|t| t.elapsed());
+            if let (Some(max), Some(held)) = (max_hold, held) {
+                if held >= max {
+                    e.watchdog = false;
+                    e.state.mark_lost();
+                    if let Some(t) = &mut e.tally {
+                        t.end(HoldEnd::Lost);
+                    }
+                    round.capped.push((seen, held));
+                    continue;
+                }
+            }
             if !e.orphaned() {
                 round.renew.push(seen);
                 continue;
@@ -644,12 +667,12 @@ mod tests {
         r.witnessed(&h, Witness::Handles(vec![Arc::downgrade(&other)]));
         r.on_acquired(&x, 1, None, now());
         r.witnessed(&x, Witness::Explicit);
-        let round = r.round();
+        let round = r.round(None);
         assert_eq!((round.renew.len(), round.orphans.len()), (3, 0));
 
         drop(thread);
         drop(handle);
-        let round = r.round();
+        let round = r.round(None);
         assert_eq!(round.renew.len(), 2, "one of the handles is left");
         let o = &round.orphans[0];
         assert!(o.release && o.holds == 2 && o.seen.id == t);
@@ -657,11 +680,11 @@ mod tests {
         assert_eq!(r.holds(&t), 0);
 
         drop(other);
-        let round = r.round();
+        let round = r.round(None);
         assert_eq!(round.renew.len(), 1, "an explicit owner is never an orphan");
         assert!(!round.orphans[0].release, "a task's hold is only reported");
         assert!(hs.is_lost() && r.is_lost(&h), "and no longer renewed");
-        assert!(r.round().orphans.is_empty(), "reported once");
+        assert!(r.round(None).orphans.is_empty(), "reported once");
     }
 
     #[test]
@@ -673,8 +696,34 @@ mod tests {
         r.witnessed(&t, Witness::Thread(Arc::downgrade(&thread)));
         r.adopt("u:1");
         drop(thread);
-        let round = r.round();
+        let round = r.round(None);
         assert_eq!((round.renew.len(), round.orphans.len()), (1, 0));
+    }
+
+    #[test]
+    fn a_watchdog_hold_past_the_longest_hold_is_no_longer_renewed_and_lost() {
+        let mut r = Registry::default();
+        let old = id("old", "u:1");
+        let young = id("young", "u:1");
+        let leased = id("leased", "u:1");
+        let long_ago = now() - Duration::from_secs(60);
+        let s = r.on_acquired(&old, 1, None, long_ago);
+        // Re-entry does not restart the clock: the hold began a minute ago.
+        r.on_acquired(&old, 2, None, now());
+        r.on_acquired(&young, 1, None, now());
+        r.on_acquired(&leased, 1, Some(Duration::from_secs(600)), long_ago);
+        let round = r.round(Some(Duration::from_secs(30)));
+        assert_eq!(round.renew.len(), 1, "only the young hold is renewed");
+        assert_eq!(round.renew[0].id, young);
+        assert_eq!(round.capped.len(), 1);
+        assert_eq!(round.capped[0].0.id, old);
+        assert!(round.capped[0].1 >= Duration::from_secs(60));
+        assert!(s.is_lost() && r.is_lost(&old), "its holder is told");
+        assert!(
+            r.round(Some(Duration::from_secs(30))).capped.is_empty(),
+            "once"
+        );
+        assert_eq!(r.round(None).renew.len(), 1, "and never renewed again");
     }
 
     #[test]

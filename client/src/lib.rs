@@ -151,6 +151,8 @@
 //! | `unlock()` (`IllegalMonitorStateException`) | [`Lock::unlock`] ([`Error::NotOwner`]) | [`AsyncLock::unlock`] |
 //! | `forceUnlock`, `isLocked`, `isHeldByCurrentThread`, `getHoldCount`, `remainTimeToLive` | [`Lock::force_unlock`], [`Lock::is_locked`], [`Lock::is_held_by_current_thread`], [`Lock::hold_count`], [`Lock::remain_time_to_live`] | [`AsyncLock::is_held_by_current_task`], ... |
 //! | `lockAsync(threadId)` | [`Lock::with_owner`] | [`AsyncLock::with_owner`] |
+//! | **`getSpinLock(name)`**, `getSpinLock(name, backOff)` (`RedissonSpinLock`: no pub/sub, retries with a back-off) | [`Client::spin_lock`], [`Client::spin_lock_with_backoff`] ([`SpinLock`], every [`Lock`] method) | [`Client::async_spin_lock`] ([`AsyncSpinLock`]) |
+//! | `LockOptions.ExponentialBackOff` (`initialDelay`, `maxDelay`, `multiplier`), `ConstantBackOff` (`delay`) | [`BackOff::exponential`], [`BackOff::constant`], [`BackOff::default`] | same |
 //! | `lockInterruptibly()`, `lockInterruptibly(lease)` + `Thread.interrupt()` (`InterruptedException`) | [`CancelToken::run`] around [`Lock::lock`] (or any blocking wait) + [`CancelToken::cancel`] ([`Error::Cancelled`]) | drop the future (cancel-safe) |
 //! | **`getNonReentrantLock`**, `getNonReentrantFairLock` (`IllegalMonitorStateException` on re-entry) | [`Client::non_reentrant_lock`] ([`Error::NotReentrant`]) | [`Client::async_non_reentrant_lock`] |
 //! | `lockAndGetToken`, `tryLockAndGetToken`, `getToken` | [`FencedLock::lock_and_get_token`], [`FencedLock::try_lock_and_get_token`], [`FencedLock::token`] | same names |
@@ -162,12 +164,15 @@
 //! | `acquire()`, `acquire(n)` | [`Semaphore::acquire`], [`Semaphore::acquire_many`] | same names |
 //! | `tryAcquire()`, `tryAcquire(n)`, `tryAcquire(wait)`, `tryAcquire(n, wait)` | [`Semaphore::try_acquire`], [`Semaphore::try_acquire_many`], [`Semaphore::try_acquire_for`], [`Semaphore::try_acquire_many_for`] | same names |
 //! | `release()`, `release(n)` | [`Semaphore::release`], [`Semaphore::release_many`] | same names |
+//! | `trySetPermits(n, ttl)`, `releaseIfExists(n)` | [`Semaphore::try_set_permits_with_ttl`], [`Semaphore::release_if_exists`] | same names |
 //! | try/finally around `acquire`/`release` | [`Semaphore::guard`], [`Semaphore::guard_many`], [`Semaphore::try_guard_for`], ... | same names |
 //! | **`RPermitExpirableSemaphore`**: `getPermitExpirableSemaphore` | [`Client::permit_expirable_semaphore`] | [`Client::async_permit_expirable_semaphore`] |
 //! | `acquire(lease)`, `acquire(n, lease)` (ids) | [`PermitExpirableSemaphore::acquire`], [`PermitExpirableSemaphore::acquire_many`] ([`PermitId`]) | same names |
 //! | `tryAcquire(lease)`, `tryAcquire(wait, lease)`, `tryAcquire(n, lease)`, `tryAcquire(n, wait, lease)` | [`PermitExpirableSemaphore::try_acquire`], [`PermitExpirableSemaphore::try_acquire_for`], [`PermitExpirableSemaphore::try_acquire_many`], [`PermitExpirableSemaphore::try_acquire_many_for`] | same names |
 //! | `release(id)`, `release(ids)` (`IllegalArgumentException`) | [`PermitExpirableSemaphore::release`], [`PermitExpirableSemaphore::release_many`] ([`Error::PermitNotLeased`]) | same names |
 //! | `tryRelease(id)`, `tryRelease(ids)` | [`PermitExpirableSemaphore::try_release`], [`PermitExpirableSemaphore::try_release_many`] | same names |
+//! | `getPermits()`, `setPermits(n)`, `getLeaseTime(id)` (`-1`: no end) | [`PermitExpirableSemaphore::permits`], [`PermitExpirableSemaphore::set_permits`], [`PermitExpirableSemaphore::lease_time`] (`None`: no end) | same names |
+//! | `acquire()`, `tryAcquire()`, `tryAcquire(wait, -1, unit)`: a permit without a lease | [`PermitExpirableSemaphore::acquire_without_lease`], [`PermitExpirableSemaphore::try_acquire_without_lease`], [`PermitExpirableSemaphore::try_acquire_without_lease_for`] (Redisson's protocol; with the module [`Error::NotInModuleProtocol`]) | same names |
 //! | `updateLeaseTime`, `acquiredPermits`, `availablePermits`, `trySetPermits`, `addPermits` | [`PermitExpirableSemaphore::update_lease_time`], [`PermitExpirableSemaphore::acquired_permits`], [`PermitExpirableSemaphore::available_permits`], ... | same names |
 //! | a permit in try/finally | [`PermitExpirableSemaphore::guard`] ([`Guard::permit_id`]), [`PermitExpirableSemaphore::guard_many`] | same names |
 //! | (none: a lease is a guess, redisson#4462) | [`PermitExpirableSemaphore::with_watchdog`]: permits renewed by the watchdog until released | [`AsyncPermitExpirableSemaphore::with_watchdog`] |
@@ -177,10 +182,13 @@
 //! | `countDown()` then `await()` (Redisson has no `countDownAndAwait`) | [`CountDownLatch::count_down_and_await`], [`CountDownLatch::count_down_and_await_for`] | same names |
 //! | **`RedissonMultiLock`**: `getMultiLock(locks...)` | [`MultiLock::new`], [`Client::multi_lock`] | [`AsyncMultiLock::new`], [`Client::async_multi_lock`] |
 //! | `lock`, `tryLock`, `unlock`, `isHeldByCurrentThread` | [`MultiLock::lock`], [`MultiLock::try_lock_for`], [`MultiLock::unlock`], [`MultiLock::is_held`], guards | same names |
+//! | `getMultiLock(group, values)` (`RedissonFasterMultiLock`: one hash `group`, a field per value) | none yet: its fields are the HighwayHash-128 (Base64) of each value as the Java service's codec encodes it (Kryo by default), so sharing one needs that codec's bytes; use [`MultiLock::new`] over one [`Lock`] per value meanwhile (another layout: not shared with a Java grouped MultiLock) | none yet |
 //! | **`RedissonRedLock`**: `getRedLock(locks...)` | [`RedLock::new`] (methods of [`MultiLock`]) | [`AsyncRedLock::new`] |
 //! | waiting through pub/sub (a subscription per lock, `subscriptionConnectionPoolSize`, `subscriptionsPerConnection`) | every wait through the client's session: one listener connection per server, no pool to size (see "Waiting: sessions") | same |
 //! | no notice when a hold is lost (found at the next renewal at best) | [`Guard::is_lost`], [`Lock::is_lost`]: the server pushes the loss through the session within milliseconds | [`Guard::lost`] |
 //! | `lockWatchdogTimeout` | [`ClientBuilder::watchdog_timeout`] | same |
+//! | a listener told when a watchdog renewal fails | [`ClientBuilder::watchdog_listener`] ([`WatchdogEvent::RenewalFailed`], also `Lost`, `MaxHoldReached`) | same |
+//! | (none: the watchdog renews for as long as the process lives; python-redis-lock#114) | [`ClientBuilder::watchdog_max_hold`]: a longest hold, after which the watchdog stops and the holder is told ([`Guard::is_lost`], [`Guard::lost`]) | same |
 //! | a lock of a thread that ended without `unlock` is renewed for the life of the process (redisson#7272, #2590) | released by the watchdog within one renewal period (see "Orphaned holds") | a task's: reported and no longer renewed |
 //! | (none) | [`ClientBuilder::session_grace`]: how long a frozen process's waits outlive it | same |
 //!
@@ -209,6 +217,13 @@
 //! warning is logged. A renewal that finds the hold gone does the same (the backstop while a
 //! session is being opened again). A lease hold also counts as lost once its lease has run out
 //! (see "Lost holds" on [`Guard`]).
+//!
+//! A longest hold ([`ClientBuilder::watchdog_max_hold`], none by default) bounds how long the
+//! watchdog keeps one hold: past it the hold is renewed no more and counts as lost at once
+//! (its holder is told as for any lost hold), and it frees when its last lease ends. A
+//! listener of yours ([`ClientBuilder::watchdog_listener`]) is told of every renewal that got
+//! no answer ([`WatchdogEvent::RenewalFailed`], retried next period), every hold found or
+//! reported gone ([`WatchdogEvent::Lost`]) and every longest hold reached.
 //!
 //! Semaphore permits and latches have no owner. A leased permit of a
 //! [`PermitExpirableSemaphore`] always has a lease; nothing renews it unless you call
@@ -404,6 +419,7 @@ mod client;
 mod config;
 mod context;
 mod error;
+mod events;
 mod failover;
 mod holds;
 mod metrics;
@@ -423,14 +439,15 @@ mod watchdog;
 pub use api::Mode;
 pub use api::{
     Async, AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock,
-    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, Blocking,
-    CallStyle, CountDownLatch, FencedLock, Guard, Lock, LockGuard, MultiLock,
-    PermitExpirableSemaphore, ReadWriteLock, RedLock, Semaphore, Ttl,
+    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, AsyncSpinLock,
+    BackOff, Blocking, CallStyle, CountDownLatch, Delays, FencedLock, Guard, Lock, LockGuard,
+    MultiLock, PermitExpirableSemaphore, ReadWriteLock, RedLock, Semaphore, SpinLock, Ttl,
 };
 pub use cancel::CancelToken;
 pub use client::Client;
 pub use config::{ClientBuilder, Config, Protocol};
 pub use error::{Error, Result};
+pub use events::{HoldInfo, WatchdogEvent};
 pub use metrics::NameLabel;
 pub use owner::Owner;
 pub use permit::PermitId;

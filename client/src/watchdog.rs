@@ -6,7 +6,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use crate::context::Context;
-use crate::holds::{held_after_renewal, Orphan};
+use crate::events::{HoldInfo, WatchdogEvent};
+use crate::holds::{held_after_renewal, HoldId, Orphan};
 use crate::transport::{classify, Failure};
 
 /// The renewal loop. Holds only a weak reference: it ends when the client is dropped.
@@ -23,8 +24,33 @@ pub(crate) async fn run(ctx: Weak<Context>, interval: Duration, lease_ms: u64) {
 
 /// Renew every watchdog hold to `lease_ms` (or its own renewal lease), each with its kind's
 /// renew command, and in the same round trip give back the holds whose owner thread ended.
+/// Tell the application's listener, if it set one.
+fn tell(ctx: &Context, event: impl FnOnce() -> WatchdogEvent) {
+    if let Some(l) = &ctx.config.watchdog_listener {
+        l.tell(&event());
+    }
+}
+
+fn info(id: &HoldId) -> HoldInfo {
+    HoldInfo::of(id)
+}
+
 pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
-    let round = ctx.holds.lock().round();
+    let round = ctx.holds.lock().round(ctx.config.watchdog_max_hold);
+    for (c, held) in &round.capped {
+        tracing::warn!(
+            kind = c.id.kind.name,
+            key = %c.id.key,
+            holder = %c.id.holder,
+            held = ?held,
+            "rlock: hold reached the watchdog's longest hold: it is no longer renewed and \
+             counts as lost (it ends when its lease does, unless released before)"
+        );
+        tell(ctx, || WatchdogEvent::MaxHoldReached {
+            hold: info(&c.id),
+            held: *held,
+        });
+    }
     for o in round.orphans.iter().filter(|o| !o.release) {
         tracing::warn!(
             kind = o.seen.id.kind.name,
@@ -69,6 +95,12 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
             // Keep every entry: the next period tries again (a hiccup must not drop renewals).
             tracing::warn!(error = %e, holds = cmds.len(), "rlock: can't renew leases; will retry");
             ctx.metrics.renewals("failed", round.renew.len() as u64);
+            for r in &round.renew {
+                tell(ctx, || WatchdogEvent::RenewalFailed {
+                    hold: info(&r.id),
+                    error: e.to_string(),
+                });
+            }
             return;
         }
     };
@@ -88,6 +120,10 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
                 _ => {
                     tracing::warn!(key = %r.id.key, error = %e, "rlock: can't renew lease; will retry");
                     failed += 1;
+                    tell(ctx, || WatchdogEvent::RenewalFailed {
+                        hold: info(&r.id),
+                        error: e.to_string(),
+                    });
                     continue;
                 }
             },
@@ -105,6 +141,7 @@ pub(crate) async fn renew_once(ctx: &Arc<Context>, lease_ms: u64) {
                 "rlock: hold lost: the watchdog found it no longer held \
                  (expired, deleted or force-released); it is no longer renewed"
             );
+            tell(ctx, || WatchdogEvent::Lost { hold: info(&r.id) });
         }
     }
     ctx.metrics.renewals("renewed", renewed);

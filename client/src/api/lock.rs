@@ -65,7 +65,7 @@ impl LockCore {
     }
 
     /// Acquire, as a guard.
-    async fn guard<M: CallStyle>(
+    pub(crate) async fn guard<M: CallStyle>(
         &self,
         io: Io,
         lease: Option<Duration>,

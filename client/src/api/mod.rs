@@ -11,6 +11,7 @@ mod lock;
 mod multi;
 mod rwlock;
 mod semaphore;
+mod spin;
 mod style;
 mod ttl;
 
@@ -25,6 +26,7 @@ pub(crate) use semaphore::SemCore;
 pub use semaphore::{
     AsyncPermitExpirableSemaphore, AsyncSemaphore, PermitExpirableSemaphore, Semaphore,
 };
+pub use spin::{AsyncSpinLock, BackOff, Delays, SpinLock};
 #[allow(deprecated)]
 pub use style::{Async, Blocking, CallStyle, Mode};
 pub use ttl::Ttl;

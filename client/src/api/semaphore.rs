@@ -374,6 +374,23 @@ twins! {
         op::drain(self.core.obj(io)).await
     }
 
+    /// Set the number of permits with a time to live, if the semaphore does not exist yet:
+    /// whether it was set (Redisson's `trySetPermits(n, ttl)`). The count is deleted `ttl`
+    /// after (a semaphore left alone goes away by itself). Waiters get the new permits at once.
+    /// Redisson's script in both protocols (with the module, its write serves the module's
+    /// queue as a release does).
+    fn try_set_permits_with_ttl(&self, permits: u64, ttl: Duration) -> Result<bool> {
+        op::try_set_permits_ttl(self.core.obj(io), permits, ttl).await
+    }
+
+    /// Give back `permits` permits only if the semaphore exists: whether it did (Redisson's
+    /// `releaseIfExists`). [`release_many`](Self::release_many) creates an absent semaphore
+    /// with the permits given back; this leaves an expired or deleted one gone. Zero permits:
+    /// `false`, nothing sent.
+    fn release_if_exists(&self, permits: u64) -> Result<bool> {
+        op::release_if_exists(self.core.obj(io), permits).await
+    }
+
     /// [`acquire`](Semaphore::acquire), as a guard that gives the permit back when dropped.
     fn guard(&self) -> Result<Guard<M>> {
         self.core.guard(io, 1, Wait::Forever).await.map(forever)
@@ -473,6 +490,54 @@ twins! {
     /// The permits leased now (leases not ended).
     fn acquired_permits(&self) -> Result<u64> {
         op::leased(self.core.obj(io)).await
+    }
+
+    /// The permits there are: available plus leased (Redisson's `getPermits()`; 0 when the
+    /// semaphore does not exist).
+    fn permits(&self) -> Result<i64> {
+        op::total_permits(self.core.obj(io)).await
+    }
+
+    /// Make the permits there are (available plus leased) `permits`, by moving the available
+    /// count by the difference (Redisson's `setPermits`): leased permits stay leased, and the
+    /// available count may go negative until enough come back. Publishes `permits` when it
+    /// changed anything, so waiters try again. Redisson's script in both protocols (with the
+    /// module, its write serves the module's queue).
+    fn set_permits(&self, permits: i64) -> Result<()> {
+        op::set_permits(self.core.obj(io), permits).await
+    }
+
+    /// The time left of a leased permit's lease (Redisson's `getLeaseTime`): `None` for a
+    /// permit without an end ([`acquire_without_lease`](Self::acquire_without_lease)),
+    /// [`Error::PermitNotLeased`] when it is not leased (released, its lease ended, or never
+    /// existed).
+    fn lease_time(&self, id: PermitId) -> Result<Option<Duration>> {
+        op::lease_time(self.core.obj(io), &id).await
+    }
+
+    /// Lease a permit without an end, waiting as long as it takes (Redisson's `acquire()`
+    /// without a lease): its id. It is never lost and never renewed (the watchdog has nothing
+    /// to do for it): it is the caller's until released by id, whatever happens to the
+    /// caller, so a crash leaks it. Prefer a lease, or [`with_watchdog`](Self::with_watchdog).
+    /// Over Redisson's protocol only: with the module it is
+    /// [`Error::NotInModuleProtocol`] (`RSEM.ACQUIRE` has no form for it yet).
+    fn acquire_without_lease(&self) -> Result<PermitId> {
+        let ids = op::lease_without_end(self.core.obj(io), 1, Wait::Forever).await;
+        Ok(forever(ids?).remove(0))
+    }
+
+    /// [`acquire_without_lease`](Self::acquire_without_lease) if a permit is free now
+    /// (Redisson's `tryAcquire()`): its id, or `None`.
+    fn try_acquire_without_lease(&self) -> Result<Option<PermitId>> {
+        let ids = op::lease_without_end(self.core.obj(io), 1, Wait::No).await?;
+        Ok(ids.map(|mut v| v.remove(0)))
+    }
+
+    /// [`acquire_without_lease`](Self::acquire_without_lease), waiting at most `wait`
+    /// (Redisson's `tryAcquire(wait, -1, unit)`): its id, or `None`.
+    fn try_acquire_without_lease_for(&self, wait: Duration) -> Result<Option<PermitId>> {
+        let ids = op::lease_without_end(self.core.obj(io), 1, Wait::For(wait)).await?;
+        Ok(ids.map(|mut v| v.remove(0)))
     }
 
     /// [`acquire`](PermitExpirableSemaphore::acquire), as a guard that releases the permit when

@@ -223,7 +223,8 @@ impl Scripted for ScriptAcquire<'_> {
 struct ScriptLease<'a> {
     s: Obj<'a>,
     permits: u64,
-    lease_ms: u64,
+    /// `None`: permits without an end (Redisson's `acquire()` without a lease).
+    lease_ms: Option<u64>,
     ids: Vec<PermitId>,
     /// When the last attempt was made: a grant's lease ends `lease_ms` after it.
     sent: Mutex<Instant>,
@@ -264,7 +265,10 @@ impl Scripted for ScriptLease<'_> {
             ],
             vec![
                 self.permits.to_string(),
-                now.saturating_add(self.lease_ms).to_string(),
+                match self.lease_ms {
+                    Some(ms) => now.saturating_add(ms).to_string(),
+                    None => permits::PERMANENT.to_string(),
+                },
                 now.to_string(),
                 permits::PERMANENT.to_string(),
                 self.s.ctx.transport.publish_command().to_string(),
@@ -391,7 +395,7 @@ pub(crate) async fn lease(
             let a = ScriptLease {
                 s,
                 permits,
-                lease_ms,
+                lease_ms: Some(lease_ms),
                 ids: (0..permits).map(|_| PermitId::new_random()).collect(),
                 sent: Mutex::new(Instant::now()),
             };
@@ -443,6 +447,197 @@ pub(crate) async fn lease(
             })
             .collect(),
     ))
+}
+
+/// Lease `permits` permits without an end (Redisson's `acquire()`/`tryAcquire()` without a
+/// lease: scored [`permits::PERMANENT`]) per `wait`: their ids, `None` when not taken. Such a
+/// permit is never lost and never renewed: it is the caller's until released by id. Over
+/// Redisson's protocol only: the module's `RSEM.ACQUIRE` has no form for it yet.
+pub(crate) async fn lease_without_end(
+    s: Obj<'_>,
+    permits: u64,
+    wait: Wait,
+) -> Result<Option<Vec<PermitId>>> {
+    if s.protocol().await? != Protocol::Redisson {
+        return Err(not_in_module(
+            s,
+            "a permit without a lease",
+            "RSEM.ACQUIRE key [PERMITS n] LEASE 0 (0: no end, scored 922337203685477)",
+        ));
+    }
+    if permits == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let a = ScriptLease {
+        s,
+        permits,
+        lease_ms: None,
+        ids: (0..permits).map(|_| PermitId::new_random()).collect(),
+        sent: Mutex::new(Instant::now()),
+    };
+    let got = Box::pin(wait::acquire_scripted(s.ctx, s.io, &a, wait)).await?;
+    Ok(got.map(|_| a.ids))
+}
+
+fn not_in_module(s: Obj<'_>, what: &'static str, needs: &'static str) -> Error {
+    Error::NotInModuleProtocol {
+        what,
+        name: s.name.to_string(),
+        addr: s.ctx.transport.addr_of(s.name).to_string(),
+        needs,
+    }
+}
+
+/// Redisson's `releaseIfExists(n)`: gives `n` plain permits back only if the semaphore
+/// exists (`release` creates it); whether it did. Redisson's script in both protocols: with
+/// the module, the script's write serves the module's queue as a release does (the module
+/// watches the key; docs/commands.md, "What frees a lock and hands it on").
+pub(crate) async fn release_if_exists(s: Obj<'_>, permits: u64) -> Result<bool> {
+    if permits == 0 {
+        return Ok(false);
+    }
+    let n =
+        i64::try_from(permits).map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+    Ok(script::<i64>(s, &redisson::RELEASE_IF_EXISTS, Some(n)).await? == 1)
+}
+
+/// Redisson's `trySetPermits(n, ttl)`: sets the count to `permits` with a time to live if the
+/// semaphore does not exist; whether it did. Redisson's script in both protocols (with the
+/// module, its write serves the module's queue, see [`release_if_exists`]).
+pub(crate) async fn try_set_permits_ttl(s: Obj<'_>, permits: u64, ttl: Duration) -> Result<bool> {
+    let ttl_ms = lease_millis(ttl)?.to_string();
+    let n = i64::try_from(permits)
+        .map_err(|_| Error::InvalidArgument("too many permits".into()))?
+        .to_string();
+    let channel = redisson::channel(s.name);
+    let publish = s.ctx.transport.publish_command();
+    let set: i64 = s
+        .script(
+            &redisson::TRY_SET_PERMITS_TTL,
+            &[s.name, &channel],
+            &[&n, publish, &ttl_ms],
+            Delivery::AtMostOnce,
+        )
+        .await?;
+    Ok(set == 1)
+}
+
+/// Redisson's `setPermits(n)` of a permit-expirable semaphore: the permits there are
+/// (available plus leased) become `permits`, by moving the available count (it may go
+/// negative while more are leased). Redisson's script in both protocols (with the module, its
+/// write serves the module's queue, see [`release_if_exists`]). Sent again after a broken
+/// connection: a second run finds the total already right and writes nothing.
+pub(crate) async fn set_permits(s: Obj<'_>, permits: i64) -> Result<()> {
+    let (channel, timeouts) = (redisson::channel(s.name), permits::timeouts(s.name));
+    let n = permits.to_string();
+    let publish = s.ctx.transport.publish_command();
+    s.script::<()>(
+        &permits::SET_PERMITS,
+        &[s.name, &channel, &timeouts],
+        &[&n, publish],
+        Delivery::Idempotent,
+    )
+    .await
+}
+
+/// Redisson's `getPermits()` of a permit-expirable semaphore: available plus leased. With the
+/// module, `RSEM.INFO`'s `available` plus its leased count, read in one command.
+pub(crate) async fn total_permits(s: Obj<'_>) -> Result<i64> {
+    if s.protocol().await? == Protocol::Redisson {
+        let reply: Value = reclaiming(s, &permits::PERMITS).await?;
+        return permits::read_count(&reply).map_err(|e| s.error(e));
+    }
+    let info = sem_info(s).await?;
+    let available = match super::info_field(&info, "available") {
+        Some(Value::Int(n)) => *n,
+        _ => return Err(unexpected_info(s)),
+    };
+    Ok(available.saturating_add(leased_in(s, &info)? as i64))
+}
+
+/// Redisson's `getLeaseTime(id)`: the time left of a leased permit's lease, `None` for a
+/// permit without an end; [`Error::PermitNotLeased`] when it is not leased (released, ended,
+/// never existed), with Redisson's words. With the module: the permit's score in the lease set
+/// (`ZSCORE`, Redisson's layout) against the server's clock (`TIME`), as the module writes
+/// scores by it.
+pub(crate) async fn lease_time(s: Obj<'_>, id: &PermitId) -> Result<Option<Duration>> {
+    let left: i64 = if s.protocol().await? == Protocol::Redisson {
+        let (name, timeouts, channel) = (
+            s.name.to_string(),
+            permits::timeouts(s.name),
+            redisson::channel(s.name),
+        );
+        let now = permits::now_ms().to_string();
+        let publish = s.ctx.transport.publish_command();
+        let args: [&[u8]; 4] = [
+            id.as_bytes(),
+            permits::PERMANENT.as_bytes(),
+            now.as_bytes(),
+            publish.as_bytes(),
+        ];
+        let ctx = s.ctx;
+        // Reads, and returns ended leases as any script would: safe to send again.
+        permits::LEASE_TIME
+            .run_bytes(
+                &ctx.transport,
+                &ctx.bg,
+                s.io,
+                &[&name, &timeouts, &channel],
+                &args,
+                Delivery::Idempotent,
+            )
+            .await
+            .map_err(|e| e.about(s.name, ""))?
+    } else {
+        let mut score = redis::cmd("ZSCORE");
+        score
+            .arg(permits::timeouts(s.name))
+            .arg(id.as_bytes().as_slice());
+        match s.read::<Option<f64>>(&score).await? {
+            None => 0,
+            Some(at) if at >= permits::PERMANENT.parse::<f64>().unwrap_or(f64::MAX) => -1,
+            Some(at) => {
+                let (secs, micros): (i64, i64) = s.read(&redis::cmd("TIME")).await?;
+                let now = secs * 1000 + micros / 1000;
+                // Ended (the module returns it at its next command): not leased.
+                (at as i64 - now).max(0)
+            }
+        }
+    };
+    match left {
+        -1 => Ok(None),
+        n if n > 0 => Ok(Some(Duration::from_millis(n as u64))),
+        _ => Err(Error::PermitNotLeased {
+            name: s.name.to_string(),
+            message: format!("Permit with id {id} has already been released or doesn't exist"),
+        }),
+    }
+}
+
+/// `RSEM.INFO name`.
+async fn sem_info(s: Obj<'_>) -> Result<Value> {
+    let mut cmd = redis::cmd("RSEM.INFO");
+    cmd.arg(&**s.name);
+    s.read(&cmd).await
+}
+
+fn unexpected_info(s: Obj<'_>) -> Error {
+    s.error(redis::RedisError::from((
+        redis::ErrorKind::UnexpectedReturnType,
+        "unexpected RSEM.INFO reply",
+    )))
+}
+
+/// The leased permits an `RSEM.INFO` reply counts: `leased` lists at most COUNT (default
+/// 1000) permits; past that, `leased_total` counts them all.
+fn leased_in(s: Obj<'_>, info: &Value) -> Result<u64> {
+    if let Some(Value::Int(n)) = super::info_field(info, "leased_total") {
+        return Ok((*n).max(0) as u64);
+    }
+    match super::info_field(info, "leased") {
+        Some(Value::Array(permits)) => Ok(permits.len() as u64),
+        _ => Err(unexpected_info(s)),
+    }
 }
 
 /// `RSEM.RELEASE name PERMITS n`: the count available after queued waiters were served.
@@ -662,21 +857,8 @@ pub(crate) async fn leased(s: Obj<'_>) -> Result<u64> {
         let n: i64 = reclaiming(s, &permits::ACQUIRED).await?;
         return Ok(n.max(0) as u64);
     }
-    let mut cmd = redis::cmd("RSEM.INFO");
-    cmd.arg(&**s.name);
-    let info: Value = s.read(&cmd).await?;
-    // `leased` lists at most COUNT (default 1000) permits; past that, `leased_total` counts
-    // them all.
-    if let Some(Value::Int(n)) = super::info_field(&info, "leased_total") {
-        return Ok((*n).max(0) as u64);
-    }
-    match super::info_field(&info, "leased") {
-        Some(Value::Array(permits)) => Ok(permits.len() as u64),
-        _ => Err(s.error(redis::RedisError::from((
-            redis::ErrorKind::UnexpectedReturnType,
-            "unexpected RSEM.INFO reply",
-        )))),
-    }
+    let info = sem_info(s).await?;
+    leased_in(s, &info)
 }
 
 #[cfg(test)]

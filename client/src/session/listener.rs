@@ -436,6 +436,11 @@ impl Listener {
                 "rlock: hold lost: the server reports it ended (expired, deleted or \
                  force-released); it is no longer renewed"
             );
+            if let Some(l) = &self.settings.watchdog_listener {
+                l.tell(&crate::events::WatchdogEvent::Lost {
+                    hold: crate::events::HoldInfo::of(&id),
+                });
+            }
         }
     }
 
@@ -697,6 +702,7 @@ mod tests {
             retry_delay: Duration::from_millis(10),
             response_timeout: Duration::from_millis(100),
             metrics: Default::default(),
+            watchdog_listener: None,
         };
         Arc::new(Listener::new("t", node, settings, Default::default()))
     }

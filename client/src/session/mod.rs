@@ -65,6 +65,8 @@ pub(crate) struct Settings {
     pub(crate) response_timeout: Duration,
     /// Counts listener reconnects (`rlock_session_reconnects_total`).
     pub(crate) metrics: Metrics,
+    /// The application's watchdog listener, told of the holds the server reports lost.
+    pub(crate) watchdog_listener: Option<crate::events::Listener>,
 }
 
 /// The sessions of one client: a listener per node that has had a wait or an acquire.

@@ -81,6 +81,36 @@ pub const RENEW: &str = "local result = {} \
     return result;";
 
 /// Run the acquire script as a Redisson client would.
+/// `RedissonSpinLock`'s acquire (the lock's layout; nil acquired, else the PTTL). KEYS =
+/// [name]; ARGV = [leaseMs, owner].
+pub const SPIN_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; return redis.call('pttl', KEYS[1]);";
+
+/// `RedissonSpinLock`'s unlock (no publish). KEYS = [name, unlockLatch]; ARGV = [leaseMs,
+/// owner, latchTtl]. 1 released, 0 held still (re-entered), nil not the holder's.
+pub const SPIN_UNLOCK: &str = "local val = redis.call('get', KEYS[2]); if val ~= false then return tonumber(val);end; if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil;end; local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[1]); redis.call('set', KEYS[2], 0, 'px', ARGV[3]); return 0; else redis.call('del', KEYS[1]); redis.call('set', KEYS[2], 1, 'px', ARGV[3]); return 1; end; ";
+
+/// Redisson's spin lock taking `key` for `owner`: nil acquired, else the lock's PTTL.
+pub fn spin_acquire(conn: &mut redis::Connection, key: &str, owner: &str, lease_ms: i64) -> Value {
+    raw(conn, &cmd!("EVAL", SPIN_ACQUIRE, 1, key, lease_ms, owner))
+}
+
+/// Redisson's spin lock unlocking `key` as `owner` (then deleting its unlock latch, as the
+/// client does after a successful unlock).
+pub fn spin_unlock(conn: &mut redis::Connection, key: &str, owner: &str, lease_ms: i64) -> Value {
+    let latch = unlock_latch(key);
+    let script = cmd!(
+        "EVAL",
+        SPIN_UNLOCK,
+        2,
+        key,
+        &latch,
+        lease_ms,
+        owner,
+        LATCH_TTL_MS
+    );
+    unlock_with_latch(conn, &script, &latch)
+}
+
 pub fn acquire(conn: &mut redis::Connection, key: &str, owner: &str, lease_ms: i64) -> Value {
     raw(conn, &cmd!("EVAL", ACQUIRE, 1, key, lease_ms, owner))
 }

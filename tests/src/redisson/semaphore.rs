@@ -33,6 +33,12 @@ pub const ADD_PERMITS: &str = "local value = redis.call('get', KEYS[1]); \
     if (value == false) then value = 0;end;redis.call('set', KEYS[1], value + ARGV[1]); \
     redis.call(ARGV[2], KEYS[2], value + ARGV[1]); ";
 
+/// `releaseIfExists(n)` (4.0): 1 released, 0 absent. ARGV = [n, publishCmd].
+pub const RELEASE_IF_EXISTS: &str = "if redis.call('exists', KEYS[1]) == 0 then return 0 end local value = redis.call('incrby', KEYS[1], ARGV[1]) redis.call(ARGV[2], KEYS[2], value) return 1 ";
+
+/// `trySetPermits(n, ttl)` (3.29). ARGV = [n, publishCmd, ttlMs].
+pub const TRY_SET_PERMITS_TTL: &str = "local value = redis.call('get', KEYS[1]); if (value == false) then redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[3]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1;end;return 0;";
+
 // ---- RPermitExpirableSemaphore ------------------------------------------------------------------
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`).
@@ -116,6 +122,13 @@ pub const EXP_LEASE_TIME: &str = "local expiredIds = redis.call('zrangebyscore',
     end;end; \
     local value = redis.call('zscore', KEYS[2], ARGV[1]); \
     if (value ~= false) then return tonumber(value) == tonumber(ARGV[2]) and -1 or tonumber(value) - tonumber(ARGV[3]);end;return 0;";
+
+/// `getPermits()`: available plus leased. KEYS = [name, timeoutZset, channel]; ARGV = [nowMs,
+/// publishCmd].
+pub const EXP_PERMITS: &str = "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1); if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); local value = redis.call('incrby', KEYS[1], #expiredIds); if tonumber(value) > 0 then redis.call(ARGV[2], KEYS[3], value); end;end; local available = redis.call('get', KEYS[1]); if available == false then return 0 end;local acquired = redis.call('zcount', KEYS[2], 0, '+inf'); if acquired == false then return tonumber(available) end;return tonumber(available) + acquired;";
+
+/// `setPermits(n)`. KEYS = [name, channel, timeoutZset]; ARGV = [n, publishCmd].
+pub const EXP_SET_PERMITS: &str = "local available = redis.call('get', KEYS[1]); if (available == false) then redis.call('set', KEYS[1], ARGV[1]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return;end;local acquired = redis.call('zcount', KEYS[3], 0, '+inf'); local maximum = (acquired == false and 0 or acquired) + tonumber(available); if (maximum == tonumber(ARGV[1])) then return;end;redis.call('incrby', KEYS[1], tonumber(ARGV[1]) - maximum); redis.call(ARGV[2], KEYS[2], ARGV[1]);";
 
 // ---- names and ids -------------------------------------------------------------------------------
 
@@ -325,6 +338,71 @@ pub fn lease_time(conn: &mut redis::Connection, name: &str, id: &[u8]) -> i64 {
             id,
             PERMANENT,
             now_ms(),
+            "PUBLISH"
+        ),
+    )
+}
+
+pub fn release_if_exists(conn: &mut redis::Connection, name: &str, n: i64) -> i64 {
+    int(
+        conn,
+        &cmd!(
+            "EVAL",
+            RELEASE_IF_EXISTS,
+            2,
+            name,
+            channel(name),
+            n,
+            "PUBLISH"
+        ),
+    )
+}
+
+pub fn try_set_permits_ttl(conn: &mut redis::Connection, name: &str, n: i64, ttl_ms: i64) -> i64 {
+    int(
+        conn,
+        &cmd!(
+            "EVAL",
+            TRY_SET_PERMITS_TTL,
+            2,
+            name,
+            channel(name),
+            n,
+            "PUBLISH",
+            ttl_ms
+        ),
+    )
+}
+
+/// The expirable semaphore's `getPermits()`.
+pub fn permits(conn: &mut redis::Connection, name: &str) -> i64 {
+    int(
+        conn,
+        &cmd!(
+            "EVAL",
+            EXP_PERMITS,
+            3,
+            name,
+            timeouts(name),
+            channel(name),
+            now_ms(),
+            "PUBLISH"
+        ),
+    )
+}
+
+/// The expirable semaphore's `setPermits(n)`.
+pub fn set_permits(conn: &mut redis::Connection, name: &str, n: i64) -> Value {
+    raw(
+        conn,
+        &cmd!(
+            "EVAL",
+            EXP_SET_PERMITS,
+            3,
+            name,
+            channel(name),
+            timeouts(name),
+            n,
             "PUBLISH"
         ),
     )

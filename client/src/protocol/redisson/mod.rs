@@ -32,7 +32,7 @@ impl Script {
         }
     }
 
-    fn sha(&self) -> &str {
+    pub(crate) fn sha(&self) -> &str {
         self.sha
             .get_or_init(|| redis::Script::new(self.text).get_hash().to_string())
     }

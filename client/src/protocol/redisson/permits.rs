@@ -125,6 +125,26 @@ pub(crate) static UPDATE_LEASE: Script = Script::new(
     return 1;end;return 0;",
 );
 
+/// `getPermits()`: reclaims ended leases first. KEYS = [name, timeout zset, channel]; ARGV =
+/// [now, publish command]. Available plus leased permits (0 when the count is absent).
+pub(crate) static PERMITS: Script = Script::new(
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1); if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); local value = redis.call('incrby', KEYS[1], #expiredIds); if tonumber(value) > 0 then redis.call(ARGV[2], KEYS[3], value); end;end; local available = redis.call('get', KEYS[1]); if available == false then return 0 end;local acquired = redis.call('zcount', KEYS[2], 0, '+inf'); if acquired == false then return tonumber(available) end;return tonumber(available) + acquired;",
+);
+
+/// `setPermits(n)`: moves the available count by the difference between `n` and the permits
+/// there are (available plus leased; the count may go negative), and publishes `n`. KEYS =
+/// [name, channel, timeout zset]; ARGV = [n, publish command]. Replies nothing.
+pub(crate) static SET_PERMITS: Script = Script::new(
+    "local available = redis.call('get', KEYS[1]); if (available == false) then redis.call('set', KEYS[1], ARGV[1]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return;end;local acquired = redis.call('zcount', KEYS[3], 0, '+inf'); local maximum = (acquired == false and 0 or acquired) + tonumber(available); if (maximum == tonumber(ARGV[1])) then return;end;redis.call('incrby', KEYS[1], tonumber(ARGV[1]) - maximum); redis.call(ARGV[2], KEYS[2], ARGV[1]);",
+);
+
+/// `getLeaseTime(id)`: reclaims ended leases first. KEYS = [name, timeout zset, channel]; ARGV
+/// = [id, [`PERMANENT`], now, publish command]. The ms left, -1 a permit without an end, 0 not
+/// leased.
+pub(crate) static LEASE_TIME: Script = Script::new(
+    "local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1); if #expiredIds > 0 then redis.call('zrem', KEYS[2], unpack(expiredIds)); local value = redis.call('incrby', KEYS[1], #expiredIds); if tonumber(value) > 0 then redis.call(ARGV[4], KEYS[3], value); end;end; local value = redis.call('zscore', KEYS[2], ARGV[1]); if (value ~= false) then return tonumber(value) == tonumber(ARGV[2]) and -1 or tonumber(value) - tonumber(ARGV[3]);end;return 0;",
+);
+
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`).
 pub(crate) const PERMANENT: &str = "922337203685477";
 
@@ -263,6 +283,17 @@ mod tests {
         assert_eq!(read_count(&Value::Int(4)).unwrap(), 4);
         assert_eq!(read_count(&Value::BulkString(b"-2".to_vec())).unwrap(), -2);
         assert_eq!(read_count(&Value::Nil).unwrap(), 0);
+    }
+
+    #[test]
+    fn redisson_4x_scripts_have_the_java_strings_sha1() {
+        // SHA1 of the Java text (RedissonPermitExpirableSemaphore.java, 4.x).
+        assert_eq!(PERMITS.sha(), "e242db5c1c68811b0d26a41937dcf22415b6d872");
+        assert_eq!(
+            SET_PERMITS.sha(),
+            "494d8561fee0cdb033f6c28d74c052c52189a578"
+        );
+        assert_eq!(LEASE_TIME.sha(), "8be95cb5221cc7ee883cacb8859a8b32ef501a0e");
     }
 
     #[test]
