@@ -391,11 +391,11 @@ impl Hold for LockRequest {
 }
 
 #[cfg(test)]
-mod tests;
+mod lock_tests;
 
 /// Property tests: random operation sequences on one lock through these rules and the shared
 /// serving loop (the real one, over the in-memory store), driven as the skin drives them: the
 /// queue is served before a newcomer is decided and after every event that may free the lock.
 /// `make fuzz` raises the case count through `PROPTEST_CASES`.
 #[cfg(test)]
-mod prop_tests;
+mod lock_prop_tests;

@@ -636,7 +636,7 @@ impl Request for SemaphoreRequest {
 }
 
 #[cfg(test)]
-mod tests;
+mod semaphore_tests;
 
 /// Property tests: random sequences of acquires (plain or leased, waiting or not), releases of
 /// plain permits and of ids, added permits, drains, time passing and waiters leaving, driven as
@@ -647,4 +647,4 @@ mod tests;
 /// overtakes a queued waiter, and a publish after each addition carries the count that a
 /// following read shows. At the end, enough permits let every waiter through.
 #[cfg(test)]
-mod prop_tests;
+mod semaphore_prop_tests;

@@ -57,7 +57,7 @@ impl Mode {
 }
 
 #[cfg(test)]
-mod tests;
+mod rwlock_tests;
 
 /// Property tests: random sequences of acquires (waiting or not), releases, renewals, time
 /// passing and waiters leaving, over a few owners, through these rules and the shared serving
@@ -65,7 +65,7 @@ mod tests;
 /// from the queue in arrival order, the queue model matches; and at the end, once every holder
 /// lets go, every waiter is granted.
 #[cfg(test)]
-mod prop_tests;
+mod rwlock_prop_tests;
 
 /// Property tests against Redisson: its read-write lock scripts (`RedissonReadLock`,
 /// `RedissonWriteLock`, the watchdog's `ReadLockTask`), translated line by line into Rust over a
