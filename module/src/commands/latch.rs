@@ -1,6 +1,6 @@
 //! `RLATCH.*`: the count-down latch (Redisson's RCountDownLatch layout).
 
-use super::{session_of, wait_or_nil};
+use super::acquire::{session_of, wait_or_nil};
 use crate::core::args::WaitMode;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
@@ -8,7 +8,8 @@ use crate::core::latch::{self, LatchRequest};
 use crate::core::stats::ObjectKind::Latch;
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::settle::{self, serve_first, Change};
+use crate::settle::{self, Change};
+use crate::wait::serve_first;
 use std::rc::Rc;
 
 /// `RLATCH.TRYSETCOUNT key n`

@@ -10,7 +10,8 @@ use crate::core::stats::ObjectKind::Semaphore;
 use crate::core::wait::{Object, Req};
 use crate::ffi::{Answer, Args, Ctx, RStr};
 use crate::keys::RedisKeys;
-use crate::settle::{serve_first, Change};
+use crate::settle::Change;
+
 use crate::{config, wait};
 use std::rc::Rc;
 
@@ -21,10 +22,10 @@ use std::rc::Rc;
 fn prepare(keys: &mut RedisKeys) -> Result<bool, CmdError> {
     let tidy = SemaphoreObject.tidy(keys)?;
     if tidy.before.writes.is_empty() {
-        return Ok(serve_first(keys));
+        return Ok(wait::serve_first(keys));
     }
     keys.apply(&tidy.before, Change::Wrote)?;
-    let queued = serve_first(keys);
+    let queued = wait::serve_first(keys);
     keys.apply(&tidy.after_serving, Change::Wrote)?;
     Ok(queued)
 }
