@@ -1,12 +1,14 @@
 //! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
 
 use super::acquire::{self, serve_first, Acquiring, Decided};
+use super::{BLOCK, KEY, LEASE, OWNER, SESSION};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::objects;
 use crate::core::rwlock::{self, Acquire, Mode, RwLockRequest, Took};
 use crate::core::stats::ObjectKind::RwLock;
 use crate::core::wait::Req;
+use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
 use crate::settle::{Change, HoldBy};
@@ -113,3 +115,70 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let queue = wait::shown(ctx.db(), args.get(1).bytes());
     Ok(Answer::Reply(rwlock::info(&keys, queue)?))
 }
+
+const MODE: ArgSpec = ArgSpec {
+    subargs: &[
+        ArgSpec::word(c"read", c"READ"),
+        ArgSpec::word(c"write", c"WRITE"),
+    ],
+    ..ArgSpec::new(c"mode", OneOf)
+};
+
+/// This file's rows of the command table (see `super::TABLES`).
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rrwlock.acquire",
+        handler: acquire,
+        flags: c"write deny-oom blocking",
+        acl: c"write slow blocking",
+        summary: c"Acquires the read or write side of a read-write lock (Redisson RReadWriteLock layout); with BLOCK waits in a FIFO queue shared by readers and writers",
+        complexity: c"O(1) for a read or a first write; O(N) holds when a writer meets a read lock",
+        arity: -5,
+        key: KeyAccess::Update,
+        args: &[KEY, OWNER, MODE, LEASE, BLOCK, SESSION],
+    },
+    CommandSpec {
+        name: c"rrwlock.release",
+        handler: release,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Releases one read or write hold; the last hold deletes the lock, publishes, and grants queued waiters",
+        complexity: c"O(1) for a partial write release; O(N) where N is the number of read holds otherwise (each hold's TTL is read, as Redisson's read unlock does)",
+        arity: 4,
+        key: KeyAccess::Delete,
+        args: &[KEY, OWNER, MODE],
+    },
+    CommandSpec {
+        name: c"rrwlock.renew",
+        handler: renew,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Extends every lease of owner's read and write holds",
+        complexity: c"O(N) where N is the number of read holds",
+        arity: 4,
+        key: KeyAccess::Update,
+        args: &[KEY, OWNER, LEASE],
+    },
+    CommandSpec {
+        name: c"rrwlock.forcerelease",
+        handler: force_release,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Deletes a read-write lock and its read-hold keys whoever holds it, publishes, and grants queued waiters",
+        complexity: c"O(N) where N is the number of read holds",
+        arity: 2,
+        key: KeyAccess::Delete,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rrwlock.info",
+        handler: info,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Shows a read-write lock's mode, readers, writer, TTL and waiting queue",
+        complexity: c"O(N) where N is the number of holders and waiters",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+];
