@@ -1,67 +1,59 @@
 //! The acquire pipeline, written once for every object whose acquire may wait: the deadline and
 //! the session checked, the key opened, the auxiliary keys' slots checked, the queue served
-//! first, then the object decides: a grant is applied and replied, anything else waits (or
-//! replies nil). An object's handler only parses and decides.
+//! first, then the object decides (its [`Acquiring`], called directly): a grant is applied and
+//! replied, anything else waits (or replies nil). An object's handler only parses.
 
 use crate::core::args::{WaitArgs, WaitMode};
-use crate::core::decision::{Decision, Reply};
+use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::store::Store;
 use crate::core::wait::grant::with_token;
-use crate::core::wait::{KeyId, Object, Req};
+use crate::core::wait::{Acquiring, Decided, KeyId, Req};
 use crate::ffi::{Answer, Ctx, RStr};
 use crate::keys::{self, RedisKeys};
 use crate::settle::{Change, HoldBy};
 use crate::{config, sessions, slotwatch, wait};
 
-/// An acquire of a `kind` object at `key` (`also`: the command's other key-like arguments the
-/// key layer needs, such as the owner), waiting as `wait` says.
-pub struct Acquiring<'a> {
-    pub kind: ObjectKind,
-    pub key: RStr,
-    pub also: &'a [RStr],
-    pub wait: &'a WaitArgs<'a>,
-}
-
-/// What the object decided.
-pub enum Decided<'a> {
-    /// Granted now: the decision to apply, and what the grant is (see `Change::Took`).
-    Grant {
-        decision: Decision<'a>,
-        reentry: bool,
-        own_lease: Option<(i64, &'static dyn Object)>,
-        hold: Option<HoldBy>,
-    },
-    /// Not now: the request waits, or the reply is nil.
-    Busy,
-}
-
-/// Run the pipeline. `req` builds the request as it would wait; `serve_first` serves the
-/// key's queue before the newcomer is decided and says whether anyone still waits before it
-/// (`wait::serve_first`, or an object's own tidying around it); `decide` is the object's rule,
-/// told whether anyone waits.
+/// Run the pipeline for the acquire `a` of the object at `key`; `owner`: the command's owner
+/// argument, if the object has owners (the key layer reuses it as a hash field, and a grant's
+/// hold is watched under it). `serve_first` serves the key's queue before the newcomer is
+/// decided and says whether anyone still waits before it ([`serve_first`], or an object's own
+/// tidying around it).
 pub fn acquire<'a>(
     ctx: Ctx,
-    a: Acquiring,
-    req: impl Fn() -> Req,
+    key: RStr,
+    owner: Option<RStr>,
+    a: &impl Acquiring<'a>,
     serve_first: fn(&mut RedisKeys) -> Result<bool, CmdError>,
-    decide: impl FnOnce(&mut RedisKeys, bool) -> Result<Decided<'a>, CmdError>,
 ) -> Result<Answer, CmdError> {
-    a.wait.check_deadline(ctx.now_ms())?;
-    let session = session_of(ctx, a.wait)?;
-    let mut keys = RedisKeys::command(ctx, a.kind, a.key, a.also);
-    check_slots(ctx, &keys, &req)?;
+    let wait = a.wait();
+    wait.check_deadline(ctx.now_ms())?;
+    let session = session_of(ctx, wait)?;
+    let object = a.object();
+    let mut keys = RedisKeys::command(ctx, object.kind(), key, owner.as_slice());
+    check_slots(ctx, &keys, || a.request())?;
     let queued = serve_first(&mut keys)?;
-    match decide(&mut keys, queued)? {
+    let mut decided = a.decide(&keys, queued, false)?;
+    if let Decided::TidyFirst(tidy) = decided {
+        keys.apply(&tidy, Change::Wrote)?;
+        decided = a.decide(&keys, queued, true)?;
+    }
+    match decided {
         Decided::Grant {
             decision,
             reentry,
-            own_lease,
-            hold,
+            own_lease_ms,
         } => {
+            let hold = owner
+                .zip(a.hold())
+                .map(|(owner, exclusive)| HoldBy { owner, exclusive });
             // A hold an owner keeps is watched by the session the acquire named.
-            let watch = hold.and(session).map(|s| (s, req()));
+            let watch = hold.and(session).map(|s| (s, a.request()));
+            let own_lease = own_lease_ms.map(|ms| {
+                let at = ctx.now_ms().saturating_add(ms).saturating_add(1);
+                (at, object)
+            });
             let took = Change::Took {
                 reentry,
                 watch,
@@ -72,7 +64,9 @@ pub fn acquire<'a>(
             let reply = decision.reply.unwrap_or(Reply::Nil);
             Ok(Answer::Reply(with_token(reply, token)))
         }
-        Decided::Busy => wait_or_nil(ctx, &keys, a.wait, session, req()),
+        Decided::Busy | Decided::TidyFirst(_) => {
+            wait_or_nil(ctx, &keys, wait, session, a.request())
+        }
     }
 }
 

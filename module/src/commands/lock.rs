@@ -1,55 +1,27 @@
 //! `RLOCK.*`: the exclusive reentrant lock (Redisson's RLock layout).
 
-use super::acquire::{self, serve_first, Acquiring, Decided};
+use super::acquire::{self, serve_first};
 use super::{BLOCK, KEY, LEASE, OWNER, SESSION};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::lock::{self, Acquire, LockRequest, Took};
+use crate::core::lock::{self, LockAcquire};
 use crate::core::names;
 use crate::core::stats::ObjectKind::Lock;
-use crate::core::wait::Req;
 use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::settle::{Change, HoldBy};
+use crate::settle::Change;
 use crate::wait;
-use std::rc::Rc;
 
 /// `RLOCK.ACQUIRE key owner lease_ms [BLOCK timeout_ms] [SESSION s [QUEUE request timeout_ms]]
 /// [FENCE]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
-    let a = lock::parse_acquire(&argv)?;
-    let owner = argv[2];
-    let acquiring = Acquiring {
-        kind: Lock,
-        key: args.get(1),
-        also: &[args.get(2)],
-        wait: &a.wait,
+    let a = LockAcquire {
+        owner: argv[2],
+        args: lock::parse_acquire(&argv)?,
     };
-    let req = || -> Req {
-        Rc::new(LockRequest {
-            owner: owner.into(),
-            lease_ms: a.lease_ms,
-            fence: a.fence,
-        })
-    };
-    acquire::acquire(ctx, acquiring, req, serve_first, |keys, queued| {
-        Ok(
-            match lock::acquire(keys, owner, a.lease_ms, a.fence, queued)? {
-                Acquire::Grant(decision, took) => Decided::Grant {
-                    decision,
-                    reentry: took == Took::Reentry,
-                    own_lease: None,
-                    hold: Some(HoldBy {
-                        owner: args.get(2),
-                        exclusive: true,
-                    }),
-                },
-                Acquire::Busy => Decided::Busy,
-            },
-        )
-    })
+    acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
 }
 
 /// `RLOCK.RELEASE key owner`

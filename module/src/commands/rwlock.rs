@@ -1,65 +1,27 @@
 //! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
 
-use super::acquire::{self, serve_first, Acquiring, Decided};
+use super::acquire::{self, serve_first};
 use super::{BLOCK, KEY, LEASE, OWNER, SESSION};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::objects;
-use crate::core::rwlock::{self, Acquire, Mode, RwLockRequest, Took};
+use crate::core::rwlock::{self, Mode, RwLockAcquire};
 use crate::core::stats::ObjectKind::RwLock;
-use crate::core::wait::Req;
 use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::settle::{Change, HoldBy};
+use crate::settle::Change;
 use crate::wait;
-use std::rc::Rc;
 
 /// `RRWLOCK.ACQUIRE key owner READ|WRITE lease_ms [BLOCK timeout_ms] [SESSION s [QUEUE request
 /// timeout_ms]]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
-    let a = rwlock::parse_acquire(&argv)?;
-    let owner = argv[2];
-    let acquiring = Acquiring {
-        kind: RwLock,
-        key: args.get(1),
-        also: &[args.get(2)],
-        wait: &a.wait,
+    let a = RwLockAcquire {
+        owner: argv[2],
+        args: rwlock::parse_acquire(&argv)?,
     };
-    let req = || -> Req {
-        Rc::new(RwLockRequest {
-            owner: owner.into(),
-            mode: a.mode,
-            lease_ms: a.lease_ms,
-        })
-    };
-    acquire::acquire(ctx, acquiring, req, serve_first, |keys, queued| {
-        let mut decided = rwlock::acquire(keys, owner, a.mode, a.lease_ms, queued, false)?;
-        if decided == Acquire::TidyFirst {
-            // Expired holds are in the way: the rules decide again once they are gone.
-            let tidy = rwlock::tidy(keys)?;
-            keys.apply(&tidy, Change::Wrote)?;
-            decided = rwlock::acquire(keys, owner, a.mode, a.lease_ms, queued, true)?;
-        }
-        Ok(match decided {
-            Acquire::Grant(decision, took) => Decided::Grant {
-                decision,
-                reentry: took == Took::Reentry,
-                // A read hold has a lease of its own: its end is looked at even if nobody
-                // waits.
-                own_lease: (a.mode == Mode::Read).then(|| {
-                    let at = ctx.now_ms().saturating_add(a.lease_ms).saturating_add(1);
-                    (at, objects::of(RwLock))
-                }),
-                hold: Some(HoldBy {
-                    owner: args.get(2),
-                    exclusive: a.mode == Mode::Write,
-                }),
-            },
-            Acquire::Busy | Acquire::TidyFirst => Decided::Busy,
-        })
-    })
+    acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
 }
 
 /// `RRWLOCK.RELEASE key owner READ|WRITE`

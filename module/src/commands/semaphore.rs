@@ -1,13 +1,13 @@
 //! `RSEM.*`: the semaphore with optional expiring permits (Redisson's RSemaphore and
 //! RPermitExpirableSemaphore layout).
 
-use super::acquire::{self, Acquiring, Decided};
+use super::acquire;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::names;
-use crate::core::semaphore::{self, Release, SemaphoreObject, SemaphoreRequest};
+use crate::core::semaphore::{self, Release, SemaphoreObject};
 use crate::core::stats::ObjectKind::Semaphore;
-use crate::core::wait::{Object, Req};
+use crate::core::wait::Object;
 use crate::ffi::{Answer, Args, Ctx, RStr};
 use crate::keys::RedisKeys;
 use crate::settle::Change;
@@ -15,7 +15,6 @@ use crate::settle::Change;
 use super::{BLOCK, KEY, SESSION};
 use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::{config, wait};
-use std::rc::Rc;
 
 /// What every writing RSEM command does first, as each of Redisson's expirable-semaphore
 /// scripts does: the semaphore's tidying (expired leased permits back to the pool), queued
@@ -55,31 +54,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if a.lease_ms.is_some() && a.permits > max_leased {
         return Err(CmdError::TooLarge("permits with LEASE", max_leased));
     }
-    let acquiring = Acquiring {
-        kind: Semaphore,
-        key: args.get(1),
-        also: &[],
-        wait: &a.wait,
-    };
-    let req = || -> Req {
-        Rc::new(SemaphoreRequest {
-            permits: a.permits,
-            lease_ms: a.lease_ms,
-        })
-    };
-    acquire::acquire(ctx, acquiring, req, prepare, |keys, queued| {
-        Ok(
-            match semaphore::acquire(keys, a.permits, a.lease_ms, queued)? {
-                Some(decision) => Decided::Grant {
-                    decision,
-                    reentry: false,
-                    own_lease: None,
-                    hold: None,
-                },
-                None => Decided::Busy,
-            },
-        )
-    })
+    acquire::acquire(ctx, args.get(1), None, &a, prepare)
 }
 
 /// `RSEM.RELEASE key [PERMITS n]` / `RSEM.RELEASE key ID id [id ...]`

@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Object, Request, Tidy, TryGrant};
+use super::wait::{Acquiring, Decided, Object, Req, Request, Tidy, TryGrant};
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`): never reclaimed.
 pub const PERMANENT: i64 = 922_337_203_685_477;
@@ -278,6 +278,40 @@ pub fn announce(
         }],
         Reply::Int(count(store)?),
     ))
+}
+
+/// An `RSEM.ACQUIRE` as the acquire pipeline decides it.
+impl<'a> Acquiring<'a> for AcquireArgs<'a> {
+    fn object(&self) -> &'static dyn Object {
+        &SemaphoreObject
+    }
+
+    fn wait(&self) -> &WaitArgs<'a> {
+        &self.wait
+    }
+
+    fn decide<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        queued: bool,
+        _tidied: bool,
+    ) -> Result<Decided<'a>, CmdError> {
+        Ok(match acquire(store, self.permits, self.lease_ms, queued)? {
+            Some(decision) => Decided::Grant {
+                decision,
+                reentry: false,
+                own_lease_ms: None,
+            },
+            None => Decided::Busy,
+        })
+    }
+
+    fn request(&self) -> Req {
+        std::rc::Rc::new(SemaphoreRequest {
+            permits: self.permits,
+            lease_ms: self.lease_ms,
+        })
+    }
 }
 
 /// Take `permits` (leased until now + `lease_ms` when given): the writes and the reply, or

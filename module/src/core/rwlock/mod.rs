@@ -24,7 +24,7 @@ pub use parse::{
     parse_acquire, parse_force_release, parse_info, parse_release, parse_renew, AcquireArgs,
 };
 pub use rules::{acquire, force_release, info, release, renew, tidy, Acquire, Released, Took};
-pub use waiting::{next_change, tidy_before_serving, RwLockObject, RwLockRequest};
+pub use waiting::{next_change, tidy_before_serving, RwLockAcquire, RwLockObject, RwLockRequest};
 
 use crate::core::names;
 

@@ -14,7 +14,7 @@ pub mod session_rules;
 
 pub use fifo::{Grouped, KeyId, KeyRef, KeyView, Queues, Waiter};
 pub use grant::{serve, ObjectKeys, Outcome, Req, Served};
-pub use request::{Hold, Object, Request, Tidy, TryGrant};
+pub use request::{Acquiring, Decided, Hold, Object, Request, Tidy, TryGrant};
 pub use schedule::{Deadline, Deadlines, TimerKey, Timers};
 
 /// The hash maps of the waiting mechanism. foldhash instead of std's SipHash: a hand-off looks
