@@ -7,7 +7,6 @@ use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Store, Target};
-use crate::core::wait::Req;
 use std::fmt::Debug;
 
 /// Whether the waiter at the head of a queue can be granted now.
@@ -82,6 +81,10 @@ pub trait Object {
         Ok(Decision::default())
     }
 }
+
+/// A queued request: each object's own type behind the shared interface. Shared: a session
+/// keeps a granted request both to undo the grant and to watch the hold for loss.
+pub type Req = std::rc::Rc<dyn Request>;
 
 /// What every queued request tells the waiting mechanism: whether it can be granted, how to
 /// undo its grant, the keys it would write, how it shows. What its object does around the
