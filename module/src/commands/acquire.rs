@@ -11,7 +11,7 @@ use crate::core::store::Store;
 use crate::core::wait::grant::with_token;
 use crate::core::wait::{Acquiring, Decided, KeyId, Req};
 use crate::ffi::{Answer, Ctx, RStr};
-use crate::keys::{self, RedisKeys};
+use crate::keys::RedisKeys;
 use crate::settle::{Change, HoldBy};
 use crate::{config, sessions, slotwatch, wait};
 
@@ -32,7 +32,7 @@ pub fn acquire<'a>(
     let session = session_of(ctx, wait)?;
     let object = a.object();
     let mut keys = RedisKeys::command(ctx, object.kind(), key, owner.as_slice());
-    check_slots(ctx, &keys, || a.request())?;
+    keys.check_slots(|| a.request())?;
     let queued = serve_first(&mut keys)?;
     let mut decided = a.decide(&keys, queued, false)?;
     if let Decided::TidyFirst(tidy) = decided {
@@ -146,15 +146,4 @@ pub fn wait_or_nil(
         }
         _ => Ok(wait::park_or_nil(ctx, keys, w.wait, req, session)),
     }
-}
-
-/// In cluster mode, refuse a request whose auxiliary keys (`Request::aux_keys`: a fencing
-/// token, a read hold's lease key, the leased-permit set) would land in another slot than its
-/// key, before anything is written: they would live on another node, or be left behind by
-/// resharding. Outside a cluster every name keeps Redisson's exact keys, whatever they hash to.
-fn check_slots(ctx: Ctx, keys: &RedisKeys, req: impl FnOnce() -> Req) -> Result<(), CmdError> {
-    if !keys::cluster(ctx) {
-        return Ok(());
-    }
-    crate::core::slots::check(keys.key_name(), &req().aux_keys(keys))
 }
