@@ -1,17 +1,15 @@
 //! The read-write lock around its queue: tidying before serving, when it changes by itself,
-//! an acquire as the acquire pipeline decides it ([`RwLockAcquire`]), and the queued request
-//! ([`RwLockRequest`]) with its hold.
+//! and the queued request ([`RwLockRequest`]) with its hold.
 
 use super::layout::*;
 use super::rules::*;
-use super::{AcquireArgs, Mode, MODE, WRITE_SUFFIX};
-use crate::core::args::WaitArgs;
+use super::{Mode, MODE, WRITE_SUFFIX};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::names;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, KeyType, Store, Target};
-use crate::core::wait::{Acquiring, Decided, Hold, Object, Req, Request, Tidy, TryGrant};
+use crate::core::wait::{Hold, Object, Request, Tidy, TryGrant};
 
 /// Writes that bring the lock up to date before its queue is served, or when a hold's own
 /// lease ends although nobody waits: expired read holds go (a bounded few at a time when
@@ -97,56 +95,6 @@ impl Object for RwLockObject {
             out.len() < limit
         });
         out
-    }
-}
-
-/// An `RRWLOCK.ACQUIRE` as the acquire pipeline decides it.
-pub struct RwLockAcquire<'a> {
-    pub owner: &'a [u8],
-    pub args: AcquireArgs<'a>,
-}
-
-impl<'a> Acquiring<'a> for RwLockAcquire<'a> {
-    fn object(&self) -> &'static dyn Object {
-        &RwLockObject
-    }
-
-    fn wait(&self) -> &WaitArgs<'a> {
-        &self.args.wait
-    }
-
-    fn decide<S: Store + ?Sized>(
-        &self,
-        store: &S,
-        queued: bool,
-        tidied: bool,
-    ) -> Result<Decided<'a>, CmdError> {
-        let a = &self.args;
-        Ok(
-            match acquire(store, self.owner, a.mode, a.lease_ms, queued, tidied)? {
-                Acquire::Grant(decision, took) => Decided::Grant {
-                    decision,
-                    reentry: took == Took::Reentry,
-                    // A read hold has a lease of its own: its end is looked at even if nobody
-                    // waits.
-                    own_lease_ms: (a.mode == Mode::Read).then_some(a.lease_ms),
-                },
-                Acquire::Busy => Decided::Busy,
-                Acquire::TidyFirst => Decided::TidyFirst(tidy(store)?),
-            },
-        )
-    }
-
-    fn request(&self) -> Req {
-        std::rc::Rc::new(RwLockRequest {
-            owner: self.owner.into(),
-            mode: self.args.mode,
-            lease_ms: self.args.lease_ms,
-        })
-    }
-
-    fn hold(&self) -> Option<bool> {
-        Some(self.args.mode == Mode::Write)
     }
 }
 
