@@ -17,9 +17,11 @@ use crate::wait;
 /// [FENCE]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
+    // Parsed first: the arity is checked before the owner is read.
+    let parsed = lock::parse_acquire(&argv)?;
     let a = LockAcquire {
         owner: argv[2],
-        args: lock::parse_acquire(&argv)?,
+        args: parsed,
     };
     acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
 }

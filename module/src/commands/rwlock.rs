@@ -17,9 +17,11 @@ use crate::wait;
 /// timeout_ms]]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
+    // Parsed first: the arity is checked before the owner is read.
+    let parsed = rwlock::parse_acquire(&argv)?;
     let a = RwLockAcquire {
         owner: argv[2],
-        args: rwlock::parse_acquire(&argv)?,
+        args: parsed,
     };
     acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
 }
