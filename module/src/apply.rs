@@ -24,7 +24,7 @@ impl ObjectKeys for RedisKeys {
     /// Serving's writes (grants to waiters, tidying): the serving step itself does what
     /// follows them. Not checked against the ACL user of the command that freed the object:
     /// each waiter's auxiliary keys were checked against its own user when it queued
-    /// (`commands::wait_or_nil`), and serving from a timer or an event has no user at all. (A
+    /// (`commands::acquire::wait_or_nil`), and serving from a timer or an event has no user at all. (A
     /// release by a user without a waiter's patterns made that waiter's grant fail with
     /// `NOPERM` naming its own read-hold, token or lease key.)
     fn write_serving(&mut self, decision: &Decision) -> Result<Option<i64>, CmdError> {

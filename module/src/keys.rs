@@ -2,9 +2,10 @@
 //! low-level key API. The main key stays open (for writing) while a command or a serving step
 //! runs; auxiliary keys are opened per read.
 
+use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, KeyType, Store, Target};
-use crate::core::wait::KeyId;
+use crate::core::wait::{KeyId, Req};
 use crate::ffi::{Ctx, Key, OwnedStr, RStr};
 
 const HINTS: usize = 2;
@@ -174,6 +175,20 @@ impl RedisKeys {
         } else {
             Err(crate::core::error::CmdError::Unstable)
         }
+    }
+}
+
+impl RedisKeys {
+    /// In cluster mode, refuse a request whose auxiliary keys (`Request::aux_keys`: a fencing
+    /// token, a read hold's lease key, the leased-permit set) would land in another slot than
+    /// its key, before anything is written: they would live on another node, or be left behind
+    /// by resharding. Outside a cluster every name keeps Redisson's exact keys, whatever they
+    /// hash to.
+    pub fn check_slots(&self, req: impl FnOnce() -> Req) -> Result<(), CmdError> {
+        if !cluster(self.ctx) {
+            return Ok(());
+        }
+        crate::core::slots::check(self.name.bytes(), &req().aux_keys(self))
     }
 }
 

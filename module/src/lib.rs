@@ -2,8 +2,8 @@
 //!
 //! Layout: `core/` holds each object's rules and the waiting mechanism's queues and serving
 //! loop in plain Rust; it unit-tests without Redis. Around it a thin skin speaks to Redis:
-//! `ffi/` (every raw call and callback trampoline), `registry` (command table), `commands/`
-//! (one handler file per object), `keys` (reading an object's keys), `apply` (the only
+//! `ffi/` (every raw call and callback trampoline), `commands/`
+//! (one file per object: its handlers and its rows of the command table), `keys` (reading an object's keys), `apply` (the only
 //! writer), `wait` (parking, serving, delivery, deadlines), `events`, `propagation` (when
 //! replication can reach anyone), `observe` (wait and hold times, contended keys, live holds)
 //! and `info` (INFO rlock).
@@ -74,8 +74,6 @@ mod paused;
 #[cfg(not(test))]
 mod propagation;
 #[cfg(not(test))]
-mod registry;
-#[cfg(not(test))]
 mod sessions;
 #[cfg(not(test))]
 mod settle;
@@ -90,7 +88,7 @@ mod wait;
 mod module {
     use crate::ffi::{alarm, boundary, command, load, BlockedClient, Ctx, Handlers};
     use crate::ffi::{RedisModuleCtx, RedisModuleString};
-    use crate::{config, events, info, propagation, registry, sessions, slotwatch, wait};
+    use crate::{commands, config, events, info, propagation, sessions, slotwatch, wait};
     use std::ffi::c_int;
 
     /// Redis loads the module through this symbol.
@@ -109,7 +107,7 @@ mod module {
         boundary::install_panic_hook();
         crate::core::stats::reset();
         crate::observe::init();
-        command::register(c, registry::COMMANDS)?;
+        command::register(c, commands::TABLES)?;
         command::set_around(crate::settle::around);
         config::register(c)?;
         sessions::init();

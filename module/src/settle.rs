@@ -7,35 +7,16 @@
 //! re-arms the key's own check. As Redis' `signalKeyAsReady` marks a key and
 //! `handleClientsBlockedOnKeys` serves it after the command: no handler or job knows the queue
 //! is there, so none can forget a step.
-//!
-//! The serving before a newcomer is decided ([`serve_first`]) lives here too: a newcomer must
-//! not overtake a queue whose object was freed by expiry or by an event not served yet.
 
 use crate::core::error::CmdError;
 use crate::core::objects;
 use crate::core::stats::{Counted, ObjectKind};
-use crate::core::store::Store;
 use crate::core::wait::KeyId;
 use crate::ffi::{Answer, Ctx, RStr};
 use crate::keys::RedisKeys;
 use crate::marks::{self, Background, Mark};
 pub use crate::marks::{mark, Change, HoldBy};
 use crate::{observe, sessions, timers, wait};
-
-/// Serve the command's key before a newcomer is decided, so that it does not overtake anyone
-/// (the object may have been freed by expiry, or by an event whose serving is still due).
-/// Returns whether anyone the newcomer must queue behind still waits.
-///
-/// Latch waiters are behind nobody's back: they take nothing (the count reaching 0 lets them
-/// all pass), so a semaphore's newcomer is decided as if they were not there. Otherwise a user
-/// who may only read a semaphore's key could queue an `RLATCH.AWAIT` on it (its count is a
-/// latch's count) and keep every `RSEM.ACQUIRE` from being granted while permits are free.
-pub fn serve_first(keys: &mut RedisKeys) -> bool {
-    let queued = wait::serve_now(keys);
-    queued
-        && (keys.object == Some(ObjectKind::Latch)
-            || wait::queued_kind(keys.ctx.db(), keys.key_name()) != Some(ObjectKind::Latch))
-}
 
 /// Run a command handler, then what its writes call for (installed around every handler, inside
 /// the reply's gate: serving writes through the command's keys, as the command did).

@@ -1,14 +1,17 @@
 //! `RLATCH.*`: the count-down latch (Redisson's RCountDownLatch layout).
 
-use super::{session_of, wait_or_nil};
+use super::acquire::{session_of, wait_or_nil};
+use super::{BLOCK, KEY, SESSION};
 use crate::core::args::WaitMode;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::latch::{self, LatchRequest};
 use crate::core::stats::ObjectKind::Latch;
+use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::settle::{self, serve_first, Change};
+use crate::settle::{self, Change};
+use crate::wait::serve_first;
 use std::rc::Rc;
 
 /// `RLATCH.TRYSETCOUNT key n`
@@ -86,3 +89,52 @@ pub fn count(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let keys = RedisKeys::read(ctx, args.get(1));
     Ok(Answer::Reply(Reply::Int(latch::count(&keys)?)))
 }
+
+/// This file's rows of the command table (see `super::TABLES`).
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rlatch.trysetcount",
+        handler: try_set_count,
+        flags: c"write deny-oom",
+        // Not @fast: the count is a semaphore's permits too, and serves its waiters.
+        acl: c"write slow",
+        summary: c"Sets a count-down latch's count if it is open (Redisson RCountDownLatch layout)",
+        complexity: c"O(1), plus the semaphore waiters on the key granted",
+        arity: 3,
+        key: KeyAccess::Update,
+        args: &[KEY, ArgSpec::new(c"count", Integer)],
+    },
+    CommandSpec {
+        name: c"rlatch.countdown",
+        handler: count_down,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Counts a latch down; at zero deletes it, publishes and releases every waiter",
+        complexity: c"O(1), plus the waiters released",
+        arity: 2,
+        key: KeyAccess::Delete,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rlatch.await",
+        handler: await_open,
+        flags: c"readonly blocking",
+        acl: c"read slow blocking",
+        summary: c"Returns 1 when a latch is open; with BLOCK waits on the server until it opens",
+        complexity: c"O(1)",
+        arity: -2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY, BLOCK, SESSION],
+    },
+    CommandSpec {
+        name: c"rlatch.count",
+        handler: count,
+        flags: c"readonly fast",
+        acl: c"read fast",
+        summary: c"Returns a latch's count (0 when open)",
+        complexity: c"O(1)",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+];

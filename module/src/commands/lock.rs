@@ -1,53 +1,29 @@
 //! `RLOCK.*`: the exclusive reentrant lock (Redisson's RLock layout).
 
-use super::acquire::{self, serve_first, Acquiring, Decided};
+use super::acquire::{self, serve_first};
+use super::{BLOCK, KEY, LEASE, OWNER, SESSION};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::lock::{self, Acquire, LockRequest, Took};
+use crate::core::lock::{self, LockAcquire};
 use crate::core::names;
 use crate::core::stats::ObjectKind::Lock;
-use crate::core::wait::Req;
+use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::settle::{Change, HoldBy};
+use crate::settle::Change;
 use crate::wait;
-use std::rc::Rc;
 
 /// `RLOCK.ACQUIRE key owner lease_ms [BLOCK timeout_ms] [SESSION s [QUEUE request timeout_ms]]
 /// [FENCE]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
-    let a = lock::parse_acquire(&argv)?;
-    let owner = argv[2];
-    let acquiring = Acquiring {
-        kind: Lock,
-        key: args.get(1),
-        also: &[args.get(2)],
-        wait: &a.wait,
+    // Parsed first: the arity is checked before the owner is read.
+    let parsed = lock::parse_acquire(&argv)?;
+    let a = LockAcquire {
+        owner: argv[2],
+        args: parsed,
     };
-    let req = || -> Req {
-        Rc::new(LockRequest {
-            owner: owner.into(),
-            lease_ms: a.lease_ms,
-            fence: a.fence,
-        })
-    };
-    acquire::acquire(ctx, acquiring, req, serve_first, |keys, queued| {
-        Ok(
-            match lock::acquire(keys, owner, a.lease_ms, a.fence, queued)? {
-                Acquire::Grant(decision, took) => Decided::Grant {
-                    decision,
-                    reentry: took == Took::Reentry,
-                    own_lease: None,
-                    hold: Some(HoldBy {
-                        owner: args.get(2),
-                        exclusive: true,
-                    }),
-                },
-                Acquire::Busy => Decided::Busy,
-            },
-        )
-    })
+    acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
 }
 
 /// `RLOCK.RELEASE key owner`
@@ -103,3 +79,69 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         ctx.may_read_key(&token_key),
     )?))
 }
+
+/// This file's rows of the command table (see `super::TABLES`).
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rlock.acquire",
+        handler: acquire,
+        flags: c"write deny-oom blocking",
+        acl: c"write slow blocking",
+        summary: c"Acquires a reentrant lock (Redisson RLock layout); with BLOCK waits in a FIFO queue on the server",
+        complexity: c"O(1)",
+        arity: -4,
+        key: KeyAccess::Update,
+        args: &[
+            KEY,
+            OWNER,
+            LEASE,
+            BLOCK,
+            SESSION,
+            ArgSpec::option(c"fence", Token, c"FENCE"),
+        ],
+    },
+    CommandSpec {
+        name: c"rlock.release",
+        handler: release,
+        flags: c"write fast",
+        acl: c"write fast",
+        summary: c"Releases one hold of a lock; the last hold deletes it, publishes, and hands it to the next waiter",
+        complexity: c"O(1)",
+        arity: 3,
+        key: KeyAccess::Delete,
+        args: &[KEY, OWNER],
+    },
+    CommandSpec {
+        name: c"rlock.renew",
+        handler: renew,
+        flags: c"write fast",
+        acl: c"write fast",
+        summary: c"Extends the lease of a lock held by owner",
+        complexity: c"O(1)",
+        arity: 4,
+        key: KeyAccess::Update,
+        args: &[KEY, OWNER, LEASE],
+    },
+    CommandSpec {
+        name: c"rlock.forcerelease",
+        handler: force_release,
+        flags: c"write fast",
+        acl: c"write fast",
+        summary: c"Deletes a lock whoever holds it, publishes, and hands it to the next waiter",
+        complexity: c"O(1)",
+        arity: 2,
+        key: KeyAccess::Delete,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rlock.info",
+        handler: info,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Shows a lock's owner, holds, TTL, fencing token and waiting queue",
+        complexity: c"O(N) where N is the number of waiters",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+];

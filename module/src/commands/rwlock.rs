@@ -1,63 +1,29 @@
 //! `RRWLOCK.*`: the read-write lock (Redisson's RReadWriteLock layout).
 
-use super::acquire::{self, serve_first, Acquiring, Decided};
+use super::acquire::{self, serve_first};
+use super::{BLOCK, KEY, LEASE, OWNER, SESSION};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::objects;
-use crate::core::rwlock::{self, Acquire, Mode, RwLockRequest, Took};
+use crate::core::rwlock::{self, Mode, RwLockAcquire};
 use crate::core::stats::ObjectKind::RwLock;
-use crate::core::wait::Req;
+use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
-use crate::settle::{Change, HoldBy};
+use crate::settle::Change;
 use crate::wait;
-use std::rc::Rc;
 
 /// `RRWLOCK.ACQUIRE key owner READ|WRITE lease_ms [BLOCK timeout_ms] [SESSION s [QUEUE request
 /// timeout_ms]]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
-    let a = rwlock::parse_acquire(&argv)?;
-    let owner = argv[2];
-    let acquiring = Acquiring {
-        kind: RwLock,
-        key: args.get(1),
-        also: &[args.get(2)],
-        wait: &a.wait,
+    // Parsed first: the arity is checked before the owner is read.
+    let parsed = rwlock::parse_acquire(&argv)?;
+    let a = RwLockAcquire {
+        owner: argv[2],
+        args: parsed,
     };
-    let req = || -> Req {
-        Rc::new(RwLockRequest {
-            owner: owner.into(),
-            mode: a.mode,
-            lease_ms: a.lease_ms,
-        })
-    };
-    acquire::acquire(ctx, acquiring, req, serve_first, |keys, queued| {
-        let mut decided = rwlock::acquire(keys, owner, a.mode, a.lease_ms, queued, false)?;
-        if decided == Acquire::TidyFirst {
-            // Expired holds are in the way: the rules decide again once they are gone.
-            let tidy = rwlock::tidy(keys)?;
-            keys.apply(&tidy, Change::Wrote)?;
-            decided = rwlock::acquire(keys, owner, a.mode, a.lease_ms, queued, true)?;
-        }
-        Ok(match decided {
-            Acquire::Grant(decision, took) => Decided::Grant {
-                decision,
-                reentry: took == Took::Reentry,
-                // A read hold has a lease of its own: its end is looked at even if nobody
-                // waits.
-                own_lease: (a.mode == Mode::Read).then(|| {
-                    let at = ctx.now_ms().saturating_add(a.lease_ms).saturating_add(1);
-                    (at, objects::of(RwLock))
-                }),
-                hold: Some(HoldBy {
-                    owner: args.get(2),
-                    exclusive: a.mode == Mode::Write,
-                }),
-            },
-            Acquire::Busy | Acquire::TidyFirst => Decided::Busy,
-        })
-    })
+    acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
 }
 
 /// `RRWLOCK.RELEASE key owner READ|WRITE`
@@ -113,3 +79,70 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let queue = wait::shown(ctx.db(), args.get(1).bytes());
     Ok(Answer::Reply(rwlock::info(&keys, queue)?))
 }
+
+const MODE: ArgSpec = ArgSpec {
+    subargs: &[
+        ArgSpec::word(c"read", c"READ"),
+        ArgSpec::word(c"write", c"WRITE"),
+    ],
+    ..ArgSpec::new(c"mode", OneOf)
+};
+
+/// This file's rows of the command table (see `super::TABLES`).
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rrwlock.acquire",
+        handler: acquire,
+        flags: c"write deny-oom blocking",
+        acl: c"write slow blocking",
+        summary: c"Acquires the read or write side of a read-write lock (Redisson RReadWriteLock layout); with BLOCK waits in a FIFO queue shared by readers and writers",
+        complexity: c"O(1) for a read or a first write; O(N) holds when a writer meets a read lock",
+        arity: -5,
+        key: KeyAccess::Update,
+        args: &[KEY, OWNER, MODE, LEASE, BLOCK, SESSION],
+    },
+    CommandSpec {
+        name: c"rrwlock.release",
+        handler: release,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Releases one read or write hold; the last hold deletes the lock, publishes, and grants queued waiters",
+        complexity: c"O(1) for a partial write release; O(N) where N is the number of read holds otherwise (each hold's TTL is read, as Redisson's read unlock does)",
+        arity: 4,
+        key: KeyAccess::Delete,
+        args: &[KEY, OWNER, MODE],
+    },
+    CommandSpec {
+        name: c"rrwlock.renew",
+        handler: renew,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Extends every lease of owner's read and write holds",
+        complexity: c"O(N) where N is the number of read holds",
+        arity: 4,
+        key: KeyAccess::Update,
+        args: &[KEY, OWNER, LEASE],
+    },
+    CommandSpec {
+        name: c"rrwlock.forcerelease",
+        handler: force_release,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Deletes a read-write lock and its read-hold keys whoever holds it, publishes, and grants queued waiters",
+        complexity: c"O(N) where N is the number of read holds",
+        arity: 2,
+        key: KeyAccess::Delete,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rrwlock.info",
+        handler: info,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Shows a read-write lock's mode, readers, writer, TTL and waiting queue",
+        complexity: c"O(N) where N is the number of holders and waiters",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+];

@@ -1,18 +1,20 @@
 //! `RSEM.*`: the semaphore with optional expiring permits (Redisson's RSemaphore and
 //! RPermitExpirableSemaphore layout).
 
-use super::acquire::{self, Acquiring, Decided};
+use super::acquire;
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::names;
-use crate::core::semaphore::{self, Release, SemaphoreObject, SemaphoreRequest};
+use crate::core::semaphore::{self, Release, SemaphoreObject};
 use crate::core::stats::ObjectKind::Semaphore;
-use crate::core::wait::{Object, Req};
+use crate::core::wait::Object;
 use crate::ffi::{Answer, Args, Ctx, RStr};
 use crate::keys::RedisKeys;
-use crate::settle::{serve_first, Change};
+use crate::settle::Change;
+
+use super::{BLOCK, KEY, SESSION};
+use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::{config, wait};
-use std::rc::Rc;
 
 /// What every writing RSEM command does first, as each of Redisson's expirable-semaphore
 /// scripts does: the semaphore's tidying (expired leased permits back to the pool), queued
@@ -21,10 +23,10 @@ use std::rc::Rc;
 fn prepare(keys: &mut RedisKeys) -> Result<bool, CmdError> {
     let tidy = SemaphoreObject.tidy(keys)?;
     if tidy.before.writes.is_empty() {
-        return Ok(serve_first(keys));
+        return Ok(wait::serve_first(keys));
     }
     keys.apply(&tidy.before, Change::Wrote)?;
-    let queued = serve_first(keys);
+    let queued = wait::serve_first(keys);
     keys.apply(&tidy.after_serving, Change::Wrote)?;
     Ok(queued)
 }
@@ -52,31 +54,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if a.lease_ms.is_some() && a.permits > max_leased {
         return Err(CmdError::TooLarge("permits with LEASE", max_leased));
     }
-    let acquiring = Acquiring {
-        kind: Semaphore,
-        key: args.get(1),
-        also: &[],
-        wait: &a.wait,
-    };
-    let req = || -> Req {
-        Rc::new(SemaphoreRequest {
-            permits: a.permits,
-            lease_ms: a.lease_ms,
-        })
-    };
-    acquire::acquire(ctx, acquiring, req, prepare, |keys, queued| {
-        Ok(
-            match semaphore::acquire(keys, a.permits, a.lease_ms, queued)? {
-                Some(decision) => Decided::Grant {
-                    decision,
-                    reentry: false,
-                    own_lease: None,
-                    hold: None,
-                },
-                None => Decided::Busy,
-            },
-        )
-    })
+    acquire::acquire(ctx, args.get(1), None, &a, prepare)
 }
 
 /// `RSEM.RELEASE key [PERMITS n]` / `RSEM.RELEASE key ID id [id ...]`
@@ -177,3 +155,130 @@ pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         ctx.may_read_key(&leases),
     )?))
 }
+
+const PERMITS: ArgSpec = ArgSpec::option(c"permits", Integer, c"PERMITS");
+
+const RELEASED: ArgSpec = ArgSpec {
+    optional: true,
+    subargs: &[
+        ArgSpec {
+            token: Some(c"PERMITS"),
+            ..ArgSpec::new(c"permits", Integer)
+        },
+        ArgSpec {
+            token: Some(c"ID"),
+            multiple: true,
+            ..ArgSpec::new(c"id", String)
+        },
+    ],
+    ..ArgSpec::new(c"released", OneOf)
+};
+
+/// This file's rows of the command table (see `super::TABLES`).
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rsem.acquire",
+        handler: acquire,
+        flags: c"write deny-oom blocking",
+        acl: c"write slow blocking",
+        summary: c"Takes permits of a semaphore (Redisson RSemaphore layout), with LEASE as ids that return by themselves when the lease ends (RPermitExpirableSemaphore layout); with BLOCK waits in a strict FIFO queue on the server",
+        complexity: c"O(N) where N is the number of permits leased (O(1) without LEASE), plus the expired leases returned first",
+        arity: -2,
+        key: KeyAccess::Update,
+        args: &[
+            KEY,
+            PERMITS,
+            ArgSpec::option(c"lease_ms", Integer, c"LEASE"),
+            BLOCK,
+            SESSION,
+        ],
+    },
+    CommandSpec {
+        name: c"rsem.release",
+        handler: release,
+        flags: c"write",
+        acl: c"write slow",
+        summary: c"Gives back permits (or the leased permits with these ids, all or none), hands them to queued waiters, publishes and replies the count left",
+        complexity: c"O(N) where N is the number of ids, plus the waiters granted",
+        arity: -2,
+        key: KeyAccess::Update,
+        args: &[KEY, RELEASED],
+    },
+    CommandSpec {
+        name: c"rsem.renew",
+        handler: renew,
+        flags: c"write",
+        // Not @fast: like every writing RSEM command it first returns ended leases to the pool,
+        // which can serve waiters.
+        acl: c"write slow",
+        summary: c"Moves the lease end of leased permits to lease_ms from now; replies how many were still leased",
+        complexity: c"O(N log M) where N is the number of ids and M the leased permits, plus the ended leases returned and the waiters granted",
+        arity: -5,
+        key: KeyAccess::Update,
+        args: &[
+            KEY,
+            ArgSpec::new(c"lease_ms", Integer),
+            ArgSpec {
+                token: Some(c"ID"),
+                multiple: true,
+                ..ArgSpec::new(c"id", String)
+            },
+        ],
+    },
+    CommandSpec {
+        name: c"rsem.trysetpermits",
+        handler: try_set_permits,
+        flags: c"write deny-oom",
+        acl: c"write slow",
+        summary: c"Sets a semaphore's permits if it does not exist yet",
+        complexity: c"O(1), plus the waiters granted",
+        arity: 3,
+        key: KeyAccess::Update,
+        args: &[KEY, ArgSpec::new(c"permits", Integer)],
+    },
+    CommandSpec {
+        name: c"rsem.addpermits",
+        handler: add_permits,
+        flags: c"write deny-oom",
+        acl: c"write slow",
+        summary: c"Adds (or with a negative delta removes) permits; the count may go negative",
+        complexity: c"O(1), plus the waiters granted",
+        arity: 3,
+        key: KeyAccess::Update,
+        args: &[KEY, ArgSpec::new(c"delta", Integer)],
+    },
+    CommandSpec {
+        name: c"rsem.available",
+        handler: available,
+        flags: c"readonly fast",
+        acl: c"read fast",
+        summary: c"Returns the permits available now (leases that ended count as returned)",
+        complexity: c"O(log N) where N is the number of leased permits",
+        arity: 2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rsem.drain",
+        handler: drain,
+        flags: c"write",
+        // Not @fast: the count it leaves at 0 opens a latch on the key, whose awaiters all pass.
+        acl: c"write slow",
+        summary: c"Takes every available permit and returns how many",
+        complexity: c"O(1), plus the expired leases returned first and the latch awaiters released",
+        arity: 2,
+        key: KeyAccess::Update,
+        args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rsem.info",
+        handler: info,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Shows a semaphore's available permits, leased permits with their remaining lease, TTL and waiting queue",
+        complexity: c"O(N) where N is COUNT (default 1000) plus the expired leases not yet reclaimed",
+        arity: -2,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY, ArgSpec::option(c"count", Integer, c"COUNT")],
+    },
+];

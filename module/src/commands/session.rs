@@ -1,10 +1,12 @@
 //! `RSESSION.*`: opening, reading, acknowledging, cancelling, closing and listing sessions
 //! (the state they act on is `sessions`').
 
+use super::BLOCK;
 use crate::config::{self, SESSION_MAX_GRACE_MS, SESSION_MAX_NAME_BYTES};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::wait::session_rules as rules;
+use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::sessions::{calls, resolve, sees_all};
 
@@ -100,3 +102,91 @@ pub fn list(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let names = calls::names(user.as_deref(), all);
     Ok(Answer::Reply(Reply::Array(names)))
 }
+
+const NAME: ArgSpec = ArgSpec::new(c"session", String);
+
+/// This file's rows of the command table (see `super::TABLES`).
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rsession.open",
+        handler: open,
+        flags: c"deny-oom fast",
+        acl: c"write fast",
+        summary: c"Creates or resumes a session (many waits over one connection); the calling connection becomes its listener",
+        complexity: c"O(1)",
+        arity: 3,
+        key: KeyAccess::None,
+        args: &[NAME, ArgSpec::new(c"grace_ms", Integer)],
+    },
+    CommandSpec {
+        name: c"rsession.read",
+        handler: read,
+        flags: c"blocking",
+        acl: c"read slow blocking",
+        summary: c"Acknowledges a session's outcomes up to cursor and returns those after it; with BLOCK waits for one",
+        complexity: c"O(N) where N is the number of outcomes returned or acknowledged",
+        arity: -3,
+        key: KeyAccess::None,
+        args: &[
+            NAME,
+            ArgSpec::new(c"cursor", Integer),
+            ArgSpec::option(c"count", Integer, c"COUNT"),
+            BLOCK,
+        ],
+    },
+    CommandSpec {
+        name: c"rsession.ack",
+        handler: ack,
+        flags: c"fast",
+        acl: c"write fast",
+        summary: c"Acknowledges a session's outcomes up to cursor",
+        complexity: c"O(N) where N is the number of outcomes acknowledged",
+        arity: 3,
+        key: KeyAccess::None,
+        args: &[NAME, ArgSpec::new(c"cursor", Integer)],
+    },
+    CommandSpec {
+        name: c"rsession.cancel",
+        handler: cancel,
+        flags: c"fast",
+        acl: c"write fast",
+        summary: c"Withdraws a request queued in a session",
+        complexity: c"O(N) where N is the number of waiters on the request's key",
+        arity: 3,
+        key: KeyAccess::None,
+        args: &[NAME, ArgSpec::new(c"request", Integer)],
+    },
+    CommandSpec {
+        name: c"rsession.close",
+        handler: close,
+        flags: c"",
+        acl: c"write slow",
+        summary: c"Ends a session now: its queued requests leave, unacknowledged grants are undone",
+        complexity: c"O(N) where N is the number of the session's requests and outcomes",
+        arity: 2,
+        key: KeyAccess::None,
+        args: &[NAME],
+    },
+    CommandSpec {
+        name: c"rsession.info",
+        handler: info,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Shows a session's listener, liveness, queued requests and outcomes",
+        complexity: c"O(N) where N is the number of holds watched",
+        arity: 2,
+        key: KeyAccess::None,
+        args: &[NAME],
+    },
+    CommandSpec {
+        name: c"rsession.list",
+        handler: list,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Lists the sessions of this server",
+        complexity: c"O(N) where N is the number of sessions",
+        arity: 1,
+        key: KeyAccess::None,
+        args: &[],
+    },
+];

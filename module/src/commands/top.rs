@@ -11,6 +11,7 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::observe::top_query::{self, Report};
 use crate::core::stats::ObjectKind;
+use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::{observe, wait};
 
@@ -63,3 +64,29 @@ pub fn top(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 fn waiters(db: i32, key: &[u8]) -> Reply {
     Reply::Int(wait::queue_len(db, key) as i64)
 }
+
+/// This file's rows of the command table (see `super::TABLES`).
+pub static COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rlock.top",
+        handler: top,
+        flags: c"readonly",
+        acl: c"read slow",
+        summary: c"Lists, for every kind of object on this node, the keys with the most waits (WAITS, the default) or hand-offs (HANDOFFS) over the last one to two minutes, or the longest-held live holds (HELD) with owner, age, lease and waiters; only keys the caller may read",
+        complexity: c"O(N) where N is COUNT, plus for HELD the holds found ended or hidden from the caller",
+        arity: -1,
+        key: KeyAccess::None,
+        args: &[
+            ArgSpec {
+                optional: true,
+                subargs: &[
+                    ArgSpec::word(c"waits", c"WAITS"),
+                    ArgSpec::word(c"held", c"HELD"),
+                    ArgSpec::word(c"handoffs", c"HANDOFFS"),
+                ],
+                ..ArgSpec::new(c"report", OneOf)
+            },
+            ArgSpec::option(c"count", Integer, c"COUNT"),
+        ],
+    },
+];

@@ -8,7 +8,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Hold, Object, Request, TryGrant};
+use super::wait::{Acquiring, Decided, Hold, Object, Req, Request, TryGrant};
 use std::borrow::Cow;
 
 // ---- arguments ---------------------------------------------------------------------------------
@@ -179,6 +179,53 @@ pub fn acquire<'a>(
                 Took::Reentry,
             ))
         }
+    }
+}
+
+/// An `RLOCK.ACQUIRE` as the acquire pipeline decides it.
+pub struct LockAcquire<'a> {
+    pub owner: &'a [u8],
+    pub args: AcquireArgs<'a>,
+}
+
+impl<'a> Acquiring<'a> for LockAcquire<'a> {
+    fn object(&self) -> &'static dyn Object {
+        &LockObject
+    }
+
+    fn wait(&self) -> &WaitArgs<'a> {
+        &self.args.wait
+    }
+
+    fn decide<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        queued: bool,
+        _tidied: bool,
+    ) -> Result<Decided<'a>, CmdError> {
+        let a = &self.args;
+        Ok(
+            match acquire(store, self.owner, a.lease_ms, a.fence, queued)? {
+                Acquire::Grant(decision, took) => Decided::Grant {
+                    decision,
+                    reentry: took == Took::Reentry,
+                    own_lease_ms: None,
+                },
+                Acquire::Busy => Decided::Busy,
+            },
+        )
+    }
+
+    fn request(&self) -> Req {
+        std::rc::Rc::new(LockRequest {
+            owner: self.owner.into(),
+            lease_ms: self.args.lease_ms,
+            fence: self.args.fence,
+        })
+    }
+
+    fn hold(&self) -> Option<bool> {
+        Some(true)
     }
 }
 
@@ -391,11 +438,11 @@ impl Hold for LockRequest {
 }
 
 #[cfg(test)]
-mod tests;
+mod lock_tests;
 
 /// Property tests: random operation sequences on one lock through these rules and the shared
 /// serving loop (the real one, over the in-memory store), driven as the skin drives them: the
 /// queue is served before a newcomer is decided and after every event that may free the lock.
 /// `make fuzz` raises the case count through `PROPTEST_CASES`.
 #[cfg(test)]
-mod prop_tests;
+mod lock_prop_tests;

@@ -17,7 +17,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
-use super::wait::{Object, Request, Tidy, TryGrant};
+use super::wait::{Acquiring, Decided, Object, Req, Request, Tidy, TryGrant};
 
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`): never reclaimed.
 pub const PERMANENT: i64 = 922_337_203_685_477;
@@ -278,6 +278,40 @@ pub fn announce(
         }],
         Reply::Int(count(store)?),
     ))
+}
+
+/// An `RSEM.ACQUIRE` as the acquire pipeline decides it.
+impl<'a> Acquiring<'a> for AcquireArgs<'a> {
+    fn object(&self) -> &'static dyn Object {
+        &SemaphoreObject
+    }
+
+    fn wait(&self) -> &WaitArgs<'a> {
+        &self.wait
+    }
+
+    fn decide<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        queued: bool,
+        _tidied: bool,
+    ) -> Result<Decided<'a>, CmdError> {
+        Ok(match acquire(store, self.permits, self.lease_ms, queued)? {
+            Some(decision) => Decided::Grant {
+                decision,
+                reentry: false,
+                own_lease_ms: None,
+            },
+            None => Decided::Busy,
+        })
+    }
+
+    fn request(&self) -> Req {
+        std::rc::Rc::new(SemaphoreRequest {
+            permits: self.permits,
+            lease_ms: self.lease_ms,
+        })
+    }
 }
 
 /// Take `permits` (leased until now + `lease_ms` when given): the writes and the reply, or
@@ -636,7 +670,7 @@ impl Request for SemaphoreRequest {
 }
 
 #[cfg(test)]
-mod tests;
+mod semaphore_tests;
 
 /// Property tests: random sequences of acquires (plain or leased, waiting or not), releases of
 /// plain permits and of ids, added permits, drains, time passing and waiters leaving, driven as
@@ -647,4 +681,4 @@ mod tests;
 /// overtakes a queued waiter, and a publish after each addition carries the count that a
 /// following read shows. At the end, enough permits let every waiter through.
 #[cfg(test)]
-mod prop_tests;
+mod semaphore_prop_tests;

@@ -106,7 +106,7 @@ pub struct CommandSpec {
     pub args: &'static [ArgSpec],
 }
 
-static TABLE: OnceLock<&'static [CommandSpec]> = OnceLock::new();
+static TABLE: OnceLock<Vec<&'static CommandSpec>> = OnceLock::new();
 
 /// What the server supports of ACL categories for module commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,12 +117,13 @@ pub struct AclSupport {
     pub own_category: bool,
 }
 
-/// Register every command of `table`; `Err` names the one that failed.
-pub fn register(ctx: Ctx, table: &'static [CommandSpec]) -> Result<AclSupport, String> {
+/// Register every command of `tables`, in order; `Err` names the one that failed.
+pub fn register(ctx: Ctx, tables: &[&'static [CommandSpec]]) -> Result<AclSupport, String> {
+    let table: Vec<&'static CommandSpec> = tables.iter().flat_map(|t| t.iter()).collect();
     if table.len() > ENTRIES.len() {
         return Err(format!("more than {} commands", ENTRIES.len()));
     }
-    let _ = TABLE.set(table);
+    let table = TABLE.get_or_init(|| table);
     let mut acl = AclSupport {
         categories: has!(RedisModule_SetCommandACLCategories),
         own_category: false,
@@ -277,7 +278,7 @@ pub fn set_around(around: Around) {
 
 /// Run command `index` of the table and send its reply.
 fn dispatch(index: usize, ctx: Ctx, args: &Args) {
-    let spec = TABLE.get().and_then(|t| t.get(index));
+    let spec = TABLE.get().and_then(|t| t.get(index).copied());
     let handler = spec.map(|s| s.handler);
     let key = spec
         .filter(|s| s.key != KeyAccess::None && args.0.len() > 1)

@@ -37,10 +37,10 @@ mod undo;
 pub use clients::{on_disconnected, on_unblocked};
 pub use delivery::{client_closing, on_freed, on_woken, park_request, QUEUED};
 pub use graph::check_deadlock;
-pub use queue::{enqueue, park_or_nil, queued_kind, withdraw, withdraw_session};
+pub use queue::{enqueue, park_or_nil, withdraw, withdraw_session};
 pub use serve::{
     db_touched, end_waits, fail_all_waits, queued_ids, queued_ids_upto, recheck, revoke_later,
-    serve_now, touched, upkeep,
+    serve_first, serve_now, touched, upkeep,
 };
 pub use undo::{
     ended as hold_ended, ended_where as undo_ended_where, pending as undo_pending,
@@ -179,6 +179,16 @@ pub fn queue_len(db: i32, key: &[u8]) -> usize {
         return 0;
     }
     state(|s| s.queues.len(&KeyId::new(db, key)))
+}
+
+/// The kind of object whose requests wait on `key` of database `db`, if any wait. A queue holds
+/// one kind: `commands::acquire::wait_or_nil` refuses requests of another.
+pub fn queued_kind(db: i32, key: &[u8]) -> Option<ObjectKind> {
+    if total() == 0 {
+        return None;
+    }
+    let id = KeyId::new(db, key);
+    state(|s| s.queues.get(&id)?.front().map(|w| w.req.kind()))
 }
 
 /// Queued waiters per object kind.

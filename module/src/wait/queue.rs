@@ -3,7 +3,6 @@
 
 use super::delivery::{answer_queued, deliver};
 use super::graph::{owner_id, OwnerId};
-use super::total;
 use super::{retire, state, Ended, Handle, State};
 use crate::core::args::WaitMode;
 use crate::core::decision::Reply;
@@ -48,16 +47,6 @@ impl State {
 }
 
 // ---- queueing ------------------------------------------------------------------------------------
-
-/// The kind of object whose requests wait on `key` of database `db`, if any wait. A queue holds
-/// one kind: `commands::wait_or_nil` refuses requests of another.
-pub fn queued_kind(db: i32, key: &[u8]) -> Option<ObjectKind> {
-    if total() == 0 {
-        return None;
-    }
-    let id = KeyId::new(db, key);
-    state(|s| s.queues.get(&id)?.front().map(|w| w.req.kind()))
-}
 
 /// Park the calling client behind `keys`' queue with request `req` (`BLOCK`), or reply nil at
 /// once when the request may not wait (no BLOCK; or inside MULTI, Lua or RM_Call, where a wait

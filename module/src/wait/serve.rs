@@ -3,11 +3,11 @@
 //! a grant whose waiter vanished is undone.
 
 use super::delivery::deliver;
-use super::total;
+use super::{queued_kind, total};
 use super::{retire, state, undo, Ended, STATE};
 use crate::core::decision::Reply;
 use crate::core::error::CmdError;
-use crate::core::stats::Counted;
+use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::{KeyType, Store, Target};
 use crate::core::wait::grant::PAUSED_RETRY_MS;
 use crate::core::wait::{self, KeyId, Object, Outcome, Req, TimerKey};
@@ -29,6 +29,21 @@ pub fn serve_now(keys: &mut RedisKeys) -> bool {
     }
     serve(keys, &id);
     state(|s| s.queues.is_queued(&id))
+}
+
+/// Serve the command's key before a newcomer is decided, so that it does not overtake anyone
+/// (the object may have been freed by expiry, or by an event whose serving is still due).
+/// Returns whether anyone the newcomer must queue behind still waits.
+///
+/// Latch waiters are behind nobody's back: they take nothing (the count reaching 0 lets them
+/// all pass), so a semaphore's newcomer is decided as if they were not there. Otherwise a user
+/// who may only read a semaphore's key could queue an `RLATCH.AWAIT` on it (its count is a
+/// latch's count) and keep every `RSEM.ACQUIRE` from being granted while permits are free.
+pub fn serve_first(keys: &mut RedisKeys) -> bool {
+    let queued = serve_now(keys);
+    queued
+        && (keys.object == Some(ObjectKind::Latch)
+            || queued_kind(keys.ctx.db(), keys.key_name()) != Some(ObjectKind::Latch))
 }
 
 /// Serve `id`'s queue from a timer or an event: select its database and open its key.

@@ -565,4 +565,4 @@ impl Live {
 }
 
 #[cfg(test)]
-mod tests;
+mod live_tests;

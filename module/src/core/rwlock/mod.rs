@@ -26,7 +26,11 @@ pub use parse::{
 pub use rules::{acquire, force_release, info, release, renew, tidy, Acquire, Released, Took};
 pub use waiting::{next_change, tidy_before_serving, RwLockObject, RwLockRequest};
 
+use crate::core::args::WaitArgs;
+use crate::core::error::CmdError;
 use crate::core::names;
+use crate::core::store::Store;
+use crate::core::wait::{Acquiring, Decided, Object, Req};
 
 const MODE: &[u8] = names::RWLOCK_MODE;
 const WRITE_SUFFIX: &[u8] = b":write";
@@ -56,8 +60,58 @@ impl Mode {
     }
 }
 
+/// An `RRWLOCK.ACQUIRE` as the acquire pipeline decides it.
+pub struct RwLockAcquire<'a> {
+    pub owner: &'a [u8],
+    pub args: AcquireArgs<'a>,
+}
+
+impl<'a> Acquiring<'a> for RwLockAcquire<'a> {
+    fn object(&self) -> &'static dyn Object {
+        &RwLockObject
+    }
+
+    fn wait(&self) -> &WaitArgs<'a> {
+        &self.args.wait
+    }
+
+    fn decide<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        queued: bool,
+        tidied: bool,
+    ) -> Result<Decided<'a>, CmdError> {
+        let a = &self.args;
+        Ok(
+            match acquire(store, self.owner, a.mode, a.lease_ms, queued, tidied)? {
+                Acquire::Grant(decision, took) => Decided::Grant {
+                    decision,
+                    reentry: took == Took::Reentry,
+                    // A read hold has a lease of its own: its end is looked at even if nobody
+                    // waits.
+                    own_lease_ms: (a.mode == Mode::Read).then_some(a.lease_ms),
+                },
+                Acquire::Busy => Decided::Busy,
+                Acquire::TidyFirst => Decided::TidyFirst(rules::tidy(store)?),
+            },
+        )
+    }
+
+    fn request(&self) -> Req {
+        std::rc::Rc::new(RwLockRequest {
+            owner: self.owner.into(),
+            mode: self.args.mode,
+            lease_ms: self.args.lease_ms,
+        })
+    }
+
+    fn hold(&self) -> Option<bool> {
+        Some(self.args.mode == Mode::Write)
+    }
+}
+
 #[cfg(test)]
-mod tests;
+mod rwlock_tests;
 
 /// Property tests: random sequences of acquires (waiting or not), releases, renewals, time
 /// passing and waiters leaving, over a few owners, through these rules and the shared serving
@@ -65,7 +119,7 @@ mod tests;
 /// from the queue in arrival order, the queue model matches; and at the end, once every holder
 /// lets go, every waiter is granted.
 #[cfg(test)]
-mod prop_tests;
+mod rwlock_prop_tests;
 
 /// Property tests against Redisson: its read-write lock scripts (`RedissonReadLock`,
 /// `RedissonWriteLock`, the watchdog's `ReadLockTask`), translated line by line into Rust over a

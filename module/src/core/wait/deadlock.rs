@@ -472,11 +472,11 @@ fn path<O: Clone + Eq + Hash, K: Clone>(
 mod model;
 
 #[cfg(test)]
-mod tests;
+mod deadlock_tests;
 
 /// Property test: on random holders and queues (owners waiting once or several times, the
 /// requesting owner holding or queued anywhere), `find_cycle` finds a cycle exactly when a
 /// brute-force search over every edge of every owner does, and what it returns is a real
 /// cycle: each step's owner waits on its key for the next step's owner.
 #[cfg(test)]
-mod prop_tests;
+mod deadlock_prop_tests;

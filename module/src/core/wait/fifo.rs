@@ -584,7 +584,7 @@ impl<H: Grouped, R> Queues<H, R> {
 }
 
 #[cfg(test)]
-mod tests;
+mod fifo_tests;
 
 /// A group leaves the queues at once, and only that group (sessions end this way).
 #[cfg(test)]
@@ -593,4 +593,4 @@ mod group_tests;
 /// Property tests: `Queues` against a plain model (a list of per-key FIFO lists) under random
 /// push / pop / remove / drain / forget sequences over a few keys in two databases.
 #[cfg(test)]
-mod prop_tests;
+mod fifo_prop_tests;

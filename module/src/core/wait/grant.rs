@@ -8,17 +8,13 @@
 //! Redis and the tests over the in-memory model.
 
 use super::fifo::{Grouped, KeyId, Queues, Waiter};
-use super::request::{Request, TryGrant};
+use super::request::{Req, TryGrant};
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::store::Store;
 
 /// How soon a queue is tried again when a grant had to wait for a write pause to end.
 pub const PAUSED_RETRY_MS: i64 = 10;
-
-/// A queued request: each object's own type behind the shared interface. Shared: a session
-/// keeps a granted request both to undo the grant and to watch the hold for loss.
-pub type Req = std::rc::Rc<dyn Request>;
 
 /// Reads and writes of one object's keys.
 pub trait ObjectKeys {

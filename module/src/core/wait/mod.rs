@@ -13,8 +13,8 @@ mod session_model;
 pub mod session_rules;
 
 pub use fifo::{Grouped, KeyId, KeyRef, KeyView, Queues, Waiter};
-pub use grant::{serve, ObjectKeys, Outcome, Req, Served};
-pub use request::{Hold, Object, Request, Tidy, TryGrant};
+pub use grant::{serve, ObjectKeys, Outcome, Served};
+pub use request::{Acquiring, Decided, Hold, Object, Req, Request, Tidy, TryGrant};
 pub use schedule::{Deadline, Deadlines, TimerKey, Timers};
 
 /// The hash maps of the waiting mechanism. foldhash instead of std's SipHash: a hand-off looks

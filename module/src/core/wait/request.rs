@@ -2,6 +2,7 @@
 //! lock, semaphore, latch) implements [`Request`] for its queued request and [`Object`] for
 //! what it does around its queue; the mechanism never looks inside.
 
+use crate::core::args::WaitArgs;
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
@@ -80,6 +81,10 @@ pub trait Object {
         Ok(Decision::default())
     }
 }
+
+/// A queued request: each object's own type behind the shared interface. Shared: a session
+/// keeps a granted request both to undo the grant and to watch the hold for loss.
+pub type Req = std::rc::Rc<dyn Request>;
 
 /// What every queued request tells the waiting mechanism: whether it can be granted, how to
 /// undo its grant, the keys it would write, how it shows. What its object does around the
@@ -161,6 +166,53 @@ pub trait Hold {
     /// Watching a lock's hold for its session read it back otherwise: 2,100 of the 12,400
     /// instructions of an `RLOCK.ACQUIRE ... SESSION s` (callgrind).
     fn granted_until(&self, _now: i64) -> Option<Option<i64>> {
+        None
+    }
+}
+
+/// What an object's rules decided about an acquire that may wait.
+#[derive(Debug)]
+pub enum Decided<'a> {
+    /// Granted now: the writes; whether the owner re-entered a hold it has; the lease of the
+    /// grant's own hold when the object looks at its end even with nobody waiting (a read
+    /// hold), else `None`.
+    Grant {
+        decision: Decision<'a>,
+        reentry: bool,
+        own_lease_ms: Option<i64>,
+    },
+    /// Not now: the request waits, or the reply is nil.
+    Busy,
+    /// Expired holds are in the way: these writes remove them, then the rules decide again.
+    TidyFirst(Decision<'static>),
+}
+
+/// An acquire that may wait, as parsed: what the acquire pipeline (`commands/acquire.rs`) asks
+/// the object, which decides it without the skin in between. One implementation per object
+/// whose acquire waits (in the object's file).
+pub trait Acquiring<'a> {
+    /// The object asked.
+    fn object(&self) -> &'static dyn Object;
+
+    /// How long it may wait.
+    fn wait(&self) -> &WaitArgs<'a>;
+
+    /// Decide it on the object's keys: `queued`, whether anyone waits before it (a newcomer
+    /// never overtakes a queue); `tidied`, whether the expired holds a first decision was
+    /// blocked by (`Decided::TidyFirst`) were just removed.
+    fn decide<S: Store + ?Sized>(
+        &self,
+        store: &S,
+        queued: bool,
+        tidied: bool,
+    ) -> Result<Decided<'a>, CmdError>;
+
+    /// The request as it would wait (or as a session watches its hold).
+    fn request(&self) -> Req;
+
+    /// `Some(exclusive)` when a grant is a hold its owner keeps (the owner is the command's
+    /// argument the pipeline was given); `None` for objects without owners.
+    fn hold(&self) -> Option<bool> {
         None
     }
 }
