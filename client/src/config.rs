@@ -34,7 +34,7 @@ pub struct Config {
 /// How the client talks to a server (see [`ClientBuilder::protocol`]).
 ///
 /// ```
-/// assert_eq!(rlock::Protocol::default(), rlock::Protocol::Auto);
+/// assert_eq!(rlock_client::Protocol::default(), rlock_client::Protocol::Auto);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Protocol {
@@ -144,9 +144,9 @@ impl Config {
     /// The Redis URL (`redis://host:port/db`, `rediss://`, `redis+unix:///path`).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().url(), "redis://127.0.0.1:6390/");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn url(&self) -> &str {
         &self.url
@@ -156,9 +156,9 @@ impl Config {
     /// [`ClientBuilder::cluster`]).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
+    /// let client = rlock_client::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
     /// assert_eq!(client.config().cluster_nodes().unwrap().len(), 1);
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn cluster_nodes(&self) -> Option<&[String]> {
         self.cluster.as_deref()
@@ -168,10 +168,10 @@ impl Config {
     /// through Sentinel (see [`ClientBuilder::sentinel`]).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open_sentinel("mymaster", ["redis://127.0.0.1:26379"])?;
+    /// let client = rlock_client::Client::open_sentinel("mymaster", ["redis://127.0.0.1:26379"])?;
     /// let (master, sentinels) = client.config().sentinel().unwrap();
     /// assert_eq!((master, sentinels.len()), ("mymaster", 1));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn sentinel(&self) -> Option<(&str, &[String])> {
         self.sentinel
@@ -184,9 +184,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().watchdog_timeout(), Duration::from_secs(30));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn watchdog_timeout(&self) -> Duration {
         self.watchdog_timeout
@@ -196,9 +196,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder().watchdog_timeout(Duration::from_secs(9)).build()?;
+    /// let client = rlock_client::Client::builder().watchdog_timeout(Duration::from_secs(9)).build()?;
     /// assert_eq!(client.config().renewal_interval(), Duration::from_secs(3));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn renewal_interval(&self) -> Duration {
         self.renewal_interval.unwrap_or(self.watchdog_timeout / 3)
@@ -208,9 +208,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().response_timeout(), Duration::from_secs(3));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn response_timeout(&self) -> Duration {
         self.response_timeout
@@ -221,9 +221,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().connect_timeout(), Duration::from_secs(1));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
@@ -234,9 +234,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().session_grace(), Duration::from_secs(10));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn session_grace(&self) -> Duration {
         self.session_grace
@@ -245,9 +245,9 @@ impl Config {
     /// `WAIT` timeout used after each acquire when replica sync is on (`None`: off).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().replica_sync(), None);
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn replica_sync(&self) -> Option<Duration> {
         self.replica_sync
@@ -258,9 +258,9 @@ impl Config {
     /// one a server gets.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
-    /// assert_eq!(client.config().protocol(), rlock::Protocol::Auto);
-    /// # Ok::<(), rlock::Error>(())
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().protocol(), rlock_client::Protocol::Auto);
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn protocol(&self) -> Protocol {
         self.protocol
@@ -286,13 +286,13 @@ impl Config {
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// let client = rlock::Client::builder()
+/// let client = rlock_client::Client::builder()
 ///     .url("redis://127.0.0.1:6390/")
 ///     .watchdog_timeout(Duration::from_secs(10)) // renewals every 10/3 s
 ///     .session_grace(Duration::from_secs(5))     // a frozen process's waits end after 5 s
 ///     .replica_sync(Some(Duration::from_secs(1))) // WAIT for replicas after each acquire
 ///     .build()?;
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone, Debug, Default)]
 #[must_use]
@@ -304,8 +304,8 @@ impl ClientBuilder {
     /// A builder with every default (URL `redis://127.0.0.1:6379/`).
     ///
     /// ```no_run
-    /// let client = rlock::ClientBuilder::new().url("redis://127.0.0.1:6390/").build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// let client = rlock_client::ClientBuilder::new().url("redis://127.0.0.1:6390/").build()?;
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn new() -> ClientBuilder {
         ClientBuilder::default()
@@ -315,11 +315,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .worker_threads(2)
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.config.url = url.into();
@@ -337,11 +337,11 @@ impl ClientBuilder {
     /// queues again on the node that now serves the lock (behind the waiters already there).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .cluster(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
     ///     .build()?;
     /// let lock = client.lock("{orders}:42");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn cluster<I, S>(mut self, seeds: I) -> Self
     where
@@ -381,13 +381,13 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .sentinel("mymaster", ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"])
     ///     .primary_auth(None, "secret")
     ///     .connect_timeout(Duration::from_secs(10)) // ride out a failover
     ///     .build()?;
     /// let lock = client.lock("orders:42");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn sentinel<I, S>(mut self, master: impl Into<String>, sentinels: I) -> Self
     where
@@ -413,11 +413,11 @@ impl ClientBuilder {
     /// server or a cluster they go in the URL.
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .sentinel("mymaster", ["redis://127.0.0.1:26379"])
     ///     .primary_auth(Some("app"), "secret")
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn primary_auth(mut self, username: Option<&str>, password: &str) -> Self {
         let s = self
@@ -433,11 +433,11 @@ impl ClientBuilder {
     /// default 0). Sentinel mode only: for a single server it goes in the URL.
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .sentinel("mymaster", ["redis://127.0.0.1:26379"])
     ///     .primary_database(2)
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn primary_database(mut self, db: i64) -> Self {
         let s = self
@@ -455,7 +455,7 @@ impl ClientBuilder {
     /// `rediss://127.0.0.1`): hostnames are always verified.
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("rediss://redis.internal:6380/")
     ///     .tls_ca(std::fs::read("ca.crt")?)
     ///     .build()?;
@@ -471,7 +471,7 @@ impl ClientBuilder {
     /// `setSslKeystore`).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("rediss://redis.internal:6380/")
     ///     .tls_ca(std::fs::read("ca.crt")?)
     ///     .tls_client_cert(std::fs::read("client.crt")?, std::fs::read("client.key")?)
@@ -498,11 +498,11 @@ impl ClientBuilder {
     /// clients: the layouts are the same).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://my-managed-redis:6379/")
-    ///     .protocol(rlock::Protocol::Redisson)
+    ///     .protocol(rlock_client::Protocol::Redisson)
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn protocol(mut self, protocol: Protocol) -> Self {
         self.config.protocol = protocol;
@@ -513,11 +513,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .watchdog_timeout(Duration::from_secs(10))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.config.watchdog_timeout = timeout;
@@ -528,11 +528,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .renewal_interval(Duration::from_secs(5))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn renewal_interval(mut self, interval: Duration) -> Self {
         self.config.renewal_interval = Some(interval);
@@ -543,11 +543,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .response_timeout(Duration::from_secs(1))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.config.response_timeout = timeout;
@@ -562,11 +562,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .connect_timeout(Duration::from_secs(1))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
@@ -588,11 +588,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .session_grace(Duration::from_secs(3))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn session_grace(mut self, grace: Duration) -> Self {
         self.config.session_grace = grace;
@@ -626,11 +626,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .retry(5, Duration::from_millis(500))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn retry(mut self, attempts: u32, delay: Duration) -> Self {
         self.config.retry_attempts = attempts;
@@ -645,11 +645,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .replica_sync(Some(Duration::from_secs(1)))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn replica_sync(mut self, timeout: Option<Duration>) -> Self {
         self.config.replica_sync = timeout;
@@ -665,11 +665,11 @@ impl ClientBuilder {
     /// docs/operations.md ("Client metrics") and served in the `metrics` example.
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
-    ///     .metrics(rlock::NameLabel::prefix_before(':'))
+    ///     .metrics(rlock_client::NameLabel::prefix_before(':'))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn metrics(mut self, names: NameLabel) -> Self {
         self.config.metrics = Some(names);
@@ -682,11 +682,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .worker_threads(1)
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn worker_threads(mut self, n: usize) -> Self {
         self.config.worker_threads = n;
@@ -712,9 +712,9 @@ impl ClientBuilder {
     ///   the watchdog must run whatever the caller does.
     ///
     /// ```no_run
-    /// # async fn f() -> rlock::Result<()> {
+    /// # async fn f() -> rlock_client::Result<()> {
     /// // Inside `#[tokio::main]`:
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .runtime(tokio::runtime::Handle::current())
     ///     .build()?;

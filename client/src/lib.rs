@@ -1,6 +1,6 @@
-//! `rlock`: Redisson's distributed synchronizers for Rust (locks, read-write locks, semaphores,
-//! count-down latches, multi-locks and RedLock) over the native commands of the rlock Redis
-//! module (`RLOCK.*`, `RRWLOCK.*`, `RSEM.*`, `RLATCH.*`).
+//! `rlock-client`: Redisson's distributed synchronizers for Rust (locks, read-write locks,
+//! semaphores, count-down latches, multi-locks and RedLock) over the native commands of the rlock
+//! Redis module (`RLOCK.*`, `RRWLOCK.*`, `RSEM.*`, `RLATCH.*`).
 //!
 //! Every object lives in Redis with exactly Redisson's layout (a lock is a hash named after it,
 //! one field `UUID:number` per owner holding its re-entry count, `PEXPIRE` = the lease; a
@@ -41,7 +41,7 @@
 //! ```no_run
 //! use std::time::Duration;
 //!
-//! let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 //! let lock = client.lock("orders:42");
 //!
 //! // Redisson style: lock / unlock (re-entrant, watchdog keeps it alive until unlock).
@@ -58,54 +58,54 @@
 //! if lock.try_lock_with(Duration::from_secs(1), Duration::from_secs(10))? {
 //!     lock.unlock()?;
 //! }
-//! # Ok::<(), rlock::Error>(())
+//! # Ok::<(), rlock_client::Error>(())
 //! ```
 //!
 //! A read-write lock (`RReadWriteLock`): each side is a [`Lock`] with the whole lock API.
 //!
 //! ```no_run
-//! # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 //! let prices = client.read_write_lock("prices");
 //! {
 //!     let _r = prices.read_lock().guard()?;   // shared with other readers
 //! }
 //! let _w = prices.write_lock().guard()?;      // alone; readers wait (fairly)
-//! # Ok::<(), rlock::Error>(())
+//! # Ok::<(), rlock_client::Error>(())
 //! ```
 //!
 //! A semaphore (`RSemaphore`):
 //!
 //! ```no_run
-//! # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 //! let db = client.semaphore("db-connections");
 //! db.try_set_permits(4)?;
 //! let _permit = db.guard()?;                 // one of 4, given back on drop
-//! # Ok::<(), rlock::Error>(())
+//! # Ok::<(), rlock_client::Error>(())
 //! ```
 //!
 //! Leased permits with ids (`RPermitExpirableSemaphore`):
 //!
 //! ```no_run
 //! # use std::time::Duration;
-//! # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 //! let slots = client.permit_expirable_semaphore("render-slots");
 //! slots.try_set_permits(8)?;
 //! let id = slots.acquire(Duration::from_secs(60))?;   // back by itself after 60 s
 //! slots.update_lease_time(id, Duration::from_secs(60))?;
 //! slots.release(id)?;
-//! # Ok::<(), rlock::Error>(())
+//! # Ok::<(), rlock_client::Error>(())
 //! ```
 //!
 //! A count-down latch (`RCountDownLatch`):
 //!
 //! ```no_run
 //! # use std::time::Duration;
-//! # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+//! # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 //! let ready = client.count_down_latch("workers-ready");
 //! ready.try_set_count(3)?;
 //! // ... each of three workers calls ready.count_down() ...
 //! let all_ready = ready.wait_for(Duration::from_secs(30))?;
-//! # Ok::<(), rlock::Error>(())
+//! # Ok::<(), rlock_client::Error>(())
 //! ```
 //!
 //! Several locks as one, all or none (`RedissonMultiLock`), here on two servers:
@@ -113,24 +113,24 @@
 //! ```no_run
 //! # use std::time::Duration;
 //! let (a, b) = (
-//!     rlock::Client::open("redis://10.0.0.1:6379/")?,
-//!     rlock::Client::open("redis://10.0.0.2:6379/")?,
+//!     rlock_client::Client::open("redis://10.0.0.1:6379/")?,
+//!     rlock_client::Client::open("redis://10.0.0.2:6379/")?,
 //! );
-//! let both = rlock::MultiLock::new([a.lock("account:1"), b.lock("account:2")])?;
+//! let both = rlock_client::MultiLock::new([a.lock("account:1"), b.lock("account:2")])?;
 //! let _g = both.try_guard_for(Duration::from_secs(2))?;
-//! # Ok::<(), rlock::Error>(())
+//! # Ok::<(), rlock_client::Error>(())
 //! ```
 //!
 //! RedLock over independent servers (`RedissonRedLock`; read [`RedLock`]'s caveats first):
 //!
 //! ```no_run
 //! # use std::time::Duration;
-//! # let clients: Vec<rlock::Client> = vec![];
-//! let red = rlock::RedLock::new(clients.iter().map(|c| c.lock("nightly-report")))?;
+//! # let clients: Vec<rlock_client::Client> = vec![];
+//! let red = rlock_client::RedLock::new(clients.iter().map(|c| c.lock("nightly-report")))?;
 //! if let Some(g) = red.try_guard_with(Duration::from_millis(500), Duration::from_secs(30))? {
 //!     // ... done before g.valid_until() ...
 //! }
-//! # Ok::<(), rlock::Error>(())
+//! # Ok::<(), rlock_client::Error>(())
 //! ```
 //!
 //! # Map from Redisson
@@ -339,8 +339,8 @@
 //!
 //! ```no_run
 //! #[tokio::main]
-//! async fn main() -> rlock::Result<()> {
-//!     let client = rlock::Client::builder()
+//! async fn main() -> rlock_client::Result<()> {
+//!     let client = rlock_client::Client::builder()
 //!         .url("redis://127.0.0.1:6390/")
 //!         .runtime(tokio::runtime::Handle::current())
 //!         .build()?;

@@ -27,7 +27,7 @@ use metrics::{counter, gauge, histogram, Unit};
 /// Turns an object's name into the `name` label of its series.
 ///
 /// ```
-/// use rlock::NameLabel;
+/// use rlock_client::NameLabel;
 /// // Every name its own series: only for a small, fixed set of names.
 /// let exact = NameLabel::exact();
 /// assert_eq!(exact.apply("orders:42"), "orders:42");
