@@ -33,6 +33,7 @@ const NON_REENTRANT: Flavor = Flavor::Exclusive {
 use crate::config::{ClientBuilder, Config, Protocol};
 use crate::context::Context;
 use crate::error::Result;
+#[cfg(feature = "sentinel")]
 use crate::failover;
 use crate::owner::{self, Owner, OwnerPolicy};
 use crate::transport::Io;
@@ -81,7 +82,7 @@ impl Client {
     }
 
     /// A client for a Redis Cluster, given the URLs of some of its nodes (see
-    /// [`ClientBuilder::cluster`]).
+    /// [`ClientBuilder::cluster`]). Needs the `cluster` feature.
     ///
     /// ```no_run
     /// let client = rlock_client::Client::open_cluster([
@@ -91,6 +92,7 @@ impl Client {
     /// let lock = client.lock("{orders}:42");
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "cluster")]
     pub fn open_cluster<I, S>(seeds: I) -> Result<Client>
     where
         I: IntoIterator<Item = S>,
@@ -101,7 +103,8 @@ impl Client {
 
     /// A client for the primary that Redis Sentinel names for `master`, given the URLs of
     /// some of the Sentinels (Redisson's `useSentinelServers()`; see
-    /// [`ClientBuilder::sentinel`] for failover and the other settings).
+    /// [`ClientBuilder::sentinel`] for failover and the other settings). Needs the `sentinel`
+    /// feature.
     ///
     /// ```no_run
     /// let client = rlock_client::Client::open_sentinel(
@@ -111,6 +114,7 @@ impl Client {
     /// let lock = client.lock("orders:42");
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn open_sentinel<I, S>(master: impl Into<String>, sentinels: I) -> Result<Client>
     where
         I: IntoIterator<Item = S>,
@@ -136,6 +140,7 @@ impl Client {
         let lease_ms = millis(ctx.config.watchdog_timeout);
         ctx.bg
             .spawn(watchdog::run(Arc::downgrade(&ctx), interval, lease_ms));
+        #[cfg(feature = "sentinel")]
         if let Some(primary) = ctx.transport.primary_changes() {
             ctx.bg
                 .spawn(failover::follow(Arc::downgrade(&ctx), primary, lease_ms));
@@ -165,7 +170,7 @@ impl Client {
     /// The protocol the client speaks to the server (cluster node) serving the object `name`.
     ///
     /// ```no_run
-    /// let client = rlock_client::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let p = client.protocol_for("{orders}:42")?;
     /// # Ok::<(), rlock_client::Error>(())
     /// ```

@@ -1,7 +1,10 @@
 //! Client configuration: [`ClientBuilder`] and its defaults (Redisson's where Redisson has one).
 
-use crate::metrics::NameLabel;
 use std::time::Duration;
+
+use crate::metrics::Metrics;
+#[cfg(feature = "metrics")]
+use crate::metrics::NameLabel;
 
 use crate::error::{Error, Result};
 
@@ -11,7 +14,9 @@ use crate::error::{Error, Result};
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) url: String,
+    #[cfg(feature = "cluster")]
     pub(crate) cluster: Option<Vec<String>>,
+    #[cfg(feature = "sentinel")]
     pub(crate) sentinel: Option<SentinelConfig>,
     pub(crate) tls: TlsConfig,
     pub(crate) watchdog_timeout: Duration,
@@ -26,6 +31,7 @@ pub struct Config {
     /// A runtime of the caller's to run the background work on, instead of one of its own.
     pub(crate) runtime: Option<tokio::runtime::Handle>,
     /// Report through the `metrics` facade, naming objects as this says; `None`: off.
+    #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<NameLabel>,
     /// Which protocol to speak: detected per server, or forced.
     pub(crate) protocol: Protocol,
@@ -67,7 +73,9 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             url: "redis://127.0.0.1:6379/".to_string(),
+            #[cfg(feature = "cluster")]
             cluster: None,
+            #[cfg(feature = "sentinel")]
             sentinel: None,
             tls: TlsConfig::default(),
             watchdog_timeout: Duration::from_secs(30),
@@ -80,6 +88,7 @@ impl Default for Config {
             replica_sync: None,
             worker_threads: 2,
             runtime: None,
+            #[cfg(feature = "metrics")]
             metrics: None,
             protocol: Protocol::Auto,
         }
@@ -88,6 +97,7 @@ impl Default for Config {
 
 /// Where the Sentinels are and how to reach the primary they name (see
 /// [`ClientBuilder::sentinel`]).
+#[cfg(feature = "sentinel")]
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SentinelConfig {
     pub(crate) master: String,
@@ -117,9 +127,17 @@ impl std::fmt::Debug for TlsConfig {
     }
 }
 
+/// A CA and client certificate in redis-rs' form; without the `tls` feature, a type with no
+/// value (there is nothing to set them with).
+#[cfg(feature = "tls")]
+pub(crate) type Certificates = redis::TlsCertificates;
+#[cfg(not(feature = "tls"))]
+pub(crate) type Certificates = std::convert::Infallible;
+
 impl TlsConfig {
     /// redis-rs' form, `None` when neither is set (the system's roots, no client certificate).
-    pub(crate) fn certificates(&self) -> Option<redis::TlsCertificates> {
+    #[cfg(feature = "tls")]
+    pub(crate) fn certificates(&self) -> Option<Certificates> {
         if self.ca.is_none() && self.client.is_none() {
             return None;
         }
@@ -134,6 +152,27 @@ impl TlsConfig {
             root_cert: self.ca.clone(),
         })
     }
+
+    /// Never any: `tls_ca` and `tls_client_cert` need the `tls` feature.
+    #[cfg(not(feature = "tls"))]
+    pub(crate) fn certificates(&self) -> Option<Certificates> {
+        None
+    }
+}
+
+/// A redis-rs client for `info`, over TLS with `certs` when given (a `rediss://` URL without
+/// them trusts the system's roots).
+pub(crate) fn redis_client(
+    info: impl redis::IntoConnectionInfo,
+    certs: Option<&Certificates>,
+) -> redis::RedisResult<redis::Client> {
+    match certs {
+        None => redis::Client::open(info),
+        #[cfg(feature = "tls")]
+        Some(c) => redis::Client::build_with_tls(info, c.clone()),
+        #[cfg(not(feature = "tls"))]
+        Some(never) => match *never {},
+    }
 }
 
 fn is_tls(url: &str) -> bool {
@@ -141,6 +180,18 @@ fn is_tls(url: &str) -> bool {
 }
 
 impl Config {
+    /// The client's reporting as configured (always off without the `metrics` feature).
+    pub(crate) fn reporting(&self) -> Metrics {
+        #[cfg(feature = "metrics")]
+        {
+            Metrics::new(self.metrics.clone())
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            Metrics
+        }
+    }
+
     /// The Redis URL (`redis://host:port/db`, `rediss://`, `redis+unix:///path`).
     ///
     /// ```no_run
@@ -153,19 +204,20 @@ impl Config {
     }
 
     /// The seed URLs of a Redis Cluster, `None` for a single server (see
-    /// [`ClientBuilder::cluster`]).
+    /// [`ClientBuilder::cluster`]). Needs the `cluster` feature.
     ///
     /// ```no_run
     /// let client = rlock_client::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
     /// assert_eq!(client.config().cluster_nodes().unwrap().len(), 1);
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "cluster")]
     pub fn cluster_nodes(&self) -> Option<&[String]> {
         self.cluster.as_deref()
     }
 
     /// The master name and the Sentinel URLs, `None` unless the client finds its server
-    /// through Sentinel (see [`ClientBuilder::sentinel`]).
+    /// through Sentinel (see [`ClientBuilder::sentinel`]). Needs the `sentinel` feature.
     ///
     /// ```no_run
     /// let client = rlock_client::Client::open_sentinel("mymaster", ["redis://127.0.0.1:26379"])?;
@@ -173,6 +225,7 @@ impl Config {
     /// assert_eq!((master, sentinels.len()), ("mymaster", 1));
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn sentinel(&self) -> Option<(&str, &[String])> {
         self.sentinel
             .as_ref()
@@ -328,7 +381,7 @@ impl ClientBuilder {
 
     /// Talk to a Redis Cluster: `seeds` are `redis://host:port` URLs of some of its nodes (one
     /// that answers is enough; the client learns the rest from `CLUSTER SLOTS`). Replaces
-    /// [`ClientBuilder::url`].
+    /// [`ClientBuilder::url`]. Needs the `cluster` feature.
     ///
     /// Every command goes to the master of its lock's hash slot. Name locks with a hash tag
     /// (`{orders}:42`) to choose the slot yourself; a lock's fencing-token key and channel
@@ -343,6 +396,7 @@ impl ClientBuilder {
     /// let lock = client.lock("{orders}:42");
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "cluster")]
     pub fn cluster<I, S>(mut self, seeds: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -355,8 +409,8 @@ impl ClientBuilder {
     /// Find the server through Redis Sentinel (Redisson's `useSentinelServers()`, with
     /// `setMasterName` and `addSentinelAddress`): `master` is the name the Sentinels monitor
     /// (`sentinel monitor <master> ...`), `sentinels` the `redis://host:port` URLs of some of
-    /// them (one that answers is enough). Replaces [`ClientBuilder::url`] and
-    /// [`ClientBuilder::cluster`].
+    /// them (one that answers is enough). Replaces [`ClientBuilder::url`] (and
+    /// `ClientBuilder::cluster`: choose one). Needs the `sentinel` feature.
     ///
     /// The client asks the Sentinels for the primary (redis-rs' `sentinel` module: `SENTINEL
     /// MASTERS`, then `ROLE` on the node named) on its first call, and works with it as with a
@@ -389,6 +443,7 @@ impl ClientBuilder {
     /// let lock = client.lock("orders:42");
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn sentinel<I, S>(mut self, master: impl Into<String>, sentinels: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -410,7 +465,7 @@ impl ClientBuilder {
 
     /// The user (ACL) and password for the primary the Sentinels name (Redisson's
     /// `setUsername`/`setPassword` on `useSentinelServers()`). Sentinel mode only: for a single
-    /// server or a cluster they go in the URL.
+    /// server or a cluster they go in the URL. Needs the `sentinel` feature.
     ///
     /// ```no_run
     /// let client = rlock_client::Client::builder()
@@ -419,6 +474,7 @@ impl ClientBuilder {
     ///     .build()?;
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn primary_auth(mut self, username: Option<&str>, password: &str) -> Self {
         let s = self
             .config
@@ -430,7 +486,8 @@ impl ClientBuilder {
     }
 
     /// The database to use on the primary the Sentinels name (Redisson's `setDatabase`;
-    /// default 0). Sentinel mode only: for a single server it goes in the URL.
+    /// default 0). Sentinel mode only: for a single server it goes in the URL. Needs the
+    /// `sentinel` feature.
     ///
     /// ```no_run
     /// let client = rlock_client::Client::builder()
@@ -439,6 +496,7 @@ impl ClientBuilder {
     ///     .build()?;
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn primary_database(mut self, db: i64) -> Self {
         let s = self
             .config
@@ -452,7 +510,8 @@ impl ClientBuilder {
     /// the system's roots (Redisson's `setSslTruststore`). Applies to the server, every
     /// cluster node, and the Sentinels and the primary in Sentinel mode. The server's
     /// certificate must name the host the client connects to (its IP address for
-    /// `rediss://127.0.0.1`): hostnames are always verified.
+    /// `rediss://127.0.0.1`): hostnames are always verified. Needs the `tls` feature (a default
+    /// one).
     ///
     /// ```no_run
     /// let client = rlock_client::Client::builder()
@@ -461,6 +520,7 @@ impl ClientBuilder {
     ///     .build()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg(feature = "tls")]
     pub fn tls_ca(mut self, ca_pem: impl Into<Vec<u8>>) -> Self {
         self.config.tls.ca = Some(ca_pem.into());
         self
@@ -468,7 +528,7 @@ impl ClientBuilder {
 
     /// Present this client certificate (PEM chain) and private key (PEM) on `rediss://`
     /// connections: mutual TLS, for a server with `tls-auth-clients yes` (Redisson's
-    /// `setSslKeystore`).
+    /// `setSslKeystore`). Needs the `tls` feature (a default one).
     ///
     /// ```no_run
     /// let client = rlock_client::Client::builder()
@@ -478,6 +538,7 @@ impl ClientBuilder {
     ///     .build()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg(feature = "tls")]
     pub fn tls_client_cert(
         mut self,
         cert_pem: impl Into<Vec<u8>>,
@@ -662,7 +723,8 @@ impl ClientBuilder {
     /// with the object's kind and its name as `names` collapses it, which bounds the number of
     /// series ([`NameLabel::prefix_before`]`(':')` counts `orders:1` and `orders:2` as
     /// `orders:*`). Off by default: then the calls cost one branch. The series are listed in
-    /// docs/operations.md ("Client metrics") and served in the `metrics` example.
+    /// docs/operations.md ("Client metrics") and served in the `metrics` example. Needs the
+    /// `metrics` feature (a default one).
     ///
     /// ```no_run
     /// let client = rlock_client::Client::builder()
@@ -671,6 +733,7 @@ impl ClientBuilder {
     ///     .build()?;
     /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "metrics")]
     pub fn metrics(mut self, names: NameLabel) -> Self {
         self.config.metrics = Some(names);
         self
@@ -761,7 +824,9 @@ impl ClientBuilder {
         if c.response_timeout.is_zero() || c.connect_timeout.is_zero() {
             return Err(Error::Config("timeouts must be above zero".into()));
         }
+        #[cfg(feature = "sentinel")]
         if let Some(s) = &c.sentinel {
+            #[cfg(feature = "cluster")]
             if c.cluster.is_some() {
                 return Err(Error::Config(
                     "choose one of cluster and sentinel, not both".into(),
@@ -775,24 +840,42 @@ impl ClientBuilder {
                 ));
             }
         }
-        if c.tls.ca.is_some() || c.tls.client.is_some() {
-            let urls: Vec<&str> = match (&c.cluster, &c.sentinel) {
-                (Some(seeds), _) => seeds.iter().map(String::as_str).collect(),
-                (_, Some(s)) => s.sentinels.iter().map(String::as_str).collect(),
-                _ => vec![c.url.as_str()],
-            };
-            if !urls.iter().all(|u| is_tls(u)) {
-                return Err(Error::Config(
-                    "tls_ca and tls_client_cert need rediss:// URLs".into(),
-                ));
-            }
+        let urls = c.urls();
+        if !cfg!(feature = "tls") && urls.iter().any(|u| is_tls(u)) {
+            return Err(Error::Config(
+                "rediss:// URLs need rlock-client's `tls` feature (a default feature: \
+                 turned off here by `default-features = false`)"
+                    .into(),
+            ));
         }
+        if (c.tls.ca.is_some() || c.tls.client.is_some()) && !urls.iter().all(|u| is_tls(u)) {
+            return Err(Error::Config(
+                "tls_ca and tls_client_cert need rediss:// URLs".into(),
+            ));
+        }
+        #[cfg(feature = "cluster")]
         if c.cluster.as_ref().is_some_and(Vec::is_empty) {
             return Err(Error::Config(
                 "a cluster needs at least one seed URL".into(),
             ));
         }
         Ok(self.config)
+    }
+}
+
+impl Config {
+    /// The URLs the client connects to first: the cluster's seeds, the Sentinels, or the
+    /// server.
+    fn urls(&self) -> Vec<&str> {
+        #[cfg(feature = "cluster")]
+        if let Some(seeds) = &self.cluster {
+            return seeds.iter().map(String::as_str).collect();
+        }
+        #[cfg(feature = "sentinel")]
+        if let Some(s) = &self.sentinel {
+            return s.sentinels.iter().map(String::as_str).collect();
+        }
+        vec![self.url.as_str()]
     }
 }
 
@@ -832,14 +915,18 @@ mod tests {
         ));
     }
 
+    #[cfg(feature = "sentinel")]
     #[test]
-    fn sentinel_and_tls_settings_are_checked() {
+    fn sentinel_settings_are_checked() {
         let sentinel = || ClientBuilder::new().sentinel("mymaster", ["redis://127.0.0.1:1"]);
-        let both = sentinel().cluster(["redis://127.0.0.1:2"]).checked();
-        assert!(
-            matches!(both, Err(Error::Config(_))),
-            "cluster and sentinel"
-        );
+        #[cfg(feature = "cluster")]
+        {
+            let both = sentinel().cluster(["redis://127.0.0.1:2"]).checked();
+            assert!(
+                matches!(both, Err(Error::Config(_))),
+                "cluster and sentinel"
+            );
+        }
         let no_master = ClientBuilder::new().primary_auth(None, "pw").checked();
         assert!(
             matches!(no_master, Err(Error::Config(_))),
@@ -860,13 +947,29 @@ mod tests {
             (Some("u"), Some("pw"), 3)
         );
         assert_eq!(c.sentinel().unwrap().0, "mymaster");
-        let mixed = ClientBuilder::new()
-            .cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"])
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_settings_are_checked() {
+        #[cfg(feature = "cluster")]
+        {
+            let mixed = ClientBuilder::new()
+                .cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"])
+                .tls_ca(b"ca".to_vec())
+                .checked();
+            assert!(
+                matches!(mixed, Err(Error::Config(_))),
+                "TLS settings with a plain seed"
+            );
+        }
+        let plain = ClientBuilder::new()
+            .url("redis://127.0.0.1:1/")
             .tls_ca(b"ca".to_vec())
             .checked();
         assert!(
-            matches!(mixed, Err(Error::Config(_))),
-            "TLS settings with a plain seed"
+            matches!(plain, Err(Error::Config(_))),
+            "TLS settings with a plain URL"
         );
         let tls = ClientBuilder::new()
             .url("rediss://127.0.0.1:1/")
@@ -881,6 +984,36 @@ mod tests {
         let certs = tls.tls.certificates().unwrap();
         assert!(certs.root_cert.is_none() && certs.client_tls.is_some());
         assert!(Config::default().tls.certificates().is_none());
+    }
+
+    /// Without the `tls` feature a `rediss://` URL is refused at `build`, naming the feature
+    /// (not as redis-rs' "can't connect with TLS" at the first call).
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_without_the_tls_feature_names_it() {
+        let e = ClientBuilder::new()
+            .url("rediss://127.0.0.1:1/")
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::Config(m) if m.contains("`tls` feature")),
+            "{e}"
+        );
+        #[cfg(feature = "cluster")]
+        {
+            let e = ClientBuilder::new()
+                .cluster(["rediss://127.0.0.1:1"])
+                .checked()
+                .unwrap_err();
+            assert!(
+                matches!(&e, Error::Config(m) if m.contains("`tls` feature")),
+                "{e}"
+            );
+        }
+        assert!(ClientBuilder::new()
+            .url("redis://127.0.0.1:1/")
+            .checked()
+            .is_ok());
     }
 
     #[test]

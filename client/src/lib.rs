@@ -133,6 +133,36 @@
 //! # Ok::<(), rlock_client::Error>(())
 //! ```
 //!
+//! # Features
+//!
+//! As in redis-rs, what not every deployment needs is behind a feature, so a service that
+//! wants a lock on one server compiles only that:
+//!
+//! | feature | default | what it adds | what it compiles in |
+//! |---|---|---|---|
+//! | `tls` | yes | `rediss://` URLs, [`ClientBuilder::tls_ca`], [`ClientBuilder::tls_client_cert`] | rustls with ring, redis-rs' `tls-rustls` |
+//! | `metrics` | yes | [`ClientBuilder::metrics`], [`NameLabel`]: series through the [`metrics`](https://docs.rs/metrics) facade | the `metrics` crate (a facade: no recorder) |
+//! | `cluster` | no | [`Client::open_cluster`], [`ClientBuilder::cluster`]: Redis Cluster, sharded pub/sub | redis-rs' `cluster-async` |
+//! | `sentinel` | no | [`Client::open_sentinel`], [`ClientBuilder::sentinel`]: the primary Sentinel names, followed through failovers | redis-rs' `sentinel` |
+//!
+//! `tls` and `metrics` are on by default: a hosted Redis hands out `rediss://` URLs, and a
+//! `rediss://` URL refused at the first try is a worse start than a longer first build; the
+//! metrics facade is small and costs one branch per call until a service turns it on.
+//! `cluster` and `sentinel` come with a constructor of their own, chosen with the deployment,
+//! so whoever needs them knows to ask. Without `tls`, a `rediss://` URL fails
+//! [`ClientBuilder::build`] with [`Error::Config`] naming the feature.
+//!
+//! The combinations CI builds, lints and unit-tests (`make features`):
+//!
+//! ```toml
+//! rlock-client = { version = "0.1", default-features = false }  # one server, no TLS, no metrics
+//! rlock-client = { version = "0.1", default-features = false, features = ["tls"] }  # and each feature alone
+//! rlock-client = "0.1"                                           # default: tls, metrics
+//! rlock-client = { version = "0.1", features = ["cluster", "sentinel"] }  # everything
+//! ```
+//!
+//! A clean release build of the client alone on the 2-core development VM: BUILD_TIMES.
+//!
 //! # Map from Redisson
 //!
 //! Async forms have the same method names (`Async*` types, from the `async_*` factories).
@@ -404,6 +434,7 @@ mod client;
 mod config;
 mod context;
 mod error;
+#[cfg(feature = "sentinel")]
 mod failover;
 mod holds;
 mod metrics;
@@ -431,6 +462,7 @@ pub use cancel::CancelToken;
 pub use client::Client;
 pub use config::{ClientBuilder, Config, Protocol};
 pub use error::{Error, Result};
+#[cfg(feature = "metrics")]
 pub use metrics::NameLabel;
 pub use owner::Owner;
 pub use permit::PermitId;

@@ -33,10 +33,11 @@ pub(crate) struct MultiCore {
 
 /// The server a client talks to, for ordering locks of several clients.
 fn server_of(ctx: &Context) -> String {
-    match &ctx.config.cluster {
-        Some(seeds) => seeds.join(","),
-        None => ctx.config.url.clone(),
+    #[cfg(feature = "cluster")]
+    if let Some(seeds) = &ctx.config.cluster {
+        return seeds.join(",");
     }
+    ctx.config.url.clone()
 }
 
 impl MultiCore {
