@@ -60,7 +60,7 @@ impl Sizes {
 pub struct Bench {
     pub url: String,
     pub shas: Shas,
-    pub client: rlock::Client,
+    pub client: rlock_client::Client,
     pub sizes: Sizes,
 }
 

@@ -146,7 +146,7 @@ fn run_placed(b: &crate::bench::Bench, r: &mut Report, p: Placement) {
     // The same client given the caller's runtime (as an async service may set it up): its
     // async requests go over a connection driven there, as the default client's requests
     // from a multi-thread runtime do; only where its background work runs differs.
-    let on_rt = rlock::Client::builder()
+    let on_rt = rlock_client::Client::builder()
         .url(b.url.as_str())
         .runtime(rt.handle().clone())
         .build()
@@ -360,7 +360,7 @@ async fn rate_async<F: std::future::Future<Output = ()>>(
 
 /// One slice of `path` through the async API (raw: a multiplexed connection).
 async fn async_pair(
-    client: &rlock::Client,
+    client: &rlock_client::Client,
     url: &str,
     path: Path,
     prefix: &str,

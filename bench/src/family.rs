@@ -45,9 +45,9 @@ pub fn run(b: &Bench, r: &mut Report) {
     let mut sem = [Rate::default(); 2];
     let mut multi = [0.0f64; 2];
     let extra = [Server::start(), Server::start()];
-    let clients: Vec<rlock::Client> = std::iter::once(b.url.clone())
+    let clients: Vec<rlock_client::Client> = std::iter::once(b.url.clone())
         .chain(extra.iter().map(Server::url))
-        .map(|u| rlock::Client::open(u).expect("client"))
+        .map(|u| rlock_client::Client::open(u).expect("client"))
         .collect();
     for k in 0..SLICES {
         let (raw, client) = in_turn(
@@ -275,9 +275,9 @@ fn names(k: u32) -> [String; 3] {
 }
 
 /// One slice of the three locks taken and released one after another: sets per second.
-fn sequential(clients: &[rlock::Client], run: Duration, k: u32) -> f64 {
+fn sequential(clients: &[rlock_client::Client], run: Duration, k: u32) -> f64 {
     let names = names(k);
-    let locks: Vec<rlock::Lock> = clients
+    let locks: Vec<rlock_client::Lock> = clients
         .iter()
         .zip(&names)
         .map(|(c, n)| c.lock(format!("{n}:seq")))
@@ -297,9 +297,9 @@ fn sequential(clients: &[rlock::Client], run: Duration, k: u32) -> f64 {
 }
 
 /// One slice of the MultiLock over the same three servers: sets per second.
-fn multi_lock(clients: &[rlock::Client], run: Duration, k: u32) -> f64 {
+fn multi_lock(clients: &[rlock_client::Client], run: Duration, k: u32) -> f64 {
     let names = names(k);
-    let set = rlock::MultiLock::new(
+    let set = rlock_client::MultiLock::new(
         clients
             .iter()
             .zip(&names)

@@ -76,7 +76,7 @@ fn main() {
     let bench = Bench {
         url: server.url(),
         shas: protocols::Shas::load(&mut conn),
-        client: rlock::Client::open(server.url()).expect("rlock client"),
+        client: rlock_client::Client::open(server.url()).expect("rlock client"),
         sizes: if quick { Sizes::quick() } else { Sizes::full() },
     };
 

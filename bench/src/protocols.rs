@@ -1,7 +1,7 @@
 //! The protocols under comparison, behind one trait so every scenario drives them alike.
 //!
 //! - `rlock`: the native commands, waiting on the server (`BLOCK`).
-//! - `rlock-client`: the same through the `rlock` crate's sync API.
+//! - `rlock-client`: the same through the `rlock-client` crate's sync API.
 //! - `redisson`: Redisson's protocol as it is today: its exact acquire and release scripts via
 //!   EVALSHA (release with the unlock-latch key, then the latch DEL the client sends), and its
 //!   wait loop (subscribe to the lock channel, retry after subscribing, wait for a message or
@@ -78,7 +78,7 @@ pub fn connect(
     kind: Kind,
     url: &str,
     shas: &Shas,
-    client: Option<&rlock::Client>,
+    client: Option<&rlock_client::Client>,
     i: usize,
 ) -> Box<dyn Protocol> {
     let conn = || connection(url);
@@ -130,7 +130,7 @@ impl Protocol for Rlock {
 }
 
 struct RlockClient {
-    client: rlock::Client,
+    client: rlock_client::Client,
 }
 
 impl Protocol for RlockClient {
@@ -147,7 +147,7 @@ impl Protocol for RlockClient {
     fn release(&mut self, key: &str) -> bool {
         match self.client.lock(key).unlock() {
             Ok(()) => true,
-            Err(rlock::Error::NotOwner { .. }) => false,
+            Err(rlock_client::Error::NotOwner { .. }) => false,
             Err(e) => panic!("rlock client unlock: {e}"),
         }
     }

@@ -36,12 +36,12 @@ pub fn run(b: &Bench, r: &mut Report) {
     let pb = Bench {
         url: plain.url(),
         shas: Shas::load(&mut plain.conn()),
-        client: rlock::Client::open(plain.url()).expect("rlock client"),
+        client: rlock_client::Client::open(plain.url()).expect("rlock client"),
         sizes: b.sizes.clone(),
     };
     assert_eq!(
         pb.client.protocol().expect("detect"),
-        rlock::Protocol::Redisson,
+        rlock_client::Protocol::Redisson,
         "the client must detect Redisson's protocol on a server without the module"
     );
     uncontended(b, &pb, r);

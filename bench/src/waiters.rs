@@ -264,7 +264,7 @@ fn through_sessions(
     let mut c = b.conn();
     let (hot, keys) = names(if on_tasks_runtime { "mwt" } else { "mws" }, w);
     let who = hold(&mut c, &hot, &keys);
-    let mut builder = rlock::Client::builder().url(b.url.clone());
+    let mut builder = rlock_client::Client::builder().url(b.url.clone());
     if on_tasks_runtime {
         builder = builder.runtime(rt.handle().clone());
     }
@@ -469,7 +469,7 @@ fn names(prefix: &str, w: usize) -> (String, Vec<String>) {
 
 /// How soon a holder learns its hold ended: `rounds` force releases of a held lock.
 fn lost_signal(b: &Bench, rt: &tokio::runtime::Runtime, rounds: usize) -> LostSignal {
-    let client = Arc::new(rlock::Client::open(b.url.clone()).expect("rlock client"));
+    let client = Arc::new(rlock_client::Client::open(b.url.clone()).expect("rlock client"));
     let mut c = b.conn();
     let mut took = Vec::with_capacity(rounds);
     for i in 0..rounds {

@@ -89,13 +89,14 @@ pub fn run(b: &Bench, r: &mut Report) {
 /// periods as they happen.
 fn client_watchdog(b: &Bench, proxy: &Proxy, n: u64) -> Period {
     let mut conn = b.conn();
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(proxy.url())
         .watchdog_timeout(WATCHDOG)
         .build()
         .expect("rlock client");
     let interval = client.config().renewal_interval();
-    let locks: Vec<rlock::Lock> = (0..n).map(|i| client.lock(format!("wd:rl:{i}"))).collect();
+    let locks: Vec<rlock_client::Lock> =
+        (0..n).map(|i| client.lock(format!("wd:rl:{i}"))).collect();
     for l in &locks {
         // No lease: the watchdog renews it.
         l.lock().expect("take a watchdog lock");

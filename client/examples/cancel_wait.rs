@@ -3,17 +3,17 @@
 //! `CancelToken`, and the worker's `lock()` returns `Error::Cancelled` at once, its request
 //! withdrawn from the server's queue, nothing held.
 //!
-//! cargo run -p rlock --example cancel_wait   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example cancel_wait   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::time::{Duration, Instant};
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url)?;
+    let client = rlock_client::Client::open(url)?;
     let lock = client.lock("jobs:cancel-demo");
     let held = lock.guard()?; // held by main: the worker will have to wait
 
-    let shutdown = rlock::CancelToken::new();
+    let shutdown = rlock_client::CancelToken::new();
     let worker = {
         let (lock, shutdown) = (lock.clone(), shutdown.clone());
         std::thread::spawn(move || {
@@ -26,7 +26,7 @@ fn main() -> rlock::Result<()> {
     let t = Instant::now();
     shutdown.cancel();
     match worker.join().expect("the worker thread") {
-        Err(rlock::Error::Cancelled { name }) => {
+        Err(rlock_client::Error::Cancelled { name }) => {
             println!(
                 "the wait for '{name}' ended {:?} after the cancel",
                 t.elapsed()

@@ -3,7 +3,7 @@
 //! semaphore; at most four calls are ever in the backend, the others wait on the server in
 //! arrival order and get a permit the moment one is given back.
 //!
-//! cargo run -p rlock --example connection_limit   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example connection_limit   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 const LIMIT: u64 = 4;
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url)?;
+    let client = rlock_client::Client::open(url)?;
     let slots = client.semaphore("backend:connections");
     // The first instance to start sets the limit; the others find it set.
     if !slots.try_set_permits(LIMIT)? {
@@ -33,7 +33,7 @@ fn main() -> rlock::Result<()> {
         .map(|_| {
             let slots = slots.clone();
             let (inside, most, calls) = (inside.clone(), most.clone(), calls.clone());
-            std::thread::spawn(move || -> rlock::Result<()> {
+            std::thread::spawn(move || -> rlock_client::Result<()> {
                 for _ in 0..10 {
                     let _permit = slots.guard()?; // given back when the call ends
                     let now = inside.fetch_add(1, Ordering::SeqCst) + 1;

@@ -2,15 +2,15 @@
 //! guards; and lost-lock detection: another connection force-releases the lock behind the
 //! holder's back, and the holder's guard reports it (sync `is_lost`, async `lost()`).
 //!
-//! cargo run -p rlock --example guard   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example guard   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::time::{Duration, Instant};
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
     // A 3 s watchdog renews every second; a loss is not left to the next renewal: the server
     // pushes it through the client's session within milliseconds.
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(url.clone())
         .watchdog_timeout(Duration::from_secs(3))
         .build()?;
@@ -50,7 +50,7 @@ fn main() -> rlock::Result<()> {
     // Lost-lock detection: an operator (here a second client, on its own connection)
     // force-releases the lock while we hold it. The server tells the client's session at once
     // and the guard says so: stop working, someone else may hold the lock now.
-    let operator = rlock::Client::open(url)?;
+    let operator = rlock_client::Client::open(url)?;
     let g = lock.guard()?;
     println!("holding; lost: {}", g.is_lost());
     assert!(operator.lock("guard:lock").force_unlock()?);
@@ -64,7 +64,10 @@ fn main() -> rlock::Result<()> {
         "guard reports the lock lost after {:?}: work stopped",
         t.elapsed()
     );
-    assert!(matches!(g.unlock(), Err(rlock::Error::NotOwner { .. })));
+    assert!(matches!(
+        g.unlock(),
+        Err(rlock_client::Error::NotOwner { .. })
+    ));
 
     // The async guard: watch for loss while working.
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -76,7 +79,7 @@ fn main() -> rlock::Result<()> {
             _ = tokio::time::sleep(Duration::from_secs(10)) => panic!("the loss goes unnoticed"),
             _ = g.lost() => println!("async guard: lock lost, work abandoned"),
         }
-        Ok::<(), rlock::Error>(())
+        Ok::<(), rlock_client::Error>(())
     })?;
 
     // A guard with a lease frees by itself even if it is leaked; nothing renews it, and it

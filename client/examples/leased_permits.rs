@@ -3,15 +3,15 @@
 //! mid-job and never gives its permit back. Its lease ends and the permit returns to the pool
 //! by itself, so the waiting worker gets it about 2 s later instead of never.
 //!
-//! cargo run -p rlock --example leased_permits   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example leased_permits   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::time::{Duration, Instant};
 
 const LEASE: Duration = Duration::from_secs(2);
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url)?;
+    let client = rlock_client::Client::open(url)?;
     let slots = client.permit_expirable_semaphore("render:slots");
     slots.try_set_permits(3)?;
     println!("{} slots free", slots.available_permits()?);
@@ -20,7 +20,7 @@ fn main() -> rlock::Result<()> {
     let healthy: Vec<_> = (0..2)
         .map(|w| {
             let slots = slots.clone();
-            std::thread::spawn(move || -> rlock::Result<()> {
+            std::thread::spawn(move || -> rlock_client::Result<()> {
                 let permit = slots.guard(LEASE)?;
                 let id = permit.permit_id().expect("a leased permit");
                 println!("worker {w}: slot {id}");

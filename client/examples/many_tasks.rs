@@ -4,19 +4,19 @@
 //! moves. The client's background work runs on this program's runtime
 //! (`ClientBuilder::runtime`), as an async service would set it up.
 //!
-//! Run against `make run`'s server:  cargo run -p rlock --release --example many_tasks
+//! Run against `make run`'s server:  cargo run -p rlock-client --release --example many_tasks
 //! (set RLOCK_URL to use another server).
 
 use std::time::{Duration, Instant};
 
-use rlock::redis;
+use rlock_client::redis;
 
 const TASKS: usize = 2_000;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(url.clone())
         .runtime(tokio::runtime::Handle::current())
         .build()?;
@@ -53,7 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let guard = lock.guard().await?;
                 let granted = Instant::now();
                 guard.unlock().await?;
-                Ok::<_, rlock::Error>(granted)
+                Ok::<_, rlock_client::Error>(granted)
             })
         })
         .collect();

@@ -2,7 +2,7 @@
 //! `GET /metrics`), turn the client's reporting on with a name label that keeps the number of
 //! series bounded (`jobs:1` … `jobs:9` all count as `jobs:*`), then use locks as usual.
 //!
-//! cargo run -p rlock --example metrics
+//! cargo run -p rlock-client --example metrics
 //!   RLOCK_URL         the server (default redis://127.0.0.1:6390/)
 //!   METRICS_ADDR      where /metrics is served (default 127.0.0.1:9000)
 //!   ROUNDS            lock rounds before it idles (default 100); it serves until killed
@@ -29,9 +29,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_http_listener(addr)
         .install()?;
 
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(url)
-        .metrics(rlock::NameLabel::prefix_before(':'))
+        .metrics(rlock_client::NameLabel::prefix_before(':'))
         .build()?;
     for i in 0..rounds {
         let lock = client.lock(format!("jobs:{}", i % 9 + 1));

@@ -1,13 +1,13 @@
 //! Quick start: lock, re-enter, unlock, and see a second thread wait its turn.
 //!
-//! Run against `make run`'s server:  cargo run -p rlock --example quickstart
+//! Run against `make run`'s server:  cargo run -p rlock-client --example quickstart
 //! (set RLOCK_URL to use another server).
 
 use std::time::{Duration, Instant};
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url)?;
+    let client = rlock_client::Client::open(url)?;
     let lock = client.lock("quickstart:lock");
 
     // Redisson style: lock() waits until acquired; the watchdog keeps it alive until unlock().
@@ -18,7 +18,7 @@ fn main() -> rlock::Result<()> {
 
     // Another thread (another owner) waits on the server until we let go.
     let other = lock.clone();
-    let waiter = std::thread::spawn(move || -> rlock::Result<Duration> {
+    let waiter = std::thread::spawn(move || -> rlock_client::Result<Duration> {
         let start = Instant::now();
         other.lock()?;
         let waited = start.elapsed();

@@ -7,7 +7,7 @@
 //! with one of three down the RedLock is still taken, with two down it is not, and nothing is
 //! left behind on the server that is still up. The servers it started are stopped at the end.
 //!
-//! cargo run -p rlock --example redlock
+//! cargo run -p rlock-client --example redlock
 //!
 //! Read the RedLock docs before using it: its safety rests on timing assumptions (Kleppmann);
 //! a single lock with fencing tokens (`FencedLock`) is the usual alternative.
@@ -80,13 +80,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clients = urls
         .iter()
         .map(|u| {
-            rlock::Client::builder()
+            rlock_client::Client::builder()
                 .url(u.clone())
                 .connect_timeout(Duration::from_millis(300))
                 .build()
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let red = rlock::RedLock::new(clients.iter().map(|c| c.lock("report:nightly")))?;
+    let red = rlock_client::RedLock::new(clients.iter().map(|c| c.lock("report:nightly")))?;
     println!(
         "RedLock over {} servers, quorum {}",
         urls.len(),

@@ -5,7 +5,7 @@
 //! with the currency of another. The refresher is not starved by the steady stream of readers:
 //! the server queues readers behind a waiting writer.
 //!
-//! cargo run -p rlock --example rw_cache_refresh   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example rw_cache_refresh   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url.clone())?;
+    let client = rlock_client::Client::open(url.clone())?;
     let redis = redis::Client::open(url)?;
     let rw = client.read_write_lock("cache:prices:lock");
     refresh(&rw, &mut redis.get_connection()?, 0)?;
@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| {
             let (rw, redis) = (rw.clone(), redis.clone());
             let (stop, reads, torn) = (stop.clone(), reads.clone(), torn.clone());
-            std::thread::spawn(move || -> rlock::Result<()> {
+            std::thread::spawn(move || -> rlock_client::Result<()> {
                 let mut con = redis.get_connection().expect("connect");
                 while !stop.load(Ordering::Relaxed) {
                     let _read = rw.read_lock().guard()?;
@@ -73,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// Rewrite both keys under the write lock; returns how long the write lock took to get.
 fn refresh(
-    rw: &rlock::ReadWriteLock,
+    rw: &rlock_client::ReadWriteLock,
     con: &mut redis::Connection,
     n: u64,
 ) -> Result<Duration, Box<dyn std::error::Error>> {

@@ -6,7 +6,7 @@
 //! Set up the primary, two replicas and three Sentinels as in docs/operations.md ("Sentinel"),
 //! then:
 //!
-//! cargo run -p rlock --example sentinel
+//! cargo run -p rlock-client --example sentinel
 //!
 //! RLOCK_SENTINELS (comma-separated URLs, default the three of the docs' set-up:
 //! redis://127.0.0.1:26379,redis://127.0.0.1:26380,redis://127.0.0.1:26381) and RLOCK_MASTER
@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let sentinels = std::env::var("RLOCK_SENTINELS").unwrap_or_else(|_| {
         "redis://127.0.0.1:26379,redis://127.0.0.1:26380,redis://127.0.0.1:26381".into()
     });
@@ -23,7 +23,7 @@ fn main() -> rlock::Result<()> {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(30);
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .sentinel(master, sentinels.split(',').map(str::trim))
         // A call rides out a failover that takes less than this (the docs' Sentinels take
         // about 2 s to notice a dead primary and promote a replica).
@@ -48,7 +48,7 @@ fn main() -> rlock::Result<()> {
 }
 
 /// The primary the Sentinels name now, as `host:port` (for the printout only).
-fn primary_of(client: &rlock::Client) -> String {
+fn primary_of(client: &rlock_client::Client) -> String {
     let (master, sentinels) = client.config().sentinel().expect("a Sentinel client");
     for url in sentinels {
         let Ok(c) = redis::Client::open(url.as_str()) else {

@@ -3,15 +3,15 @@
 //! all at once. Nobody polls: waiters wait on the server and are all released in the step that
 //! opens the latch.
 //!
-//! cargo run -p rlock --example start_barrier   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example start_barrier   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::time::{Duration, Instant};
 
 const WORKERS: u64 = 8;
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url)?;
+    let client = rlock_client::Client::open(url)?;
     let (ready, go) = (
         client.count_down_latch("barrier:ready"),
         client.count_down_latch("barrier:go"),
@@ -22,7 +22,7 @@ fn main() -> rlock::Result<()> {
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
             let (ready, go) = (ready.clone(), go.clone());
-            std::thread::spawn(move || -> rlock::Result<Instant> {
+            std::thread::spawn(move || -> rlock_client::Result<Instant> {
                 std::thread::sleep(Duration::from_millis(20 * w)); // warming up
                 ready.count_down()?;
                 go.wait()?; // everyone starts together

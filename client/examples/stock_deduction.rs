@@ -2,7 +2,7 @@
 //! read-modify-write (GET, then SET) under the lock. Without the lock they would oversell;
 //! with it, exactly the stock is sold and the count ends at zero.
 //!
-//! cargo run -p rlock --example stock_deduction   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example stock_deduction   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ const BUYERS: usize = 16;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url.clone())?;
+    let client = rlock_client::Client::open(url.clone())?;
     let redis = redis::Client::open(url)?;
     let mut con = redis.get_connection()?;
     redis::cmd("SET")

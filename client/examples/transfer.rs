@@ -8,7 +8,7 @@
 //! set RLOCK_URL2 to a second server with the module to try that; by default both are on
 //! RLOCK_URL (redis://127.0.0.1:6390/).
 //!
-//! cargo run -p rlock --example transfer
+//! cargo run -p rlock-client --example transfer
 
 use std::time::Instant;
 
@@ -18,8 +18,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
     let url2 = std::env::var("RLOCK_URL2").unwrap_or_else(|_| url.clone());
     let (bank_a, bank_b) = (
-        rlock::Client::open(url.clone())?,
-        rlock::Client::open(url2)?,
+        rlock_client::Client::open(url.clone())?,
+        rlock_client::Client::open(url2)?,
     );
     let redis = redis::Client::open(url)?;
     let mut con = redis.get_connection()?;
@@ -36,9 +36,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let (a, b) = (bank_a.lock("acct:A:lock"), bank_b.lock("acct:B:lock"));
             // Half the threads name the accounts the other way round.
             let both = if t % 2 == 0 {
-                rlock::MultiLock::new([a, b])
+                rlock_client::MultiLock::new([a, b])
             } else {
-                rlock::MultiLock::new([b, a])
+                rlock_client::MultiLock::new([b, a])
             };
             let redis = redis.clone();
             std::thread::spawn(move || -> Result<(), String> {

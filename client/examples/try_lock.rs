@@ -1,12 +1,12 @@
 //! tryLock with a wait and a lease: give up after the wait; the lease frees the lock by itself.
 //!
-//! cargo run -p rlock --example try_lock   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example try_lock   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::time::{Duration, Instant};
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::open(url)?;
+    let client = rlock_client::Client::open(url)?;
     let lock = client.lock("try_lock:lock");
 
     // This thread holds the lock with a 1.5 s lease and never unlocks it.
@@ -17,7 +17,7 @@ fn main() -> rlock::Result<()> {
     );
 
     let other = lock.clone();
-    std::thread::spawn(move || -> rlock::Result<()> {
+    std::thread::spawn(move || -> rlock_client::Result<()> {
         // No waiting: busy.
         println!("try_lock()            -> {}", other.try_lock()?);
         // Wait 300 ms: still busy, gives up.

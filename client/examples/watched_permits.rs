@@ -4,15 +4,15 @@
 //! its permit behind (here: the handle it leased through is dropped without a release, as when
 //! a process dies) stops being renewed, and the permit is back 3 s later at most.
 //!
-//! cargo run -p rlock --example watched_permits   (RLOCK_URL overrides redis://127.0.0.1:6390/)
+//! cargo run -p rlock-client --example watched_permits   (RLOCK_URL overrides redis://127.0.0.1:6390/)
 
 use std::time::{Duration, Instant};
 
 const LEASE: Duration = Duration::from_secs(3);
 
-fn main() -> rlock::Result<()> {
+fn main() -> rlock_client::Result<()> {
     let url = std::env::var("RLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(url)
         .watchdog_timeout(Duration::from_secs(3)) // renewal every second
         .build()?;

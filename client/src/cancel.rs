@@ -35,8 +35,8 @@ use tokio::sync::watch;
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
-/// let stop = rlock::CancelToken::new();
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+/// let stop = rlock_client::CancelToken::new();
 /// let worker = {
 ///     let (lock, stop) = (client.lock("jobs"), stop.clone());
 ///     std::thread::spawn(move || stop.run(|| lock.lock()))
@@ -44,10 +44,10 @@ use tokio::sync::watch;
 /// // ... shutting down: end the worker's wait.
 /// stop.cancel();
 /// match worker.join().unwrap() {
-///     Err(rlock::Error::Cancelled { .. }) => println!("wait withdrawn, nothing held"),
+///     Err(rlock_client::Error::Cancelled { .. }) => println!("wait withdrawn, nothing held"),
 ///     other => println!("{other:?}"),
 /// }
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct CancelToken {
@@ -77,7 +77,7 @@ impl CancelToken {
     /// A token not cancelled yet.
     ///
     /// ```
-    /// let t = rlock::CancelToken::new();
+    /// let t = rlock_client::CancelToken::new();
     /// assert!(!t.is_cancelled());
     /// ```
     pub fn new() -> CancelToken {
@@ -90,7 +90,7 @@ impl CancelToken {
     /// Any thread may call it, any number of times.
     ///
     /// ```
-    /// let t = rlock::CancelToken::new();
+    /// let t = rlock_client::CancelToken::new();
     /// t.clone().cancel();
     /// assert!(t.is_cancelled());
     /// ```
@@ -107,7 +107,7 @@ impl CancelToken {
     /// innermost `run` counts when they nest). Returns what `f` returns.
     ///
     /// ```
-    /// let t = rlock::CancelToken::new();
+    /// let t = rlock_client::CancelToken::new();
     /// assert_eq!(t.run(|| 1 + 1), 2);
     /// ```
     pub fn run<T>(&self, f: impl FnOnce() -> T) -> T {

@@ -34,6 +34,7 @@ const NON_REENTRANT: Flavor = Flavor::Exclusive {
 use crate::config::{ClientBuilder, Config, Protocol};
 use crate::context::Context;
 use crate::error::Result;
+#[cfg(feature = "sentinel")]
 use crate::failover;
 use crate::owner::{self, Owner, OwnerPolicy};
 use crate::transport::Io;
@@ -50,12 +51,12 @@ use crate::watchdog;
 /// stops when the last clone and the last handle made from it are dropped.
 ///
 /// ```no_run
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let lock = client.lock("orders:42");
 /// lock.lock()?;
 /// // ... critical section ...
 /// lock.unlock()?;
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Client {
@@ -74,24 +75,25 @@ impl Client {
     /// A client for `url` with every default (watchdog 30 s, renewal every 10 s).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
-    /// # Ok::<(), rlock::Error>(())
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn open(url: impl Into<String>) -> Result<Client> {
         ClientBuilder::new().url(url).build()
     }
 
     /// A client for a Redis Cluster, given the URLs of some of its nodes (see
-    /// [`ClientBuilder::cluster`]).
+    /// [`ClientBuilder::cluster`]). Needs the `cluster` feature.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open_cluster([
+    /// let client = rlock_client::Client::open_cluster([
     ///     "redis://127.0.0.1:7000/",
     ///     "redis://127.0.0.1:7001/",
     /// ])?;
     /// let lock = client.lock("{orders}:42");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "cluster")]
     pub fn open_cluster<I, S>(seeds: I) -> Result<Client>
     where
         I: IntoIterator<Item = S>,
@@ -102,16 +104,18 @@ impl Client {
 
     /// A client for the primary that Redis Sentinel names for `master`, given the URLs of
     /// some of the Sentinels (Redisson's `useSentinelServers()`; see
-    /// [`ClientBuilder::sentinel`] for failover and the other settings).
+    /// [`ClientBuilder::sentinel`] for failover and the other settings). Needs the `sentinel`
+    /// feature.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open_sentinel(
+    /// let client = rlock_client::Client::open_sentinel(
     ///     "mymaster",
     ///     ["redis://127.0.0.1:26379", "redis://127.0.0.1:26380", "redis://127.0.0.1:26381"],
     /// )?;
     /// let lock = client.lock("orders:42");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn open_sentinel<I, S>(master: impl Into<String>, sentinels: I) -> Result<Client>
     where
         I: IntoIterator<Item = S>,
@@ -123,8 +127,8 @@ impl Client {
     /// A builder to change the defaults (see [`ClientBuilder`]).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder().url("redis://127.0.0.1:6390/").build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// let client = rlock_client::Client::builder().url("redis://127.0.0.1:6390/").build()?;
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn builder() -> ClientBuilder {
         ClientBuilder::new()
@@ -137,6 +141,7 @@ impl Client {
         let lease_ms = millis(ctx.config.watchdog_timeout);
         ctx.bg
             .spawn(watchdog::run(Arc::downgrade(&ctx), interval, lease_ms));
+        #[cfg(feature = "sentinel")]
         if let Some(primary) = ctx.transport.primary_changes() {
             ctx.bg
                 .spawn(failover::follow(Arc::downgrade(&ctx), primary, lease_ms));
@@ -153,11 +158,11 @@ impl Client {
     /// ([`Error::NoLockProtocol`](crate::Error::NoLockProtocol)).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
-    /// if client.protocol()? == rlock::Protocol::Redisson {
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+    /// if client.protocol()? == rlock_client::Protocol::Redisson {
     ///     println!("no rlock module: speaking Redisson's protocol");
     /// }
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn protocol(&self) -> Result<Protocol> {
         self.protocol_for("")
@@ -166,9 +171,9 @@ impl Client {
     /// The protocol the client speaks to the server (cluster node) serving the object `name`.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let p = client.protocol_for("{orders}:42")?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn protocol_for(&self, name: &str) -> Result<Protocol> {
         let ctx = &self.ctx;
@@ -181,8 +186,8 @@ impl Client {
     /// The async form of [`Client::protocol_for`].
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let p = client.protocol_for_async("orders:42").await?;
     /// # Ok(()) }
     /// ```
@@ -196,9 +201,9 @@ impl Client {
     /// This client's UUID, the first part of every owner it writes.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.id().len(), 36);
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn id(&self) -> &str {
         &self.ctx.id
@@ -207,9 +212,9 @@ impl Client {
     /// The settings this client runs with.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// println!("watchdog: {:?}", client.config().watchdog_timeout());
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn config(&self) -> &Config {
         &self.ctx.config
@@ -229,10 +234,10 @@ impl Client {
     /// the calling thread. Creating a handle does not touch Redis.
     ///
     /// ```no_run
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let lock = client.lock("inventory");
     /// let _guard = lock.guard()?; // released when `_guard` goes out of scope
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock {
@@ -245,9 +250,9 @@ impl Client {
     /// [`SpinLock`].
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let _g = client.spin_lock("jobs:nightly").guard()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn spin_lock(&self, name: impl Into<String>) -> SpinLock {
         SpinLock::new(self.lock(name), BackOff::default()).expect("the default back-off is valid")
@@ -259,10 +264,10 @@ impl Client {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
-    /// let every_64ms = rlock::BackOff::constant(Duration::from_millis(64));
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+    /// let every_64ms = rlock_client::BackOff::constant(Duration::from_millis(64));
     /// let lock = client.spin_lock_with_backoff("jobs:nightly", every_64ms)?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn spin_lock_with_backoff(
         &self,
@@ -275,8 +280,8 @@ impl Client {
     /// The async form of [`Client::spin_lock`].
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let g = client.async_spin_lock("jobs:nightly").guard().await?;
     /// # Ok(()) }
     /// ```
@@ -289,9 +294,9 @@ impl Client {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
-    /// let lock = client.async_spin_lock_with_backoff("jobs", rlock::BackOff::default())?;
-    /// # Ok::<(), rlock::Error>(())
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+    /// let lock = client.async_spin_lock_with_backoff("jobs", rlock_client::BackOff::default())?;
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn async_spin_lock_with_backoff(
         &self,
@@ -306,11 +311,11 @@ impl Client {
     /// `RFairLock`, its queue and timeout set.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let lock = client.fair_lock("queue");
     /// lock.lock()?;
     /// lock.unlock()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn fair_lock(&self, name: impl Into<String>) -> Lock {
         Lock {
@@ -322,12 +327,12 @@ impl Client {
     /// included, gets a token greater than every earlier one for this name.
     ///
     /// ```no_run
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let lock = client.fenced_lock("ledger");
     /// let token = lock.lock_and_get_token()?;
     /// // pass `token` to the storage layer, which rejects writes with an older token
     /// lock.unlock()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn fenced_lock(&self, name: impl Into<String>) -> FencedLock {
         FencedLock {
@@ -345,12 +350,12 @@ impl Client {
     /// and leaves the first hold as it was; one `unlock` releases it.
     ///
     /// ```no_run
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let lock = client.non_reentrant_lock("import");
     /// lock.lock()?;
-    /// assert!(matches!(lock.try_lock(), Err(rlock::Error::NotReentrant { .. })));
+    /// assert!(matches!(lock.try_lock(), Err(rlock_client::Error::NotReentrant { .. })));
     /// lock.unlock()?; // frees it
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn non_reentrant_lock(&self, name: impl Into<String>) -> Lock {
         Lock {
@@ -361,8 +366,8 @@ impl Client {
     /// The async form of [`Client::non_reentrant_lock`] (the owner is the calling task).
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let lock = client.async_non_reentrant_lock("import");
     /// let g = lock.guard().await?;
     /// assert!(lock.try_lock().await.is_err());
@@ -379,8 +384,8 @@ impl Client {
     /// use [`AsyncLock::with_owner`] to share one owner between tasks.
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let lock = client.async_lock("inventory");
     /// let guard = lock.guard().await?;
     /// // ... critical section ...
@@ -396,9 +401,9 @@ impl Client {
     /// The async form of [`Client::fair_lock`].
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let lock = client.async_fair_lock("queue");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn async_fair_lock(&self, name: impl Into<String>) -> AsyncLock {
         AsyncLock {
@@ -409,9 +414,9 @@ impl Client {
     /// The async form of [`Client::fenced_lock`].
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let lock = client.async_fenced_lock("ledger");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn async_fenced_lock(&self, name: impl Into<String>) -> AsyncFencedLock {
         AsyncFencedLock {
@@ -426,10 +431,10 @@ impl Client {
     /// [`Lock`]s acting as the calling thread. Creating it does not touch Redis.
     ///
     /// ```no_run
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let rw = client.read_write_lock("catalog");
     /// let _r = rw.read_lock().guard()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(self.core(name.into(), PLAIN, OwnerPolicy::Thread))
@@ -439,8 +444,8 @@ impl Client {
     /// the calling task.
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let rw = client.async_read_write_lock("catalog");
     /// let w = rw.write_lock().guard().await?;
     /// w.unlock().await?;
@@ -456,10 +461,10 @@ impl Client {
     /// `names` is empty.
     ///
     /// ```no_run
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let both = client.multi_lock(["account:1", "account:2"])?;
     /// let _g = both.guard()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn multi_lock<I, S>(&self, names: I) -> Result<MultiLock>
     where
@@ -472,8 +477,8 @@ impl Client {
     /// The async form of [`Client::multi_lock`] (locks acting as the calling task).
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let both = client.async_multi_lock(["account:1", "account:2"])?;
     /// both.lock().await?;
     /// both.unlock().await?;
@@ -501,11 +506,11 @@ impl Client {
     /// does not touch Redis.
     ///
     /// ```no_run
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let slots = client.semaphore("api-slots");
     /// slots.try_set_permits(10)?;
     /// let _permit = slots.guard()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore {
@@ -516,8 +521,8 @@ impl Client {
     /// The async form of [`Client::semaphore`].
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let slots = client.async_semaphore("api-slots");
     /// slots.acquire().await?;
     /// slots.release().await?;
@@ -534,11 +539,11 @@ impl Client {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let slots = client.permit_expirable_semaphore("render-slots");
     /// let id = slots.acquire(Duration::from_secs(30))?;
     /// slots.release(id)?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
@@ -549,8 +554,8 @@ impl Client {
     /// The async form of [`Client::permit_expirable_semaphore`].
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let slots = client.async_permit_expirable_semaphore("render-slots");
     /// let id = slots.acquire(std::time::Duration::from_secs(30)).await?;
     /// slots.release(id).await?;
@@ -575,12 +580,12 @@ impl Client {
     /// A count-down latch for blocking code (Redisson `getCountDownLatch`).
     ///
     /// ```no_run
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let start = client.count_down_latch("start");
     /// start.try_set_count(1)?;
     /// start.count_down()?;
     /// start.wait()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch {
@@ -591,8 +596,8 @@ impl Client {
     /// The async form of [`Client::count_down_latch`].
     ///
     /// ```no_run
-    /// # async fn demo() -> rlock::Result<()> {
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # async fn demo() -> rlock_client::Result<()> {
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let start = client.async_count_down_latch("start");
     /// start.wait().await?;
     /// # Ok(()) }
@@ -606,10 +611,10 @@ impl Client {
     /// A new explicit owner `UUID:number`, distinct from every thread and task owner.
     ///
     /// ```no_run
-    /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let owner = client.new_owner();
     /// assert!(owner.as_str().starts_with(client.id()));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn new_owner(&self) -> Owner {
         Owner::numbered(&self.ctx.id, owner::next_number())
@@ -618,9 +623,9 @@ impl Client {
     /// The owner the sync API uses on the calling thread (`UUID:thread-number`).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.current_thread_owner(), client.lock("a").owner());
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn current_thread_owner(&self) -> Owner {
         OwnerPolicy::Thread.resolve(&self.ctx.id)
@@ -629,10 +634,10 @@ impl Client {
     /// How many locks the watchdog is renewing right now.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// let _g = client.lock("a").guard()?; // no lease: watchdog mode
     /// assert_eq!(client.renewing_count(), 1);
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn renewing_count(&self) -> usize {
         self.ctx.holds.lock().renewing()
@@ -649,9 +654,9 @@ impl Client {
     /// long: they end with their lease.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.permits_in_doubt(), 0);
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn permits_in_doubt(&self) -> u64 {
         self.ctx.in_doubt()
@@ -665,11 +670,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .watchdog_timeout(Duration::from_secs(30))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn build(self) -> Result<Client> {
         Client::start(self.checked()?)

@@ -1,7 +1,10 @@
 //! Client configuration: [`ClientBuilder`] and its defaults (Redisson's where Redisson has one).
 
-use crate::metrics::NameLabel;
 use std::time::Duration;
+
+use crate::metrics::Metrics;
+#[cfg(feature = "metrics")]
+use crate::metrics::NameLabel;
 
 use crate::error::{Error, Result};
 use crate::events::{Listener, WatchdogEvent};
@@ -12,7 +15,9 @@ use crate::events::{Listener, WatchdogEvent};
 #[derive(Clone, Debug)]
 pub struct Config {
     pub(crate) url: String,
+    #[cfg(feature = "cluster")]
     pub(crate) cluster: Option<Vec<String>>,
+    #[cfg(feature = "sentinel")]
     pub(crate) sentinel: Option<SentinelConfig>,
     pub(crate) tls: TlsConfig,
     pub(crate) watchdog_timeout: Duration,
@@ -27,6 +32,7 @@ pub struct Config {
     /// A runtime of the caller's to run the background work on, instead of one of its own.
     pub(crate) runtime: Option<tokio::runtime::Handle>,
     /// Report through the `metrics` facade, naming objects as this says; `None`: off.
+    #[cfg(feature = "metrics")]
     pub(crate) metrics: Option<NameLabel>,
     /// Which protocol to speak: detected per server, or forced.
     pub(crate) protocol: Protocol,
@@ -39,7 +45,7 @@ pub struct Config {
 /// How the client talks to a server (see [`ClientBuilder::protocol`]).
 ///
 /// ```
-/// assert_eq!(rlock::Protocol::default(), rlock::Protocol::Auto);
+/// assert_eq!(rlock_client::Protocol::default(), rlock_client::Protocol::Auto);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Protocol {
@@ -72,7 +78,9 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             url: "redis://127.0.0.1:6379/".to_string(),
+            #[cfg(feature = "cluster")]
             cluster: None,
+            #[cfg(feature = "sentinel")]
             sentinel: None,
             tls: TlsConfig::default(),
             watchdog_timeout: Duration::from_secs(30),
@@ -85,6 +93,7 @@ impl Default for Config {
             replica_sync: None,
             worker_threads: 2,
             runtime: None,
+            #[cfg(feature = "metrics")]
             metrics: None,
             protocol: Protocol::Auto,
             watchdog_max_hold: None,
@@ -95,6 +104,7 @@ impl Default for Config {
 
 /// Where the Sentinels are and how to reach the primary they name (see
 /// [`ClientBuilder::sentinel`]).
+#[cfg(feature = "sentinel")]
 #[derive(Clone, Debug, Default)]
 pub(crate) struct SentinelConfig {
     pub(crate) master: String,
@@ -124,9 +134,17 @@ impl std::fmt::Debug for TlsConfig {
     }
 }
 
+/// A CA and client certificate in redis-rs' form; without the `tls` feature, a type with no
+/// value (there is nothing to set them with).
+#[cfg(feature = "tls")]
+pub(crate) type Certificates = redis::TlsCertificates;
+#[cfg(not(feature = "tls"))]
+pub(crate) type Certificates = std::convert::Infallible;
+
 impl TlsConfig {
     /// redis-rs' form, `None` when neither is set (the system's roots, no client certificate).
-    pub(crate) fn certificates(&self) -> Option<redis::TlsCertificates> {
+    #[cfg(feature = "tls")]
+    pub(crate) fn certificates(&self) -> Option<Certificates> {
         if self.ca.is_none() && self.client.is_none() {
             return None;
         }
@@ -141,6 +159,27 @@ impl TlsConfig {
             root_cert: self.ca.clone(),
         })
     }
+
+    /// Never any: `tls_ca` and `tls_client_cert` need the `tls` feature.
+    #[cfg(not(feature = "tls"))]
+    pub(crate) fn certificates(&self) -> Option<Certificates> {
+        None
+    }
+}
+
+/// A redis-rs client for `info`, over TLS with `certs` when given (a `rediss://` URL without
+/// them trusts the system's roots).
+pub(crate) fn redis_client(
+    info: impl redis::IntoConnectionInfo,
+    certs: Option<&Certificates>,
+) -> redis::RedisResult<redis::Client> {
+    match certs {
+        None => redis::Client::open(info),
+        #[cfg(feature = "tls")]
+        Some(c) => redis::Client::build_with_tls(info, c.clone()),
+        #[cfg(not(feature = "tls"))]
+        Some(never) => match *never {},
+    }
 }
 
 fn is_tls(url: &str) -> bool {
@@ -148,38 +187,52 @@ fn is_tls(url: &str) -> bool {
 }
 
 impl Config {
+    /// The client's reporting as configured (always off without the `metrics` feature).
+    pub(crate) fn reporting(&self) -> Metrics {
+        #[cfg(feature = "metrics")]
+        {
+            Metrics::new(self.metrics.clone())
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            Metrics
+        }
+    }
+
     /// The Redis URL (`redis://host:port/db`, `rediss://`, `redis+unix:///path`).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().url(), "redis://127.0.0.1:6390/");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn url(&self) -> &str {
         &self.url
     }
 
     /// The seed URLs of a Redis Cluster, `None` for a single server (see
-    /// [`ClientBuilder::cluster`]).
+    /// [`ClientBuilder::cluster`]). Needs the `cluster` feature.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
+    /// let client = rlock_client::Client::open_cluster(["redis://127.0.0.1:7000/"])?;
     /// assert_eq!(client.config().cluster_nodes().unwrap().len(), 1);
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "cluster")]
     pub fn cluster_nodes(&self) -> Option<&[String]> {
         self.cluster.as_deref()
     }
 
     /// The master name and the Sentinel URLs, `None` unless the client finds its server
-    /// through Sentinel (see [`ClientBuilder::sentinel`]).
+    /// through Sentinel (see [`ClientBuilder::sentinel`]). Needs the `sentinel` feature.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open_sentinel("mymaster", ["redis://127.0.0.1:26379"])?;
+    /// let client = rlock_client::Client::open_sentinel("mymaster", ["redis://127.0.0.1:26379"])?;
     /// let (master, sentinels) = client.config().sentinel().unwrap();
     /// assert_eq!((master, sentinels.len()), ("mymaster", 1));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn sentinel(&self) -> Option<(&str, &[String])> {
         self.sentinel
             .as_ref()
@@ -191,9 +244,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().watchdog_timeout(), Duration::from_secs(30));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn watchdog_timeout(&self) -> Duration {
         self.watchdog_timeout
@@ -203,9 +256,9 @@ impl Config {
     /// [`ClientBuilder::watchdog_max_hold`]); `None`: no limit (the default).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().watchdog_max_hold(), None);
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn watchdog_max_hold(&self) -> Option<Duration> {
         self.watchdog_max_hold
@@ -215,9 +268,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder().watchdog_timeout(Duration::from_secs(9)).build()?;
+    /// let client = rlock_client::Client::builder().watchdog_timeout(Duration::from_secs(9)).build()?;
     /// assert_eq!(client.config().renewal_interval(), Duration::from_secs(3));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn renewal_interval(&self) -> Duration {
         self.renewal_interval.unwrap_or(self.watchdog_timeout / 3)
@@ -227,9 +280,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().response_timeout(), Duration::from_secs(3));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn response_timeout(&self) -> Duration {
         self.response_timeout
@@ -240,9 +293,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().connect_timeout(), Duration::from_secs(1));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn connect_timeout(&self) -> Duration {
         self.connect_timeout
@@ -253,9 +306,9 @@ impl Config {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().session_grace(), Duration::from_secs(10));
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn session_grace(&self) -> Duration {
         self.session_grace
@@ -264,9 +317,9 @@ impl Config {
     /// `WAIT` timeout used after each acquire when replica sync is on (`None`: off).
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
     /// assert_eq!(client.config().replica_sync(), None);
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn replica_sync(&self) -> Option<Duration> {
         self.replica_sync
@@ -277,9 +330,9 @@ impl Config {
     /// one a server gets.
     ///
     /// ```no_run
-    /// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
-    /// assert_eq!(client.config().protocol(), rlock::Protocol::Auto);
-    /// # Ok::<(), rlock::Error>(())
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+    /// assert_eq!(client.config().protocol(), rlock_client::Protocol::Auto);
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn protocol(&self) -> Protocol {
         self.protocol
@@ -305,13 +358,13 @@ impl Config {
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// let client = rlock::Client::builder()
+/// let client = rlock_client::Client::builder()
 ///     .url("redis://127.0.0.1:6390/")
 ///     .watchdog_timeout(Duration::from_secs(10)) // renewals every 10/3 s
 ///     .session_grace(Duration::from_secs(5))     // a frozen process's waits end after 5 s
 ///     .replica_sync(Some(Duration::from_secs(1))) // WAIT for replicas after each acquire
 ///     .build()?;
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone, Debug, Default)]
 #[must_use]
@@ -323,8 +376,8 @@ impl ClientBuilder {
     /// A builder with every default (URL `redis://127.0.0.1:6379/`).
     ///
     /// ```no_run
-    /// let client = rlock::ClientBuilder::new().url("redis://127.0.0.1:6390/").build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// let client = rlock_client::ClientBuilder::new().url("redis://127.0.0.1:6390/").build()?;
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn new() -> ClientBuilder {
         ClientBuilder::default()
@@ -334,11 +387,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .worker_threads(2)
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.config.url = url.into();
@@ -347,7 +400,7 @@ impl ClientBuilder {
 
     /// Talk to a Redis Cluster: `seeds` are `redis://host:port` URLs of some of its nodes (one
     /// that answers is enough; the client learns the rest from `CLUSTER SLOTS`). Replaces
-    /// [`ClientBuilder::url`].
+    /// [`ClientBuilder::url`]. Needs the `cluster` feature.
     ///
     /// Every command goes to the master of its lock's hash slot. Name locks with a hash tag
     /// (`{orders}:42`) to choose the slot yourself; a lock's fencing-token key and channel
@@ -356,12 +409,13 @@ impl ClientBuilder {
     /// queues again on the node that now serves the lock (behind the waiters already there).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .cluster(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
     ///     .build()?;
     /// let lock = client.lock("{orders}:42");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "cluster")]
     pub fn cluster<I, S>(mut self, seeds: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -374,8 +428,8 @@ impl ClientBuilder {
     /// Find the server through Redis Sentinel (Redisson's `useSentinelServers()`, with
     /// `setMasterName` and `addSentinelAddress`): `master` is the name the Sentinels monitor
     /// (`sentinel monitor <master> ...`), `sentinels` the `redis://host:port` URLs of some of
-    /// them (one that answers is enough). Replaces [`ClientBuilder::url`] and
-    /// [`ClientBuilder::cluster`].
+    /// them (one that answers is enough). Replaces [`ClientBuilder::url`] (and
+    /// `ClientBuilder::cluster`: choose one). Needs the `sentinel` feature.
     ///
     /// The client asks the Sentinels for the primary (redis-rs' `sentinel` module: `SENTINEL
     /// MASTERS`, then `ROLE` on the node named) on its first call, and works with it as with a
@@ -400,14 +454,15 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .sentinel("mymaster", ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"])
     ///     .primary_auth(None, "secret")
     ///     .connect_timeout(Duration::from_secs(10)) // ride out a failover
     ///     .build()?;
     /// let lock = client.lock("orders:42");
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn sentinel<I, S>(mut self, master: impl Into<String>, sentinels: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -429,15 +484,16 @@ impl ClientBuilder {
 
     /// The user (ACL) and password for the primary the Sentinels name (Redisson's
     /// `setUsername`/`setPassword` on `useSentinelServers()`). Sentinel mode only: for a single
-    /// server or a cluster they go in the URL.
+    /// server or a cluster they go in the URL. Needs the `sentinel` feature.
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .sentinel("mymaster", ["redis://127.0.0.1:26379"])
     ///     .primary_auth(Some("app"), "secret")
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn primary_auth(mut self, username: Option<&str>, password: &str) -> Self {
         let s = self
             .config
@@ -449,15 +505,17 @@ impl ClientBuilder {
     }
 
     /// The database to use on the primary the Sentinels name (Redisson's `setDatabase`;
-    /// default 0). Sentinel mode only: for a single server it goes in the URL.
+    /// default 0). Sentinel mode only: for a single server it goes in the URL. Needs the
+    /// `sentinel` feature.
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .sentinel("mymaster", ["redis://127.0.0.1:26379"])
     ///     .primary_database(2)
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "sentinel")]
     pub fn primary_database(mut self, db: i64) -> Self {
         let s = self
             .config
@@ -471,15 +529,17 @@ impl ClientBuilder {
     /// the system's roots (Redisson's `setSslTruststore`). Applies to the server, every
     /// cluster node, and the Sentinels and the primary in Sentinel mode. The server's
     /// certificate must name the host the client connects to (its IP address for
-    /// `rediss://127.0.0.1`): hostnames are always verified.
+    /// `rediss://127.0.0.1`): hostnames are always verified. Needs the `tls` feature (a default
+    /// one).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("rediss://redis.internal:6380/")
     ///     .tls_ca(std::fs::read("ca.crt")?)
     ///     .build()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg(feature = "tls")]
     pub fn tls_ca(mut self, ca_pem: impl Into<Vec<u8>>) -> Self {
         self.config.tls.ca = Some(ca_pem.into());
         self
@@ -487,16 +547,17 @@ impl ClientBuilder {
 
     /// Present this client certificate (PEM chain) and private key (PEM) on `rediss://`
     /// connections: mutual TLS, for a server with `tls-auth-clients yes` (Redisson's
-    /// `setSslKeystore`).
+    /// `setSslKeystore`). Needs the `tls` feature (a default one).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("rediss://redis.internal:6380/")
     ///     .tls_ca(std::fs::read("ca.crt")?)
     ///     .tls_client_cert(std::fs::read("client.crt")?, std::fs::read("client.key")?)
     ///     .build()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[cfg(feature = "tls")]
     pub fn tls_client_cert(
         mut self,
         cert_pem: impl Into<Vec<u8>>,
@@ -517,11 +578,11 @@ impl ClientBuilder {
     /// clients: the layouts are the same).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://my-managed-redis:6379/")
-    ///     .protocol(rlock::Protocol::Redisson)
+    ///     .protocol(rlock_client::Protocol::Redisson)
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn protocol(mut self, protocol: Protocol) -> Self {
         self.config.protocol = protocol;
@@ -532,11 +593,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .watchdog_timeout(Duration::from_secs(10))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.config.watchdog_timeout = timeout;
@@ -547,11 +608,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .renewal_interval(Duration::from_secs(5))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn renewal_interval(mut self, interval: Duration) -> Self {
         self.config.renewal_interval = Some(interval);
@@ -572,11 +633,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .watchdog_max_hold(Duration::from_secs(600)) // no job holds a lock for > 10 min
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn watchdog_max_hold(mut self, max: Duration) -> Self {
         self.config.watchdog_max_hold = Some(max);
@@ -592,8 +653,8 @@ impl ClientBuilder {
     /// stop the watchdog.
     ///
     /// ```no_run
-    /// use rlock::WatchdogEvent;
-    /// let client = rlock::Client::builder()
+    /// use rlock_client::WatchdogEvent;
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .watchdog_listener(|e: &WatchdogEvent| {
     ///         if let WatchdogEvent::RenewalFailed { hold, error, .. } = e {
@@ -601,7 +662,7 @@ impl ClientBuilder {
     ///         }
     ///     })
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn watchdog_listener(
         mut self,
@@ -615,11 +676,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .response_timeout(Duration::from_secs(1))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.config.response_timeout = timeout;
@@ -634,11 +695,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .connect_timeout(Duration::from_secs(1))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
@@ -660,11 +721,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .session_grace(Duration::from_secs(3))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn session_grace(mut self, grace: Duration) -> Self {
         self.config.session_grace = grace;
@@ -698,11 +759,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .retry(5, Duration::from_millis(500))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn retry(mut self, attempts: u32, delay: Duration) -> Self {
         self.config.retry_attempts = attempts;
@@ -717,11 +778,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .replica_sync(Some(Duration::from_secs(1)))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn replica_sync(mut self, timeout: Option<Duration>) -> Self {
         self.config.replica_sync = timeout;
@@ -734,15 +795,17 @@ impl ClientBuilder {
     /// with the object's kind and its name as `names` collapses it, which bounds the number of
     /// series ([`NameLabel::prefix_before`]`(':')` counts `orders:1` and `orders:2` as
     /// `orders:*`). Off by default: then the calls cost one branch. The series are listed in
-    /// docs/operations.md ("Client metrics") and served in the `metrics` example.
+    /// docs/operations.md ("Client metrics") and served in the `metrics` example. Needs the
+    /// `metrics` feature (a default one).
     ///
     /// ```no_run
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
-    ///     .metrics(rlock::NameLabel::prefix_before(':'))
+    ///     .metrics(rlock_client::NameLabel::prefix_before(':'))
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
+    #[cfg(feature = "metrics")]
     pub fn metrics(mut self, names: NameLabel) -> Self {
         self.config.metrics = Some(names);
         self
@@ -754,11 +817,11 @@ impl ClientBuilder {
     ///
     /// ```no_run
     /// # use std::time::Duration;
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .worker_threads(1)
     ///     .build()?;
-    /// # Ok::<(), rlock::Error>(())
+    /// # Ok::<(), rlock_client::Error>(())
     /// ```
     pub fn worker_threads(mut self, n: usize) -> Self {
         self.config.worker_threads = n;
@@ -784,9 +847,9 @@ impl ClientBuilder {
     ///   the watchdog must run whatever the caller does.
     ///
     /// ```no_run
-    /// # async fn f() -> rlock::Result<()> {
+    /// # async fn f() -> rlock_client::Result<()> {
     /// // Inside `#[tokio::main]`:
-    /// let client = rlock::Client::builder()
+    /// let client = rlock_client::Client::builder()
     ///     .url("redis://127.0.0.1:6390/")
     ///     .runtime(tokio::runtime::Handle::current())
     ///     .build()?;
@@ -836,7 +899,9 @@ impl ClientBuilder {
         if c.response_timeout.is_zero() || c.connect_timeout.is_zero() {
             return Err(Error::Config("timeouts must be above zero".into()));
         }
+        #[cfg(feature = "sentinel")]
         if let Some(s) = &c.sentinel {
+            #[cfg(feature = "cluster")]
             if c.cluster.is_some() {
                 return Err(Error::Config(
                     "choose one of cluster and sentinel, not both".into(),
@@ -850,24 +915,42 @@ impl ClientBuilder {
                 ));
             }
         }
-        if c.tls.ca.is_some() || c.tls.client.is_some() {
-            let urls: Vec<&str> = match (&c.cluster, &c.sentinel) {
-                (Some(seeds), _) => seeds.iter().map(String::as_str).collect(),
-                (_, Some(s)) => s.sentinels.iter().map(String::as_str).collect(),
-                _ => vec![c.url.as_str()],
-            };
-            if !urls.iter().all(|u| is_tls(u)) {
-                return Err(Error::Config(
-                    "tls_ca and tls_client_cert need rediss:// URLs".into(),
-                ));
-            }
+        let urls = c.urls();
+        if !cfg!(feature = "tls") && urls.iter().any(|u| is_tls(u)) {
+            return Err(Error::Config(
+                "rediss:// URLs need rlock-client's `tls` feature (a default feature: \
+                 turned off here by `default-features = false`)"
+                    .into(),
+            ));
         }
+        if (c.tls.ca.is_some() || c.tls.client.is_some()) && !urls.iter().all(|u| is_tls(u)) {
+            return Err(Error::Config(
+                "tls_ca and tls_client_cert need rediss:// URLs".into(),
+            ));
+        }
+        #[cfg(feature = "cluster")]
         if c.cluster.as_ref().is_some_and(Vec::is_empty) {
             return Err(Error::Config(
                 "a cluster needs at least one seed URL".into(),
             ));
         }
         Ok(self.config)
+    }
+}
+
+impl Config {
+    /// The URLs the client connects to first: the cluster's seeds, the Sentinels, or the
+    /// server.
+    fn urls(&self) -> Vec<&str> {
+        #[cfg(feature = "cluster")]
+        if let Some(seeds) = &self.cluster {
+            return seeds.iter().map(String::as_str).collect();
+        }
+        #[cfg(feature = "sentinel")]
+        if let Some(s) = &self.sentinel {
+            return s.sentinels.iter().map(String::as_str).collect();
+        }
+        vec![self.url.as_str()]
     }
 }
 
@@ -907,14 +990,18 @@ mod tests {
         ));
     }
 
+    #[cfg(feature = "sentinel")]
     #[test]
-    fn sentinel_and_tls_settings_are_checked() {
+    fn sentinel_settings_are_checked() {
         let sentinel = || ClientBuilder::new().sentinel("mymaster", ["redis://127.0.0.1:1"]);
-        let both = sentinel().cluster(["redis://127.0.0.1:2"]).checked();
-        assert!(
-            matches!(both, Err(Error::Config(_))),
-            "cluster and sentinel"
-        );
+        #[cfg(feature = "cluster")]
+        {
+            let both = sentinel().cluster(["redis://127.0.0.1:2"]).checked();
+            assert!(
+                matches!(both, Err(Error::Config(_))),
+                "cluster and sentinel"
+            );
+        }
         let no_master = ClientBuilder::new().primary_auth(None, "pw").checked();
         assert!(
             matches!(no_master, Err(Error::Config(_))),
@@ -935,13 +1022,29 @@ mod tests {
             (Some("u"), Some("pw"), 3)
         );
         assert_eq!(c.sentinel().unwrap().0, "mymaster");
-        let mixed = ClientBuilder::new()
-            .cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"])
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_settings_are_checked() {
+        #[cfg(feature = "cluster")]
+        {
+            let mixed = ClientBuilder::new()
+                .cluster(["rediss://127.0.0.1:1", "redis://127.0.0.1:2"])
+                .tls_ca(b"ca".to_vec())
+                .checked();
+            assert!(
+                matches!(mixed, Err(Error::Config(_))),
+                "TLS settings with a plain seed"
+            );
+        }
+        let plain = ClientBuilder::new()
+            .url("redis://127.0.0.1:1/")
             .tls_ca(b"ca".to_vec())
             .checked();
         assert!(
-            matches!(mixed, Err(Error::Config(_))),
-            "TLS settings with a plain seed"
+            matches!(plain, Err(Error::Config(_))),
+            "TLS settings with a plain URL"
         );
         let tls = ClientBuilder::new()
             .url("rediss://127.0.0.1:1/")
@@ -956,6 +1059,36 @@ mod tests {
         let certs = tls.tls.certificates().unwrap();
         assert!(certs.root_cert.is_none() && certs.client_tls.is_some());
         assert!(Config::default().tls.certificates().is_none());
+    }
+
+    /// Without the `tls` feature a `rediss://` URL is refused at `build`, naming the feature
+    /// (not as redis-rs' "can't connect with TLS" at the first call).
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_without_the_tls_feature_names_it() {
+        let e = ClientBuilder::new()
+            .url("rediss://127.0.0.1:1/")
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::Config(m) if m.contains("`tls` feature")),
+            "{e}"
+        );
+        #[cfg(feature = "cluster")]
+        {
+            let e = ClientBuilder::new()
+                .cluster(["rediss://127.0.0.1:1"])
+                .checked()
+                .unwrap_err();
+            assert!(
+                matches!(&e, Error::Config(m) if m.contains("`tls` feature")),
+                "{e}"
+            );
+        }
+        assert!(ClientBuilder::new()
+            .url("redis://127.0.0.1:1/")
+            .checked()
+            .is_ok());
     }
 
     #[test]

@@ -66,7 +66,7 @@ impl Context {
             Transport::new(&config)?
         };
         let id = uuid::Uuid::new_v4().to_string();
-        let metrics = Metrics::new(config.metrics.clone());
+        let metrics = config.reporting();
         if metrics.is_on() {
             crate::metrics::describe();
         }

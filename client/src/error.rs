@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// Shorthand for `std::result::Result<T, rlock::Error>`.
+/// Shorthand for `std::result::Result<T, rlock_client::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong talking to the rlock module.
@@ -14,7 +14,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// the re-exported [`redis`](crate::redis) crate's.
 ///
 /// ```
-/// use rlock::Error;
+/// use rlock_client::Error;
 ///
 /// fn explain(e: &Error) -> &'static str {
 ///     match e {
@@ -258,9 +258,9 @@ impl Error {
     /// at all ran nothing: not ambiguous.
     ///
     /// ```
-    /// let e = rlock::Error::Timeout("no reply".into());
+    /// let e = rlock_client::Error::Timeout("no reply".into());
     /// assert!(e.is_ambiguous());
-    /// assert!(!rlock::Error::Shutdown.is_ambiguous());
+    /// assert!(!rlock_client::Error::Shutdown.is_ambiguous());
     /// ```
     pub fn is_ambiguous(&self) -> bool {
         match self {

@@ -86,8 +86,8 @@ pub(crate) fn next_number() -> u64 {
 /// tasks act as one holder (Redisson's `lockAsync(threadId)`). Cloning gives the same owner.
 ///
 /// ```no_run
-/// # async fn demo() -> rlock::Result<()> {
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// # async fn demo() -> rlock_client::Result<()> {
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let owner = client.new_owner();
 /// let lock = client.async_lock("jobs").with_owner(owner.clone());
 /// lock.lock().await?;
@@ -104,7 +104,7 @@ impl Owner {
     /// act on behalf of a known holder, e.g. a Redisson client's `UUID:threadId`.
     ///
     /// ```
-    /// let java = rlock::Owner::from_raw("6e3d30b7-83b1-433a-9335-5e8b9916d3ac:731");
+    /// let java = rlock_client::Owner::from_raw("6e3d30b7-83b1-433a-9335-5e8b9916d3ac:731");
     /// assert_eq!(java.to_string(), "6e3d30b7-83b1-433a-9335-5e8b9916d3ac:731");
     /// ```
     pub fn from_raw(id: impl Into<String>) -> Owner {
@@ -123,7 +123,7 @@ impl Owner {
     /// The identity string, `UUID:number`.
     ///
     /// ```
-    /// assert_eq!(rlock::Owner::from_raw("u:1").as_str(), "u:1");
+    /// assert_eq!(rlock_client::Owner::from_raw("u:1").as_str(), "u:1");
     /// ```
     pub fn as_str(&self) -> &str {
         &self.0

@@ -11,13 +11,13 @@ use crate::error::Error;
 /// reverse.
 ///
 /// ```
-/// use rlock::PermitId;
+/// use rlock_client::PermitId;
 ///
 /// let id: PermitId = "7034183b6982aae9385b7798796c1ef5".parse()?;
 /// assert_eq!(id.to_string(), "7034183b6982aae9385b7798796c1ef5");
 /// assert_eq!(id.as_bytes()[0], 0x70);
 /// assert!("not hex".parse::<PermitId>().is_err());
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PermitId([u8; 16]);

@@ -115,7 +115,7 @@ pub struct Load {
 impl Load {
     /// Start the clients on `lock`, `rw` and `sem` (a semaphore of 2 permits, set up by the
     /// caller).
-    pub fn start(client: &rlock::Client, lock: &str, rw: &str, sem: &str) -> Load {
+    pub fn start(client: &rlock_client::Client, lock: &str, rw: &str, sem: &str) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let violations = Arc::new(Mutex::new(Vec::<String>::new()));
         let lock_in = Arc::new(AtomicI64::new(0));

@@ -118,7 +118,7 @@ pub const HANG_ALLOWANCE: Duration = Duration::from_secs(20);
 /// the report once the workers stopped and `client` is gone; `settled` must then hold within
 /// 30 s (no waiter left on any node).
 pub fn run(
-    client: rlock::Client,
+    client: rlock_client::Client,
     names: Vec<String>,
     settings: &Settings,
     secs: u64,
@@ -172,7 +172,7 @@ pub fn no_waiters<'a>(nodes: impl IntoIterator<Item = &'a crate::Server>) -> boo
 
 /// Run `settings.workers` threads taking fenced locks on `names` through `client` until `stop`.
 pub fn run_workers(
-    client: &rlock::Client,
+    client: &rlock_client::Client,
     names: Arc<Vec<String>>,
     settings: &Settings,
     resource: Arc<Resource>,
@@ -198,7 +198,7 @@ pub fn run_workers(
 }
 
 fn one_hold(
-    client: &rlock::Client,
+    client: &rlock_client::Client,
     names: &[String],
     settings: &Settings,
     resource: &Resource,

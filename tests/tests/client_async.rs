@@ -7,7 +7,7 @@ mod client_support;
 use std::time::Duration;
 
 use client_support::*;
-use rlock::Error;
+use rlock_client::Error;
 use rlock_tests::{redis, wait_until, Server};
 
 #[test]
@@ -153,7 +153,7 @@ fn dropping_a_pending_acquire_leaves_no_holder_and_no_waiter() {
 fn an_attempt_dropped_in_flight_gives_its_grant_back() {
     use std::future::Future;
     use std::pin::Pin;
-    type Attempt = Pin<Box<dyn Future<Output = rlock::Result<bool>> + Send>>;
+    type Attempt = Pin<Box<dyn Future<Output = rlock_client::Result<bool>> + Send>>;
     type Free = Box<dyn Fn(&mut redis::Connection) -> bool>;
     let s = Server::start();
     let mut c = s.conn();

@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use rlock::{CancelToken, Error};
+use rlock_client::{CancelToken, Error};
 use rlock_tests::{info_int, margin, redis, rlock_stat, wait_until, without_module, Server};
 
 /// Waits on the server: requests queued in the client's sessions (module); over Redisson's

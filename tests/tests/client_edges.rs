@@ -8,11 +8,11 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use rlock::{Error, Ttl};
+use rlock_client::{Error, Ttl};
 use rlock_tests::{free_port, redis, wait_until, Server, ServerOptions};
 
 /// `f`'s error and how long it took.
-fn timed<T: std::fmt::Debug>(f: impl FnOnce() -> rlock::Result<T>) -> (Error, Duration) {
+fn timed<T: std::fmt::Debug>(f: impl FnOnce() -> rlock_client::Result<T>) -> (Error, Duration) {
     let t = Instant::now();
     let e = f().expect_err("a dead server can't answer");
     (e, t.elapsed())
@@ -34,11 +34,11 @@ fn assert_unreachable(what: &str, (e, took): (Error, Duration), port: u16, limit
 
 #[test]
 fn every_call_against_a_dead_server_fails_within_the_connect_timeout_naming_the_address() {
-    assert!(rlock::Config::default().connect_timeout() <= Duration::from_secs(1));
+    assert!(rlock_client::Config::default().connect_timeout() <= Duration::from_secs(1));
     let port = free_port(); // nothing listens there
     let url = format!("redis://127.0.0.1:{port}/");
     // Default connect timeout (1 s): allow scheduling noise, not another second.
-    let client = rlock::Client::open(url.clone()).unwrap();
+    let client = rlock_client::Client::open(url.clone()).unwrap();
     let lock = client.lock("dead");
     let limit = Duration::from_millis(1600);
     assert_unreachable("try_lock", timed(|| lock.try_lock()), port, limit);
@@ -58,8 +58,9 @@ fn every_call_against_a_dead_server_fails_within_the_connect_timeout_naming_the_
 
     let alock = client.async_lock("dead");
     let rt = runtime(2);
-    let at =
-        |f: std::pin::Pin<Box<dyn Future<Output = rlock::Result<()>>>>| timed(|| rt.block_on(f));
+    let at = |f: std::pin::Pin<Box<dyn Future<Output = rlock_client::Result<()>>>>| {
+        timed(|| rt.block_on(f))
+    };
     assert_unreachable(
         "async try_lock",
         at(Box::pin(async { alock.try_lock().await.map(drop) })),
@@ -76,7 +77,7 @@ fn every_call_against_a_dead_server_fails_within_the_connect_timeout_naming_the_
     );
 
     // The timeout is the user's to set.
-    let quick = rlock::Client::builder()
+    let quick = rlock_client::Client::builder()
         .url(url)
         .connect_timeout(Duration::from_millis(200))
         .build()
@@ -119,7 +120,7 @@ fn errors_read_as_sentences() {
         ..Default::default()
     });
     // Forced to the module's protocol (Auto speaks Redisson's there: client_redisson.rs).
-    let e = client_with(bare.url(), |b| b.protocol(rlock::Protocol::Module))
+    let e = client_with(bare.url(), |b| b.protocol(rlock_client::Protocol::Module))
         .lock("x")
         .try_lock()
         .unwrap_err();
@@ -277,8 +278,8 @@ fn lease_holds_are_lost_when_the_lease_ends_or_the_server_reports_them_gone() {
 
 #[test]
 fn the_redis_types_in_the_api_come_from_the_reexported_crate() {
-    // Compiles only if `Error`'s `redis` types are `rlock::redis`'s.
-    fn source(e: Error) -> Option<rlock::redis::RedisError> {
+    // Compiles only if `Error`'s `redis` types are `rlock_client::redis`'s.
+    fn source(e: Error) -> Option<rlock_client::redis::RedisError> {
         match e {
             Error::Connection { source, .. } => Some(source),
             Error::Redis(e) => Some(e),
@@ -286,7 +287,7 @@ fn the_redis_types_in_the_api_come_from_the_reexported_crate() {
         }
     }
     let port = free_port();
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(format!("redis://127.0.0.1:{port}/"))
         .connect_timeout(Duration::from_millis(100))
         .build()

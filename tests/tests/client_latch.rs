@@ -157,7 +157,7 @@ fn redisson_and_the_client_share_a_latch_both_ways() {
 #[test]
 fn cluster_mode() {
     let cluster = rlock_tests::cluster::Cluster::start();
-    let client = rlock::Client::open_cluster(cluster.seeds()).unwrap();
+    let client = rlock_client::Client::open_cluster(cluster.seeds()).unwrap();
     for name in ["{job}:ready", "latch-a", "latch-b"] {
         let latch = client.count_down_latch(name);
         assert!(latch.try_set_count(1).unwrap());

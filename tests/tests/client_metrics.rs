@@ -24,7 +24,7 @@ fn example() -> PathBuf {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let release = profile.ends_with("release").then_some("--release");
         let ok = Command::new(cargo)
-            .args(["build", "-p", "rlock", "--example", "metrics"])
+            .args(["build", "-p", "rlock-client", "--example", "metrics"])
             .args(release)
             .status()
             .expect("run cargo build")

@@ -11,16 +11,16 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use client_support::{assert_emptied, client, runtime};
-use rlock::{Error, MultiLock, RedLock};
+use rlock_client::{Error, MultiLock, RedLock};
 use rlock_tests::*;
 
 /// Three servers and a client for each (short connect timeout: a dead server fails fast).
-fn three() -> (Vec<Server>, Vec<rlock::Client>) {
+fn three() -> (Vec<Server>, Vec<rlock_client::Client>) {
     let servers: Vec<Server> = (0..3).map(|_| Server::start()).collect();
     let clients = servers
         .iter()
         .map(|s| {
-            rlock::Client::builder()
+            rlock_client::Client::builder()
                 .url(s.url())
                 .watchdog_timeout(Duration::from_millis(600))
                 .connect_timeout(Duration::from_millis(200))
@@ -348,7 +348,7 @@ fn the_servers_deadlock_error_ends_the_acquire() {
 fn async_multi_lock_and_cancellation() {
     let (servers, clients) = three();
     runtime(2).block_on(async {
-        let m = rlock::AsyncMultiLock::new(
+        let m = rlock_client::AsyncMultiLock::new(
             clients
                 .iter()
                 .enumerate()
@@ -505,7 +505,8 @@ fn redlocks_exclude_each_other_and_async_works() {
     });
     assert_eq!(count, 100);
     runtime(2).block_on(async {
-        let red = rlock::AsyncRedLock::new(clients.iter().map(|c| c.async_lock("ex"))).unwrap();
+        let red =
+            rlock_client::AsyncRedLock::new(clients.iter().map(|c| c.async_lock("ex"))).unwrap();
         let g = red.guard().await.unwrap();
         assert!(red.is_held().await.unwrap());
         g.unlock().await.unwrap();
@@ -516,7 +517,7 @@ fn redlocks_exclude_each_other_and_async_works() {
 #[test]
 fn cluster_mode_locks_on_several_nodes() {
     let cluster = rlock_tests::cluster::Cluster::start();
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .watchdog_timeout(Duration::from_millis(600))
         .build()

@@ -9,7 +9,7 @@ mod client_support;
 use std::time::Duration;
 
 use client_support::*;
-use rlock::{Error, Owner};
+use rlock_client::{Error, Owner};
 use rlock_tests::{pttl, redis, redisson, wait_until, Server};
 
 /// Run Redisson's non-reentrant acquire ([`redisson::NON_REENTRANT_ACQUIRE`]) with EVAL.
@@ -32,7 +32,7 @@ fn hget(c: &mut redis::Connection, key: &str, field: &str) -> Option<i64> {
     redis::cmd("HGET").arg(key).arg(field).query(c).unwrap()
 }
 
-fn refused<T: std::fmt::Debug>(r: rlock::Result<T>) {
+fn refused<T: std::fmt::Debug>(r: rlock_client::Result<T>) {
     match r {
         Err(Error::NotReentrant { name, .. }) => assert_eq!(name, "nr"),
         other => panic!("expected NotReentrant, got {other:?}"),

@@ -6,7 +6,7 @@ mod client_support;
 use std::time::Duration;
 
 use client_support::*;
-use rlock::Error;
+use rlock_client::Error;
 use rlock_tests::{redis, wait_until, Server, ServerOptions};
 
 #[test]

@@ -13,7 +13,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use rlock::{Error, Protocol, Ttl};
+use rlock_client::{Error, Protocol, Ttl};
 use rlock_tests::{
     acl_user, cmd, int, lock_channel, margin, prefix_name, pttl, raw, redis, redisson, wait_until,
     Server, ServerOptions, Value,
@@ -681,7 +681,7 @@ fn redisson_unlock_sharded(c: &mut redis::Connection, name: &str, owner: &str) -
 fn in_a_cluster_waits_hear_and_send_sharded_messages_as_redisson_does() {
     let cluster = rlock_tests::cluster::Cluster::without_module();
     // A 30 s watchdog: only a message can wake a waiter within the margins below.
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .watchdog_timeout(Duration::from_secs(30))
         .build()
@@ -742,7 +742,7 @@ fn in_a_cluster_waits_hear_and_send_sharded_messages_as_redisson_does() {
 #[test]
 fn in_a_cluster_threads_exclude_each_other_across_slots() {
     let cluster = rlock_tests::cluster::Cluster::without_module();
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .watchdog_timeout(Duration::from_millis(600))
         .build()

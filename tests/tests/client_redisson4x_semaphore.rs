@@ -9,7 +9,7 @@ mod client_support;
 use std::time::Duration;
 
 use client_support::{client, runtime, subscribers};
-use rlock::{Error, PermitId};
+use rlock_client::{Error, PermitId};
 use rlock_tests::redisson::semaphore as java;
 use rlock_tests::*;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use client_support::{client, client_with, runtime};
-use rlock::WatchdogEvent;
+use rlock_client::WatchdogEvent;
 use rlock_tests::*;
 
 type Events = Arc<Mutex<Vec<WatchdogEvent>>>;
@@ -16,8 +16,8 @@ type Events = Arc<Mutex<Vec<WatchdogEvent>>>;
 /// A client whose watchdog listener records every event, with `f` applied to its builder.
 fn listening(
     s: &Server,
-    f: impl FnOnce(rlock::ClientBuilder) -> rlock::ClientBuilder,
-) -> (rlock::Client, Events) {
+    f: impl FnOnce(rlock_client::ClientBuilder) -> rlock_client::ClientBuilder,
+) -> (rlock_client::Client, Events) {
     let events: Events = Arc::default();
     let seen = events.clone();
     let client = client_with(s.url(), |b| {
@@ -199,10 +199,10 @@ fn the_listener_hears_of_a_hold_found_gone_once() {
 
 #[test]
 fn a_zero_longest_hold_is_refused() {
-    let e = rlock::Client::builder()
+    let e = rlock_client::Client::builder()
         .url("redis://127.0.0.1:1/")
         .watchdog_max_hold(Duration::ZERO)
         .build()
         .unwrap_err();
-    assert!(matches!(e, rlock::Error::Config(_)), "{e}");
+    assert!(matches!(e, rlock_client::Error::Config(_)), "{e}");
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use rlock::{Error, MultiLock, Owner, RedLock};
+use rlock_client::{Error, MultiLock, Owner, RedLock};
 use rlock_tests::redisson::fair::{
     fair_acquire, fair_owner_channel, fair_queue, fair_timeouts, fair_unlock, FAIR_ACQUIRE,
     FAIR_TRY_ACQUIRE,
@@ -33,7 +33,7 @@ fn plain() -> Server {
 
 /// A client whose watchdog lease (30 s) is far longer than any test: only messages wake its
 /// waiters, never a lease's end.
-fn long_lease(s: &Server) -> rlock::Client {
+fn long_lease(s: &Server) -> rlock_client::Client {
     client_with(s.url(), |b| b.watchdog_timeout(Duration::from_secs(30)))
 }
 
@@ -139,7 +139,7 @@ fn fair_order_holds_between_this_client_and_redissons_scripts() {
         let a = client.fair_lock("f").with_owner(Owner::from_raw("rust:a"));
         let b = client.fair_lock("f").with_owner(Owner::from_raw("rust:b"));
         let got = &got;
-        let waiter = |l: rlock::Lock, who: &'static str| {
+        let waiter = |l: rlock_client::Lock, who: &'static str| {
             move || {
                 assert!(l.try_lock_for(Duration::from_secs(20)).unwrap());
                 got.lock().unwrap().push((who, Instant::now()));

@@ -10,7 +10,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use rlock::{Error, PermitId, Protocol};
+use rlock_client::{Error, PermitId, Protocol};
 use rlock_tests::redisson::{self, latch as rlatch, semaphore as rsem};
 use rlock_tests::{
     cmd, int, margin, pttl, raw, redis, rwlock_channel, wait_until, Server, ServerOptions,
@@ -26,7 +26,7 @@ fn plain() -> Server {
 }
 
 /// A client of `s` with a 30 s watchdog: a holder's TTL can't be what wakes a waiter.
-fn slow_dog(s: &Server) -> rlock::Client {
+fn slow_dog(s: &Server) -> rlock_client::Client {
     client_with(s.url(), |b| b.watchdog_timeout(Duration::from_secs(30)))
 }
 

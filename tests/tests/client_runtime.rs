@@ -10,11 +10,11 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use client_support::*;
-use rlock::Error;
+use rlock_client::Error;
 use rlock_tests::{redis, wait_until, Server};
 
 /// A client whose background work runs on `rt`.
-fn client_on(s: &Server, rt: &tokio::runtime::Runtime) -> rlock::Client {
+fn client_on(s: &Server, rt: &tokio::runtime::Runtime) -> rlock_client::Client {
     client_with(s.url(), |b| b.runtime(rt.handle().clone()))
 }
 
@@ -53,7 +53,7 @@ fn a_current_thread_runtime_is_refused() {
         .enable_all()
         .build()
         .unwrap();
-    let r = rlock::Client::builder()
+    let r = rlock_client::Client::builder()
         .url(s.url())
         .runtime(rt.handle().clone())
         .build();
@@ -320,7 +320,7 @@ fn the_sync_api_from_a_task_of_the_given_runtime_on_a_cluster() {
     // for a driver that can't run.
     let cluster = rlock_tests::cluster::Cluster::start();
     let rt = runtime(1);
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .watchdog_timeout(Duration::from_millis(600))
         .runtime(rt.handle().clone())

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use client_support::{assert_emptied, client, runtime};
-use rlock::{Error, Ttl};
+use rlock_client::{Error, Ttl};
 use rlock_tests::cluster::Cluster;
 use rlock_tests::*;
 
@@ -473,7 +473,7 @@ fn redisson_scripts_and_the_client_share_the_lock_both_ways() {
     );
     assert!(!rw.read_lock().try_lock().unwrap());
     assert!(rw.write_lock().is_locked().unwrap());
-    let java = rlock::Owner::from_raw("java:3");
+    let java = rlock_client::Owner::from_raw("java:3");
     assert!(!rw.read_lock().is_held_by(&java).unwrap());
     assert!(rw.write_lock().is_held_by(&java).unwrap());
     assert_eq!(
@@ -487,7 +487,7 @@ fn redisson_scripts_and_the_client_share_the_lock_both_ways() {
 #[test]
 fn cluster_mode() {
     let cluster = Cluster::start();
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .watchdog_timeout(Duration::from_millis(600))
         .build()

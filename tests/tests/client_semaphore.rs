@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use client_support::{calls, client, runtime, subscribers};
-use rlock::{Error, PermitId};
+use rlock_client::{Error, PermitId};
 use rlock_tests::redisson::semaphore as java;
 use rlock_tests::*;
 
@@ -509,7 +509,7 @@ fn redisson_and_the_client_share_semaphores_both_ways() {
 #[test]
 fn cluster_mode() {
     let cluster = rlock_tests::cluster::Cluster::start();
-    let client = rlock::Client::open_cluster(cluster.seeds()).unwrap();
+    let client = rlock_client::Client::open_cluster(cluster.seeds()).unwrap();
     for name in ["{pool}:db", "sem-a", "sem-b"] {
         let sem = client.semaphore(name);
         sem.try_set_permits(1).unwrap();

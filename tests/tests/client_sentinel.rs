@@ -18,8 +18,8 @@ use rlock_tests::{cmd, margin, wait_until, Server};
 /// A client that finds the primary through the group's Sentinels. The watchdog renews every
 /// 20 s: a hold reported lost within a few seconds of a failover was found by the client
 /// following it, not by a periodic renewal. The connect timeout rides out a failover.
-fn client(g: &SentinelGroup) -> rlock::Client {
-    rlock::Client::builder()
+fn client(g: &SentinelGroup) -> rlock_client::Client {
+    rlock_client::Client::builder()
         .sentinel(MASTER, g.urls())
         .watchdog_timeout(Duration::from_secs(60))
         .connect_timeout(Duration::from_secs(30))
@@ -47,7 +47,7 @@ fn unreplicate(g: &SentinelGroup, primary: u16, key: &str) {
 }
 
 /// A thread that takes `name` with `lock()` (no time limit) and reports how that ended.
-fn waiter(client: &rlock::Client, name: &str) -> mpsc::Receiver<rlock::Result<()>> {
+fn waiter(client: &rlock_client::Client, name: &str) -> mpsc::Receiver<rlock_client::Result<()>> {
     let lock = client.lock(name);
     let (tx, rx) = mpsc::channel();
     let _: JoinHandle<()> = std::thread::spawn(move || {
@@ -131,7 +131,7 @@ fn follows_a_failover(fail: impl FnOnce(&mut SentinelGroup, u16)) {
                 // Taken on the former primary in Sentinel's window; replica sync, sent once
                 // the client had moved, found it missing on the new primary: reported, not
                 // held (seen once in the server matrix).
-                Err(rlock::Error::LeaseEndedBeforeSync { .. }) => return false,
+                Err(rlock_client::Error::LeaseEndedBeforeSync { .. }) => return false,
                 Err(e) => panic!("try_lock_for: {e}"),
             }
             let there = exists(&mut on_new, "after");
@@ -139,7 +139,7 @@ fn follows_a_failover(fail: impl FnOnce(&mut SentinelGroup, u16)) {
                 Ok(()) => {}
                 // Taken on the former primary in Sentinel's window, released once the client
                 // had moved to the new one, which never had it (seen once in a fresh clone).
-                Err(rlock::Error::NotOwner { .. }) if !there => {}
+                Err(rlock_client::Error::NotOwner { .. }) if !there => {}
                 Err(e) => panic!("unlock: {e}"),
             }
             there

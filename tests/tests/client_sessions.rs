@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use rlock::Error;
+use rlock_client::Error;
 use rlock_tests::{
     cmd, hgetall, info_int, int, margin, redis, rlock_stat, signal, string, wait_until, Pending,
     Server, Value,

@@ -8,7 +8,7 @@ mod client_support;
 use std::time::{Duration, Instant};
 
 use client_support::{calls, client, lock_info, runtime, subscribers};
-use rlock::{BackOff, Error};
+use rlock_client::{BackOff, Error};
 use rlock_tests::redisson::lock as java;
 use rlock_tests::*;
 
@@ -133,7 +133,7 @@ fn a_wait_ends_at_its_time_and_a_constant_back_off_spaces_attempts() {
     assert!(!spin.try_lock().unwrap());
 
     // A blocking wait under a CancelToken ends at the cancel, between two attempts.
-    let token = rlock::CancelToken::new();
+    let token = rlock_client::CancelToken::new();
     let waiter = {
         let (spin, token) = (spin.clone(), token.clone());
         std::thread::spawn(move || {

@@ -7,7 +7,7 @@ mod client_support;
 use std::time::{Duration, Instant};
 
 use client_support::*;
-use rlock::{Error, Ttl};
+use rlock_client::{Error, Ttl};
 use rlock_tests::{cmd, int, margin, pttl, redis, wait_until, Server};
 
 #[test]

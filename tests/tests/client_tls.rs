@@ -8,12 +8,12 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use client_support::{exists, waiters};
-use rlock::Error;
+use rlock_client::Error;
 use rlock_tests::tls::{Pki, TlsServer};
 use rlock_tests::wait_until;
 
-fn builder(s: &TlsServer, pki: &Pki) -> rlock::ClientBuilder {
-    rlock::Client::builder()
+fn builder(s: &TlsServer, pki: &Pki) -> rlock_client::ClientBuilder {
+    rlock_client::Client::builder()
         .url(s.url())
         .tls_ca(pki.ca.as_bytes())
         .tls_client_cert(pki.client_cert.as_bytes(), pki.client_key.as_bytes())
@@ -68,7 +68,7 @@ fn refuses_a_server_its_ca_did_not_sign() {
     let Some(s) = TlsServer::start(&pki) else {
         return; // a matrix server built without TLS
     };
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(s.url())
         .tls_ca(pki.other_ca.as_bytes())
         .tls_client_cert(pki.client_cert.as_bytes(), pki.client_key.as_bytes())
@@ -93,7 +93,7 @@ fn a_server_requiring_client_certificates_refuses_a_client_without_one() {
     let Some(s) = TlsServer::start(&pki) else {
         return; // a matrix server built without TLS
     };
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(s.url())
         .tls_ca(pki.ca.as_bytes())
         .connect_timeout(Duration::from_millis(300))
@@ -110,13 +110,13 @@ fn a_server_requiring_client_certificates_refuses_a_client_without_one() {
 
 #[test]
 fn tls_settings_need_rediss_urls() {
-    let e = rlock::Client::builder()
+    let e = rlock_client::Client::builder()
         .url("redis://127.0.0.1:1/")
         .tls_ca(b"-----BEGIN CERTIFICATE-----".to_vec())
         .build()
         .unwrap_err();
     assert!(matches!(e, Error::Config(_)), "{e}");
-    let e = rlock::Client::builder()
+    let e = rlock_client::Client::builder()
         .sentinel("mymaster", ["redis://127.0.0.1:1"])
         .tls_ca(b"x".to_vec())
         .build()

@@ -13,8 +13,8 @@ use rlock_tests::{
 
 const WAIT: Duration = Duration::from_secs(20);
 
-fn client(cluster: &Cluster) -> rlock::Client {
-    rlock::Client::builder()
+fn client(cluster: &Cluster) -> rlock_client::Client {
+    rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .build()
         .expect("cluster client")
@@ -44,7 +44,8 @@ fn locks_live_on_the_master_of_their_slot() {
         assert!(i < 1000, "no names found for every master");
     }
 
-    let locks: Vec<rlock::Lock> = names.iter().map(|(n, _)| client.lock(n.clone())).collect();
+    let locks: Vec<rlock_client::Lock> =
+        names.iter().map(|(n, _)| client.lock(n.clone())).collect();
     for l in &locks {
         l.lock_with_lease(Duration::from_secs(30)).unwrap();
         assert_eq!(l.hold_count().unwrap(), 1);
@@ -72,7 +73,7 @@ fn locks_live_on_the_master_of_their_slot() {
         }
     }
     // A second acquire from another thread (another owner) is refused on every node.
-    let l2: Vec<rlock::Lock> = names.iter().map(|(n, _)| client.lock(n.clone())).collect();
+    let l2: Vec<rlock_client::Lock> = names.iter().map(|(n, _)| client.lock(n.clone())).collect();
     std::thread::spawn(move || {
         for l in &l2 {
             assert!(!l.try_lock().unwrap());
@@ -90,7 +91,7 @@ fn locks_live_on_the_master_of_their_slot() {
 
     // The watchdog renews locks on every master (one RLOCK.RENEW per lock, each routed to its
     // node): held for several leases, never lost.
-    let wd = rlock::Client::builder()
+    let wd = rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .watchdog_timeout(Duration::from_millis(600))
         .build()
@@ -449,7 +450,7 @@ fn odd_names_keep_redissons_keys_outside_a_cluster() {
 /// a permit no longer leased as one too (`NOPERMIT` seen as "can't reach Redis").
 #[test]
 fn a_refusal_through_a_cluster_is_an_error_never_a_grant() {
-    use rlock::Error;
+    use rlock_client::Error;
     let cluster = Cluster::start();
     let client = client(&cluster);
     for name in ["refused:lock", "refused:sem"] {

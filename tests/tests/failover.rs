@@ -62,7 +62,7 @@ fn assert_demotion_error(reply: Value) {
 /// Client waiters for `name` that check, once granted, that their hold is already on the node
 /// `replica_port` (the replica after the failover) before they do anything else.
 fn spawn_waiters(
-    client: &rlock::Client,
+    client: &rlock_client::Client,
     name: &str,
     n: usize,
     replica_port: u16,
@@ -120,7 +120,7 @@ fn cluster_failover_releases_waiters_and_the_client_requeues_them() {
     let name = "{failover}:lock";
     let master = cluster.master_for(name);
     let replica = cluster.replica_of(master.port);
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .replica_sync(Some(Duration::from_secs(5)))
         .build()
@@ -285,7 +285,7 @@ fn replicaof_failover_releases_waiters_and_the_client_requeues_them() {
     });
     wait_link_up(&b);
     let proxy = Proxy::start(a.port);
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(proxy.url())
         .replica_sync(Some(Duration::from_secs(5)))
         .build()
@@ -388,7 +388,7 @@ fn an_address_that_moves_under_a_live_listener_gets_a_session_on_the_new_server(
     let a = Server::start();
     let b = Server::start();
     let proxy = Proxy::start(a.port);
-    let client = rlock::Client::open(proxy.url()).unwrap();
+    let client = rlock_client::Client::open(proxy.url()).unwrap();
     let first = client.lock("moving:1");
     first.lock().unwrap();
     first.unlock().unwrap();

@@ -221,7 +221,7 @@ fn reshard_under_load_keeps_exclusion_and_strands_no_waiter() {
         );
     }
 
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .cluster(cluster.seeds())
         .retry(10, Duration::from_millis(20))
         .build()

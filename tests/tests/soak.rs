@@ -1,6 +1,6 @@
 //! Soak with an invariant checker (issue 5, part B).
 //!
-//! 32 clients (one thread and one `rlock::Client` each) hammer 4 locks with a random mix of
+//! 32 clients (one thread and one `rlock_client::Client` each) hammer 4 locks with a random mix of
 //! non-blocking tries, bounded waits, unbounded waits, leases and watchdog holds, re-entry,
 //! unlock, force unlock, abandoned holds (a "crashed" holder that never unlocks) and overruns
 //! (a holder that outlives its lease), while a killer thread cuts random client connections with
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rlock::Error;
+use rlock_client::Error;
 use rlock_tests::{
     cmd, env_seed, env_u64, info_int, int, raw, redis, rlock_stat, text, Rng, Server, Value,
 };
@@ -95,7 +95,7 @@ impl Shared {
 }
 
 fn worker(id: usize, url: String, seed: u64, sh: Arc<Shared>) {
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .url(url)
         .watchdog_timeout(WATCHDOG)
         .worker_threads(1)

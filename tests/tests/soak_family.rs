@@ -3,7 +3,7 @@
 //! an invariant checker per object.
 //!
 //! Who drives them, on the same keys at the same time:
-//! - threads with one `rlock::Client` each (sync API: waits go through the client's session,
+//! - threads with one `rlock_client::Client` each (sync API: waits go through the client's session,
 //!   `QUEUE ... BLOCK 50`), and tasks on a tokio runtime sharing one client (async API: `QUEUE`
 //!   alone), some of whose acquires are cancelled by a timeout (the drop withdraws the request);
 //! - child processes running the sync workers (this test binary again, `family_child`), which
@@ -62,7 +62,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rlock::Error;
+use rlock_client::Error;
 use rlock_tests::redis;
 use rlock_tests::redisson;
 use rlock_tests::{
@@ -303,7 +303,7 @@ impl Rec {
         }
     }
     /// What a client counted in doubt over the round (read once its workers stopped).
-    fn client_in_doubt(&self, client: &rlock::Client) {
+    fn client_in_doubt(&self, client: &rlock_client::Client) {
         let n = client.permits_in_doubt();
         self.count("semaphore", "client-in-doubt", n);
         if let Rec::Mem(sh) = self {
@@ -386,8 +386,8 @@ impl Probe {
 // Sync workers (threads of this process, and children)
 // ---------------------------------------------------------------------------------------------
 
-fn build_client(url: &str, grace: Duration) -> rlock::Client {
-    rlock::Client::builder()
+fn build_client(url: &str, grace: Duration) -> rlock_client::Client {
+    rlock_client::Client::builder()
         .url(url.to_string())
         .watchdog_timeout(WATCHDOG)
         .session_grace(grace)
@@ -409,8 +409,8 @@ fn terms(rng: &mut Rng) -> (Option<u64>, u64, u64) {
 /// A read-write lock side (no tokens) or the fenced lock.
 #[derive(Clone, Copy)]
 enum Handle<'a> {
-    Side(&'a rlock::Lock),
-    Fenced(&'a rlock::FencedLock),
+    Side(&'a rlock_client::Lock),
+    Fenced(&'a rlock_client::FencedLock),
 }
 
 /// One hold of a read-write lock side or of the lock, through the sync client, with its fate:
@@ -426,7 +426,7 @@ fn sync_lock_op(
     who: &str,
 ) {
     let o = obj.name();
-    let lock: &rlock::Lock = match handle {
+    let lock: &rlock_client::Lock = match handle {
         Handle::Side(l) => l,
         Handle::Fenced(f) => f,
     };
@@ -540,7 +540,7 @@ fn sync_lock_op(
 
 /// Plain permits through the sync client: certainly held from the acquire's return to the
 /// release's send (nothing takes plain permits back).
-fn sync_sem_plain(rng: &mut Rng, rec: &Rec, client: &rlock::Client, who: &str) {
+fn sync_sem_plain(rng: &mut Rng, rec: &Rec, client: &rlock_client::Client, who: &str) {
     let sem = client.semaphore(SEM);
     let n = rng.range(1, 2);
     rec.count("semaphore", "ops", 1);
@@ -582,7 +582,7 @@ fn sync_sem_plain(rng: &mut Rng, rec: &Rec, client: &rlock::Client, who: &str) {
 
 /// A leased permit through the sync client: held until the earlier of its lease end and its
 /// release; released after its lease ended, it must be refused (it was returned already).
-fn sync_sem_lease(rng: &mut Rng, rec: &Rec, client: &rlock::Client, who: &str) {
+fn sync_sem_lease(rng: &mut Rng, rec: &Rec, client: &rlock_client::Client, who: &str) {
     let pes = client.permit_expirable_semaphore(SEM);
     let l = rng.range(MIN_LEASE_MS, MAX_LEASE_MS);
     let lease = Duration::from_millis(l);
@@ -682,7 +682,13 @@ fn sync_worker(id: &str, url: &str, seed: u64, rec: Rec, grace: Duration, plain:
 /// withdraws its request (`RSESSION.CANCEL`) and gives back a grant that raced the cancel before
 /// the drop returns, so the owner must hold nothing afterwards (unless a fault in between made
 /// that give-back fail, which the fault epoch tells).
-async fn async_worker(id: String, client: rlock::Client, url: String, seed: u64, sh: Arc<Shared>) {
+async fn async_worker(
+    id: String,
+    client: rlock_client::Client,
+    url: String,
+    seed: u64,
+    sh: Arc<Shared>,
+) {
     let rec = Rec::Mem(sh.clone());
     let mut probe = Probe::new(&url);
     let mut rng = Rng::new(seed);
@@ -1752,7 +1758,7 @@ fn latch_awaiter(id: String, url: String, seed: u64, sh: Arc<Shared>) {
 }
 
 /// Async awaits of the latch (the client's session, `QUEUE` alone), some cancelled.
-async fn async_latch_awaiter(client: rlock::Client, seed: u64, sh: Arc<Shared>) {
+async fn async_latch_awaiter(client: rlock_client::Client, seed: u64, sh: Arc<Shared>) {
     let mut rng = Rng::new(seed);
     let latch = client.async_count_down_latch(LATCH);
     while !sh.stop.load(Ordering::Relaxed) {

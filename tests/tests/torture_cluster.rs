@@ -195,7 +195,7 @@ fn run(cluster: &mut Cluster, secs: u64, replica_sync: bool, seed: u64) -> Repor
             .map(|n| int(&mut c, &cmd!("CLUSTER", "KEYSLOT", n)) as u16)
             .collect()
     };
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .cluster(
             ports(cluster)
                 .iter()

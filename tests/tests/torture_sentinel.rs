@@ -119,7 +119,7 @@ fn inject(group: &mut SentinelGroup, all: &[usize], rng: &mut Rng) -> Fault {
 fn run(group: &mut SentinelGroup, secs: u64, replica_sync: bool, seed: u64) -> Report {
     let names = names();
     let all: Vec<usize> = (0..names.len()).collect();
-    let client = rlock::Client::builder()
+    let client = rlock_client::Client::builder()
         .sentinel(MASTER, group.urls())
         .replica_sync(replica_sync.then_some(Duration::from_millis(500)))
         .build()

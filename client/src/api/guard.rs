@@ -129,7 +129,7 @@ pub struct Guard<M: CallStyle> {
 /// [`Semaphore`](crate::Semaphore)'s permits, ...
 ///
 /// ```no_run
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let lock = client.lock("cache-rebuild");
 /// let outer = lock.guard()?;
 /// let inner = lock.guard()?;           // re-entry: hold count 2
@@ -137,7 +137,7 @@ pub struct Guard<M: CallStyle> {
 /// drop(inner);
 /// assert!(!outer.is_lost());
 /// outer.unlock()?;                     // explicit release reports errors
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 pub type LockGuard = Guard<Blocking>;
 
@@ -149,8 +149,8 @@ pub type LockGuard = Guard<Blocking>;
 ///
 /// ```no_run
 /// # async fn work() {}
-/// # async fn demo() -> rlock::Result<()> {
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// # async fn demo() -> rlock_client::Result<()> {
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let g = client.async_lock("cache-rebuild").guard().await?;
 /// tokio::select! {
 ///     _ = work() => g.unlock().await?,

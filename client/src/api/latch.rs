@@ -39,7 +39,7 @@ impl LatchCore {
 /// is a Rust keyword), `await(timeout)` is [`wait_for`](CountDownLatch::wait_for).
 ///
 /// ```no_run
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let ready = client.count_down_latch("workers-ready");
 /// ready.try_set_count(3)?;
 /// for _ in 0..3 {
@@ -47,7 +47,7 @@ impl LatchCore {
 ///     std::thread::spawn(move || r.count_down()); // each worker, once ready
 /// }
 /// ready.wait()?;                                  // all three are ready
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct CountDownLatch {
@@ -57,8 +57,8 @@ pub struct CountDownLatch {
 /// The async form of [`CountDownLatch`].
 ///
 /// ```no_run
-/// # async fn demo() -> rlock::Result<()> {
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// # async fn demo() -> rlock_client::Result<()> {
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let ready = client.async_count_down_latch("workers-ready");
 /// if !ready.wait_for(std::time::Duration::from_secs(5)).await? {
 ///     eprintln!("still {} to go", ready.get_count().await?);

@@ -148,7 +148,7 @@ impl Held for LockHeld {
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let lock = client.lock("reports");
 /// lock.lock()?;                                      // wait, hold until unlock
 /// assert_eq!(lock.hold_count()?, 1);
@@ -161,7 +161,7 @@ impl Held for LockHeld {
 /// if let Some(_guard) = lock.try_guard_for(Duration::from_millis(500))? {
 ///     // released when `_guard` goes out of scope
 /// }
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Lock {
@@ -185,10 +185,10 @@ pub struct Lock {
 /// no connection (see "Waiting: sessions" in the crate docs).
 ///
 /// ```no_run
-/// # async fn demo() -> rlock::Result<()> {
+/// # async fn demo() -> rlock_client::Result<()> {
 /// use std::time::Duration;
 ///
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let lock = client.async_lock("invoices");
 /// lock.lock().await?;
 /// // ... critical section ...
@@ -219,7 +219,7 @@ pub struct AsyncLock {
 /// [`FencedLock::try_lock_and_get_token`] makes one attempt (Redisson's waits forever).
 ///
 /// ```no_run
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let lock = client.fenced_lock("ledger");
 /// let t1 = lock.lock_and_get_token()?;
 /// lock.unlock()?;
@@ -228,7 +228,7 @@ pub struct AsyncLock {
 /// lock.unlock()?;
 /// let g = lock.guard()?;             // guards carry the token
 /// assert_eq!(g.token(), lock.token()?);
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct FencedLock {
@@ -239,8 +239,8 @@ pub struct FencedLock {
 /// and take tokens too.
 ///
 /// ```no_run
-/// # async fn demo() -> rlock::Result<()> {
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// # async fn demo() -> rlock_client::Result<()> {
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let lock = client.async_fenced_lock("ledger");
 /// let token = lock.lock_and_get_token().await?;
 /// lock.unlock().await?;

@@ -33,10 +33,11 @@ pub(crate) struct MultiCore {
 
 /// The server a client talks to, for ordering locks of several clients.
 fn server_of(ctx: &Context) -> String {
-    match &ctx.config.cluster {
-        Some(seeds) => seeds.join(","),
-        None => ctx.config.url.clone(),
+    #[cfg(feature = "cluster")]
+    if let Some(seeds) = &ctx.config.cluster {
+        return seeds.join(",");
     }
+    ctx.config.url.clone()
 }
 
 impl MultiCore {
@@ -224,13 +225,13 @@ impl Held for MultiHeld {
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// let a = rlock::Client::open("redis://10.0.0.1:6379/")?;
-/// let b = rlock::Client::open("redis://10.0.0.2:6379/")?;
-/// let both = rlock::MultiLock::new([a.lock("account:1"), b.lock("account:2")])?;
+/// let a = rlock_client::Client::open("redis://10.0.0.1:6379/")?;
+/// let b = rlock_client::Client::open("redis://10.0.0.2:6379/")?;
+/// let both = rlock_client::MultiLock::new([a.lock("account:1"), b.lock("account:2")])?;
 /// if let Some(_g) = both.try_guard_for(Duration::from_secs(2))? {
 ///     // ... move money between the two accounts ...
 /// }
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct MultiLock {
@@ -240,8 +241,8 @@ pub struct MultiLock {
 /// The async form of [`MultiLock`]: its locks are [`AsyncLock`]s acting as the calling task.
 ///
 /// ```no_run
-/// # async fn demo() -> rlock::Result<()> {
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// # async fn demo() -> rlock_client::Result<()> {
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let both = client.async_multi_lock(["account:1", "account:2"])?;
 /// let g = both.guard().await?;
 /// g.unlock().await?;
@@ -286,13 +287,13 @@ pub struct AsyncMultiLock {
 /// let servers = ["redis://10.0.0.1:6379/", "redis://10.0.0.2:6379/", "redis://10.0.0.3:6379/"];
 /// let clients = servers
 ///     .iter()
-///     .map(|url| rlock::Client::open(*url))
+///     .map(|url| rlock_client::Client::open(*url))
 ///     .collect::<Result<Vec<_>, _>>()?;
-/// let red = rlock::RedLock::new(clients.iter().map(|c| c.lock("report")))?;
+/// let red = rlock_client::RedLock::new(clients.iter().map(|c| c.lock("report")))?;
 /// if let Some(g) = red.try_guard_with(Duration::from_millis(500), Duration::from_secs(10))? {
 ///     // finish before g.valid_until()
 /// }
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone, Debug)]
 pub struct RedLock {
@@ -302,8 +303,8 @@ pub struct RedLock {
 /// The async form of [`RedLock`]; the methods are [`AsyncMultiLock`]'s.
 ///
 /// ```no_run
-/// # async fn demo(clients: Vec<rlock::Client>) -> rlock::Result<()> {
-/// let red = rlock::AsyncRedLock::new(clients.iter().map(|c| c.async_lock("report")))?;
+/// # async fn demo(clients: Vec<rlock_client::Client>) -> rlock_client::Result<()> {
+/// let red = rlock_client::AsyncRedLock::new(clients.iter().map(|c| c.async_lock("report")))?;
 /// let g = red.guard_with_lease(std::time::Duration::from_secs(10)).await?;
 /// g.unlock().await?;
 /// # Ok(()) }

@@ -37,7 +37,7 @@ use crate::owner::{Owner, OwnerPolicy};
 /// and the watchdog renews with Redisson's scripts (`docs/operations.md`, "Two protocols").
 ///
 /// ```no_run
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let rw = client.read_write_lock("prices");
 /// {
 ///     let _r = rw.read_lock().guard()?;       // shared with other readers
@@ -47,7 +47,7 @@ use crate::owner::{Owner, OwnerPolicy};
 /// let r = rw.read_lock().guard()?;            // downgrade: the writer may read too
 /// drop(w);                                    // now a reader, others may read as well
 /// r.unlock()?;
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct ReadWriteLock {
@@ -58,8 +58,8 @@ pub struct ReadWriteLock {
 /// task (or an explicit [`Owner`], see [`AsyncReadWriteLock::with_owner`]).
 ///
 /// ```no_run
-/// # async fn demo() -> rlock::Result<()> {
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// # async fn demo() -> rlock_client::Result<()> {
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let rw = client.async_read_write_lock("prices");
 /// let g = rw.read_lock().guard().await?;
 /// // ... read ...

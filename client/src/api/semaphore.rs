@@ -177,7 +177,7 @@ impl Held for Permit {
 /// with an ambiguous [`Error::Connection`].
 ///
 /// ```no_run
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let db = client.semaphore("db-connections");
 /// db.try_set_permits(4)?;                  // at most 4 at once, in every process
 /// {
@@ -185,7 +185,7 @@ impl Held for Permit {
 ///     // ... use the database ...
 /// }                                        // given back here
 /// assert_eq!(db.available_permits()?, 4);
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct Semaphore {
@@ -195,8 +195,8 @@ pub struct Semaphore {
 /// The async form of [`Semaphore`] (Redisson's `RSemaphoreAsync`).
 ///
 /// ```no_run
-/// # async fn demo() -> rlock::Result<()> {
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// # async fn demo() -> rlock_client::Result<()> {
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let db = client.async_semaphore("db-connections");
 /// let permit = db.guard().await?;
 /// permit.unlock().await?;
@@ -226,14 +226,14 @@ pub struct AsyncSemaphore {
 /// ```no_run
 /// use std::time::Duration;
 ///
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let workers = client.permit_expirable_semaphore("render-slots");
 /// workers.try_set_permits(8)?;
 /// let id = workers.acquire(Duration::from_secs(60))?;
 /// println!("working as permit {id}");
 /// workers.update_lease_time(id, Duration::from_secs(60))?; // still busy: 60 s more
 /// workers.release(id)?;
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct PermitExpirableSemaphore {
@@ -243,8 +243,8 @@ pub struct PermitExpirableSemaphore {
 /// The async form of [`PermitExpirableSemaphore`].
 ///
 /// ```no_run
-/// # async fn demo() -> rlock::Result<()> {
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// # async fn demo() -> rlock_client::Result<()> {
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let workers = client.async_permit_expirable_semaphore("render-slots");
 /// let g = workers.guard(std::time::Duration::from_secs(60)).await?;
 /// g.unlock().await?;
@@ -277,13 +277,13 @@ macro_rules! watched {
             ///
             /// ```no_run
             /// # use std::time::Duration;
-            /// # let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+            /// # let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
             /// let slots = client.permit_expirable_semaphore("render-slots").with_watchdog();
             /// // Held as long as the work takes; 30 s after a crash at most.
             /// let permit = slots.guard(Duration::from_secs(30))?;
             /// // ... render for as long as it takes ...
             /// permit.unlock()?;
-            /// # Ok::<(), rlock::Error>(())
+            /// # Ok::<(), rlock_client::Error>(())
             /// ```
             pub fn with_watchdog(mut self) -> $T {
                 self.core.watched = true;

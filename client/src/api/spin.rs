@@ -22,7 +22,7 @@ use crate::wait::Wait;
 ///
 /// ```
 /// use std::time::Duration;
-/// use rlock::BackOff;
+/// use rlock_client::BackOff;
 /// // Redisson's default: 1 ms, doubled after each attempt (plus a jitter), at most 128 ms.
 /// assert_eq!(BackOff::default(), BackOff::exponential(Duration::from_millis(1), Duration::from_millis(128), 2));
 /// let mut delays = BackOff::constant(Duration::from_millis(64)).delays();
@@ -228,12 +228,12 @@ impl SpinCore {
 ///
 /// ```no_run
 /// # use std::time::Duration;
-/// let client = rlock::Client::open("redis://127.0.0.1:6390/")?;
+/// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
 /// let lock = client.spin_lock("jobs:nightly");
 /// if lock.try_lock_for(Duration::from_secs(2))? {
 ///     lock.unlock()?;
 /// }
-/// # Ok::<(), rlock::Error>(())
+/// # Ok::<(), rlock_client::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct SpinLock {

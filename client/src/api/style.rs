@@ -22,15 +22,15 @@ pub trait CallStyle: sealed::Sealed + Send + Sync + 'static {}
 ///
 /// ```
 /// #[allow(deprecated)]
-/// fn name_of<M: rlock::Mode>(g: &rlock::Guard<M>) -> &str {
+/// fn name_of<M: rlock_client::Mode>(g: &rlock_client::Guard<M>) -> &str {
 ///     g.name()
 /// }
-/// fn token_of<S: rlock::CallStyle>(g: &rlock::Guard<S>) -> Option<u64> {
+/// fn token_of<S: rlock_client::CallStyle>(g: &rlock_client::Guard<S>) -> Option<u64> {
 ///     g.token()
 /// }
 /// ```
 #[deprecated(
-    note = "renamed `CallStyle` (a read-write lock's mode is read or write); use `rlock::CallStyle`"
+    note = "renamed `CallStyle` (a read-write lock's mode is read or write); use `rlock_client::CallStyle`"
 )]
 pub trait Mode: CallStyle {}
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// Time left on a lock's lease, as `PTTL` reports it.
 ///
 /// ```
-/// use rlock::Ttl;
+/// use rlock_client::Ttl;
 /// use std::time::Duration;
 ///
 /// assert_eq!(Ttl::from_pttl(-2), Ttl::NotLocked);
@@ -26,7 +26,7 @@ impl Ttl {
     /// Interpret a `PTTL` reply.
     ///
     /// ```
-    /// assert_eq!(rlock::Ttl::from_pttl(-1), rlock::Ttl::NoExpiry);
+    /// assert_eq!(rlock_client::Ttl::from_pttl(-1), rlock_client::Ttl::NoExpiry);
     /// ```
     pub fn from_pttl(ms: i64) -> Ttl {
         match ms {
@@ -39,7 +39,7 @@ impl Ttl {
     /// The time left, if the lock exists and expires.
     ///
     /// ```
-    /// assert_eq!(rlock::Ttl::NotLocked.remaining(), None);
+    /// assert_eq!(rlock_client::Ttl::NotLocked.remaining(), None);
     /// ```
     pub fn remaining(&self) -> Option<Duration> {
         match self {
@@ -51,7 +51,7 @@ impl Ttl {
     /// Redisson's `remainTimeToLive()` value: milliseconds, `-2` absent, `-1` no expiry.
     ///
     /// ```
-    /// assert_eq!(rlock::Ttl::from_pttl(250).as_millis(), 250);
+    /// assert_eq!(rlock_client::Ttl::from_pttl(250).as_millis(), 250);
     /// ```
     pub fn as_millis(&self) -> i64 {
         match self {

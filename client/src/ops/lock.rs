@@ -950,6 +950,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "cluster")]
     #[test]
     fn token_key_shares_the_lock_slot() {
         assert_eq!(token_key("myLock"), "redisson_lock_token:{myLock}");

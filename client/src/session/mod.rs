@@ -157,6 +157,7 @@ impl Sessions {
 
     /// Sentinel names `primary` now: leave the sessions on every other node (their waits are
     /// interrupted, and queue again on the primary).
+    #[cfg(feature = "sentinel")]
     pub(crate) fn follow_primary(&self, primary: &Arc<str>) {
         let former: Vec<Arc<Listener>> = {
             let mut all = self.listeners.lock();

@@ -32,13 +32,14 @@ use tokio::sync::OnceCell;
 use super::pool::{AsyncConn, Node, Pool};
 use super::retry::Redirect;
 use super::waiter::Waiter;
-use crate::config::Config;
+use crate::config::{redis_client, Config};
 use crate::error::{Error, Result};
 
 pub(crate) struct Cluster {
     client: ClusterClient,
     seeds: Vec<ConnectionInfo>,
-    certs: Option<redis::TlsCertificates>,
+    #[cfg(feature = "tls")]
+    certs: Option<crate::config::Certificates>,
     shared: OnceCell<ClusterConnection>,
     watchdog: OnceCell<ClusterConnection>,
     /// The node each slot was last seen served by (`CLUSTER SLOTS`, redirects).
@@ -100,13 +101,15 @@ impl Cluster {
             Some(c) => infos
                 .into_iter()
                 .map(|i| {
-                    redis::Client::build_with_tls(i, c.clone())
+                    redis_client(i, Some(c))
                         .map(|cl| cl.get_connection_info().clone())
                         .map_err(|e| Error::Config(format!("bad TLS settings: {e}")))
                 })
                 .collect::<Result<Vec<_>>>()?,
         };
+        #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
         let mut builder = ClusterClientBuilder::new(infos.clone());
+        #[cfg(feature = "tls")]
         if let Some(c) = certs.clone() {
             builder = builder.certs(c);
         }
@@ -119,6 +122,7 @@ impl Cluster {
         Ok(Cluster {
             client,
             seeds: infos,
+            #[cfg(feature = "tls")]
             certs,
             shared: OnceCell::new(),
             watchdog: OnceCell::new(),
@@ -139,10 +143,12 @@ impl Cluster {
         &self,
         pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
     ) -> RedisResult<ClusterClient> {
+        #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
         let mut builder = ClusterClientBuilder::new(self.seeds.clone())
             .use_protocol(redis::ProtocolVersion::RESP3)
             .push_sender(pushes)
             .connection_timeout(self.connect_timeout);
+        #[cfg(feature = "tls")]
         if let Some(c) = self.certs.clone() {
             builder = builder.certs(c);
         }

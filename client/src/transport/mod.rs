@@ -4,9 +4,11 @@
 //! connection, except the [`Waiter`] replica sync holds for `WAIT` and the session listener's
 //! own connection (to a [`Node`]).
 
+#[cfg(feature = "cluster")]
 mod cluster;
 mod pool;
 mod retry;
+#[cfg(feature = "sentinel")]
 mod sentinel;
 mod single;
 mod waiter;
@@ -21,9 +23,8 @@ pub(crate) use pool::Node;
 pub(crate) use retry::{classify, Delivery, Failure, Redirect, RetryPolicy};
 pub(crate) use waiter::Waiter;
 
-use crate::config::Config;
+use crate::config::{redis_client, Config};
 use crate::error::{Error, Result};
-use crate::metrics::Metrics;
 use crate::runtime::Background;
 
 /// How the caller waits for replies: on its own thread (sync API) or by awaiting (async API).
@@ -39,41 +40,55 @@ pub(crate) struct Transport {
     response_timeout: Duration,
 }
 
+/// The deployment: one server, a cluster (the `cluster` feature) or the primary Sentinel names
+/// (the `sentinel` feature).
 enum Via {
     Single(single::Single),
+    #[cfg(feature = "cluster")]
     Cluster(Box<cluster::Cluster>),
+    #[cfg(feature = "sentinel")]
     Sentinel(Arc<sentinel::SentinelTransport>),
+}
+
+impl Via {
+    /// Must run inside the client runtime's context.
+    fn new(cfg: &Config) -> Result<Via> {
+        #[cfg(feature = "cluster")]
+        if let Some(seeds) = &cfg.cluster {
+            return Ok(Via::Cluster(Box::new(cluster::Cluster::new(seeds, cfg)?)));
+        }
+        #[cfg(feature = "sentinel")]
+        if let Some(s) = &cfg.sentinel {
+            return Ok(Via::Sentinel(sentinel::SentinelTransport::new(s, cfg)?));
+        }
+        let client = redis_client(cfg.url.as_str(), cfg.tls.certificates().as_ref())
+            .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", cfg.url)))?;
+        Ok(Via::Single(single::Single::new(client, cfg)?))
+    }
 }
 
 /// The client's connections use rustls (redis-rs' `tls-rustls`), which takes the process's
 /// default crypto provider: install ring's, unless the application installed one already.
+#[cfg(feature = "tls")]
 fn tls_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+// Without the `cluster` feature, keys, redirects and cluster addresses route nothing: one
+// server (or the primary Sentinel names) serves every key.
+#[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
 impl Transport {
     /// Must run inside the client runtime's context.
     pub(crate) fn new(cfg: &Config) -> Result<Transport> {
+        #[cfg(feature = "tls")]
         tls_provider();
-        let via = match (&cfg.cluster, &cfg.sentinel) {
-            (Some(seeds), _) => Via::Cluster(Box::new(cluster::Cluster::new(seeds, cfg)?)),
-            (None, Some(s)) => Via::Sentinel(sentinel::SentinelTransport::new(s, cfg)?),
-            (None, None) => {
-                let client = match cfg.tls.certificates() {
-                    Some(certs) => redis::Client::build_with_tls(cfg.url.as_str(), certs),
-                    None => redis::Client::open(cfg.url.as_str()),
-                }
-                .map_err(|e| Error::Config(format!("bad Redis URL '{}': {e}", cfg.url)))?;
-                Via::Single(single::Single::new(client, cfg)?)
-            }
-        };
         Ok(Transport {
-            via,
+            via: Via::new(cfg)?,
             policy: RetryPolicy {
                 connect_timeout: cfg.connect_timeout,
                 delay: cfg.retry_delay,
                 attempts: cfg.retry_attempts,
-                metrics: Metrics::new(cfg.metrics.clone()),
+                metrics: cfg.reporting(),
             },
             response_timeout: cfg.response_timeout,
         })
@@ -83,7 +98,9 @@ impl Transport {
     pub(crate) fn addr_of(&self, key: &str) -> Arc<str> {
         match &self.via {
             Via::Single(s) => s.node.addr.clone(),
+            #[cfg(feature = "cluster")]
             Via::Cluster(c) => c.node_for(key),
+            #[cfg(feature = "sentinel")]
             Via::Sentinel(s) => s.addr(),
         }
     }
@@ -121,7 +138,9 @@ impl Transport {
         // see `ops::lock`'s `an_awaited_acquire_stays_small`).
         match &self.via {
             Via::Single(s) => s.send(io, cmd).await,
+            #[cfg(feature = "cluster")]
             Via::Cluster(c) => Box::pin(c.send(key, cmd, to)).await,
+            #[cfg(feature = "sentinel")]
             Via::Sentinel(s) => Box::pin(s.send(io, cmd)).await,
         }
     }
@@ -137,7 +156,9 @@ impl Transport {
                 let cmds: Vec<Cmd> = cmds.iter().map(|(_, c)| c.clone()).collect();
                 s.send_each(&cmds).await
             }
+            #[cfg(feature = "cluster")]
             Via::Cluster(c) => c.send_each(cmds).await,
+            #[cfg(feature = "sentinel")]
             Via::Sentinel(s) => {
                 let cmds: Vec<Cmd> = cmds.iter().map(|(_, c)| c.clone()).collect();
                 s.send_each(&cmds).await
@@ -150,7 +171,11 @@ impl Transport {
     /// on Redis 7+ and Valkey, every server rlock supports), so that a Java service's waits hear
     /// this client's releases and the other way round.
     pub(crate) fn sharded_pubsub(&self) -> bool {
-        matches!(self.via, Via::Cluster(_))
+        #[cfg(feature = "cluster")]
+        if let Via::Cluster(_) = self.via {
+            return true;
+        }
+        false
     }
 
     /// The command Redisson's scripts publish with on this deployment.
@@ -163,11 +188,13 @@ impl Transport {
     }
 
     /// A cluster client for sharded pub/sub, its messages pushed to `pushes` (clusters only).
+    #[cfg(feature = "cluster")]
     pub(crate) fn sharded_client(
         &self,
         pushes: tokio::sync::mpsc::UnboundedSender<redis::PushInfo>,
     ) -> Option<RedisResult<redis::cluster::ClusterClient>> {
         match &self.via {
+            #[cfg(feature = "cluster")]
             Via::Cluster(c) => Some(c.sharded_pubsub(pushes)),
             _ => None,
         }
@@ -178,7 +205,9 @@ impl Transport {
     pub(crate) async fn node_of(&self, key: &str) -> Arc<str> {
         match &self.via {
             Via::Single(s) => s.node.addr.clone(),
+            #[cfg(feature = "cluster")]
             Via::Cluster(c) => Box::pin(c.node_of(key)).await,
+            #[cfg(feature = "sentinel")]
             Via::Sentinel(s) => Box::pin(s.node_of()).await,
         }
     }
@@ -187,7 +216,9 @@ impl Transport {
     pub(crate) fn node(&self, addr: &Arc<str>) -> RedisResult<Arc<Node>> {
         match &self.via {
             Via::Single(s) => Ok(s.node.clone()),
+            #[cfg(feature = "cluster")]
             Via::Cluster(c) => c.node(addr),
+            #[cfg(feature = "sentinel")]
             Via::Sentinel(s) => s.node(addr),
         }
     }
@@ -203,7 +234,9 @@ impl Transport {
     ) -> RedisResult<Value> {
         match &self.via {
             Via::Single(s) => s.send(io, cmd).await,
+            #[cfg(feature = "cluster")]
             Via::Cluster(c) => Box::pin(c.send_at(addr, cmd, asking)).await,
+            #[cfg(feature = "sentinel")]
             Via::Sentinel(s) => Box::pin(s.send_at(io, addr, cmd)).await,
         }
     }
@@ -222,13 +255,15 @@ impl Transport {
     /// Half the response timeout at most, so the parked read never times out.
     pub(crate) fn park_ms(&self, io: Io) -> Option<u64> {
         const PARK: Duration = Duration::from_millis(50);
-        match (&self.via, io) {
-            (Via::Single(_) | Via::Sentinel(_), Io::Blocking) => {
-                let ms = PARK.min(self.response_timeout / 2).as_millis() as u64;
-                (ms > 0).then_some(ms)
-            }
-            _ => None,
+        #[cfg(feature = "cluster")]
+        if let Via::Cluster(_) = self.via {
+            return None;
         }
+        if io != Io::Blocking {
+            return None;
+        }
+        let ms = PARK.min(self.response_timeout / 2).as_millis() as u64;
+        (ms > 0).then_some(ms)
     }
 
     /// A connection of its own on the node serving `key` (or on `at`, where a redirect
@@ -236,7 +271,9 @@ impl Transport {
     pub(crate) async fn waiter(&self, io: Io, key: &str, at: Option<&str>) -> RedisResult<Waiter> {
         match &self.via {
             Via::Single(s) => s.waiter(io).await,
+            #[cfg(feature = "cluster")]
             Via::Cluster(c) => c.waiter(key, at).await,
+            #[cfg(feature = "sentinel")]
             Via::Sentinel(s) => s.waiter(io).await,
         }
     }
@@ -244,8 +281,10 @@ impl Transport {
     /// The primary's address each time Sentinel names another one; `None` when the client does
     /// not use Sentinel (a single server's address never changes; a cluster's waits follow
     /// their slot's redirects).
+    #[cfg(feature = "sentinel")]
     pub(crate) fn primary_changes(&self) -> Option<tokio::sync::watch::Receiver<Option<Arc<str>>>> {
         match &self.via {
+            #[cfg(feature = "sentinel")]
             Via::Sentinel(s) => Some(s.primary_changes()),
             _ => None,
         }
@@ -253,6 +292,7 @@ impl Transport {
 
     /// A wait found `key` served by `addr`.
     pub(crate) fn learn(&self, key: &str, addr: &str) {
+        #[cfg(feature = "cluster")]
         if let Via::Cluster(c) = &self.via {
             c.learn(key, addr);
         }
@@ -260,6 +300,7 @@ impl Transport {
 
     /// The node a wait for `key` used could not be reached or turned into a replica.
     pub(crate) fn forget(&self, key: &str) {
+        #[cfg(feature = "cluster")]
         if let Via::Cluster(c) = &self.via {
             c.forget(key);
         }

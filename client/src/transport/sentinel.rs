@@ -33,7 +33,7 @@ use super::retry::{classify, Failure};
 use super::single::Single;
 use super::waiter::Waiter;
 use super::Io;
-use crate::config::{Config, SentinelConfig};
+use crate::config::{redis_client, Certificates, Config, SentinelConfig};
 use crate::error::{Error, Result};
 
 /// What the transport's calls return here: the look-up and failover logic make deep futures,
@@ -128,6 +128,8 @@ fn parse_sentinels(urls: &[String]) -> Result<Sentinels> {
 
 /// redis-rs' Sentinel client for `s`: the Sentinels' credentials and TLS from their URLs; the
 /// primary's from the builder, with TLS when the Sentinels use it (as Redisson does).
+// `cfg` gives the certificates only (the `tls` feature).
+#[cfg_attr(not(feature = "tls"), allow(unused_variables))]
 fn sentinel_client(
     s: &SentinelConfig,
     cfg: &Config,
@@ -155,6 +157,7 @@ fn sentinel_client(
     }
     if sentinels.tls {
         b = b.set_client_to_redis_tls_mode(TlsMode::Secure);
+        #[cfg(feature = "tls")]
         if let Some(certs) = cfg.tls.certificates() {
             b = b
                 .set_client_to_sentinel_certificates(certs.clone())
@@ -465,7 +468,7 @@ impl SentinelTransport {
 async fn switches(
     t: Weak<SentinelTransport>,
     sentinels: Vec<ConnectionInfo>,
-    certs: Option<redis::TlsCertificates>,
+    certs: Option<Certificates>,
     mut stopped: watch::Receiver<()>,
 ) {
     let mut delay = Duration::ZERO;
@@ -481,10 +484,7 @@ async fn switches(
             return;
         };
         let info = sentinels[i].clone();
-        let client = match &certs {
-            Some(c) => redis::Client::build_with_tls(info, c.clone()),
-            None => redis::Client::open(info),
-        };
+        let client = redis_client(info, certs.as_ref());
         let pubsub = match client {
             Ok(c) => tokio::time::timeout(MAX_BACKOFF * 5, c.get_async_pubsub()).await,
             Err(e) => Ok(Err(e)),

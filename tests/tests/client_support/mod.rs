@@ -9,15 +9,15 @@ use rlock_tests::redis;
 use rlock_tests::Server;
 
 /// A client with defaults except a short watchdog (tests should not wait 30 s).
-pub fn client(s: &Server) -> rlock::Client {
+pub fn client(s: &Server) -> rlock_client::Client {
     client_with(s.url(), |b| b)
 }
 
 pub fn client_with(
     url: String,
-    f: impl FnOnce(rlock::ClientBuilder) -> rlock::ClientBuilder,
-) -> rlock::Client {
-    f(rlock::Client::builder()
+    f: impl FnOnce(rlock_client::ClientBuilder) -> rlock_client::ClientBuilder,
+) -> rlock_client::Client {
+    f(rlock_client::Client::builder()
         .url(url)
         .watchdog_timeout(Duration::from_millis(600)))
     .build()

@@ -25,9 +25,13 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+#[cfg(feature = "cluster")]
 use redis::cluster::ClusterClient;
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
-use redis::{PushInfo, PushKind, RedisResult, Value};
+use redis::RedisResult;
+#[cfg(feature = "cluster")]
+use redis::{PushInfo, PushKind, Value};
 use tokio::sync::{mpsc, watch, Notify};
 
 use crate::error::{Error, Result};
@@ -78,6 +82,7 @@ impl NodeSubs {
     }
 
     /// Every waiter tries again (a message may have been missed).
+    #[cfg(feature = "cluster")]
     fn wake_all(&self) {
         let subs: Vec<_> = self
             .channels
@@ -323,6 +328,7 @@ impl Subscription {
         self.dead.load(Ordering::Acquire)
     }
 
+    #[cfg(feature = "cluster")]
     pub(super) fn channel(&self) -> &str {
         &self.channel
     }
@@ -466,27 +472,31 @@ impl PubSub {
             ops: tx,
             channels: Mutex::new(HashMap::new()),
         });
-        let (push_tx, push_rx) = mpsc::unbounded_channel();
-        if let Some(client) = transport.sharded_client(push_tx) {
-            let client = client.map_err(|e| transport.error_at(e, addr))?;
-            bg.spawn(drive_sharded(
-                Arc::downgrade(&n),
-                client,
-                self.connect_timeout,
-                rx,
-                push_rx,
-            ));
-        } else {
-            let server = transport
-                .node(addr)
-                .map_err(|e| transport.error_at(e, addr))?;
-            bg.spawn(drive(
-                Arc::downgrade(&n),
-                server.client.clone(),
-                self.connect_timeout,
-                rx,
-            ));
+        #[cfg(feature = "cluster")]
+        {
+            let (push_tx, push_rx) = mpsc::unbounded_channel();
+            if let Some(client) = transport.sharded_client(push_tx) {
+                let client = client.map_err(|e| transport.error_at(e, addr))?;
+                bg.spawn(drive_sharded(
+                    Arc::downgrade(&n),
+                    client,
+                    self.connect_timeout,
+                    rx,
+                    push_rx,
+                ));
+                nodes.insert(addr.clone(), n.clone());
+                return Ok(n);
+            }
         }
+        let server = transport
+            .node(addr)
+            .map_err(|e| transport.error_at(e, addr))?;
+        bg.spawn(drive(
+            Arc::downgrade(&n),
+            server.client.clone(),
+            self.connect_timeout,
+            rx,
+        ));
         nodes.insert(addr.clone(), n.clone());
         Ok(n)
     }
@@ -578,6 +588,7 @@ fn dispatch(node: &Weak<NodeSubs>, m: &redis::Msg) {
 
 /// The cluster's sharded subscriptions: connected at the first subscribe, and again at the
 /// first one after connecting failed. Ends when the client drops them.
+#[cfg(feature = "cluster")]
 async fn drive_sharded(
     subs: Weak<NodeSubs>,
     client: ClusterClient,
@@ -609,6 +620,7 @@ async fn drive_sharded(
     }
 }
 
+#[cfg(feature = "cluster")]
 async fn run_sharded_op(conn: &mut ClusterConnection, op: Op) {
     match op {
         Op::Subscribe(w) => {
@@ -624,6 +636,7 @@ async fn run_sharded_op(conn: &mut ClusterConnection, op: Op) {
     }
 }
 
+#[cfg(feature = "cluster")]
 fn on_push(subs: &Weak<NodeSubs>, p: PushInfo) {
     let Some(n) = subs.upgrade() else { return };
     match p.kind {
@@ -644,6 +657,7 @@ fn on_push(subs: &Weak<NodeSubs>, p: PushInfo) {
     }
 }
 
+#[cfg(feature = "cluster")]
 fn payload_int(v: &Value) -> Option<i64> {
     redis::from_redis_value_ref::<i64>(v).ok()
 }
