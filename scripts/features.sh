@@ -7,10 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 combos=(
   "--no-default-features"
-  "--no-default-features --features tls"
-  "--no-default-features --features metrics"
-  "--no-default-features --features cluster"
-  "--no-default-features --features sentinel"
   ""
   "--all-features"
 )

@@ -27,10 +27,6 @@ declare -A bin
 for n in "${names[@]}"; do
   bin[$n]=$(bash scripts/servers.sh "$n")
 done
-# Build the test binaries once (they do not depend on the server).
-# shellcheck disable=SC2086
-cargo test --release -p rlock-tests --no-run ${MATRIX_CARGO_ARGS:-}
-
 # Every test target but those of MATRIX_SKIP, as `--test NAME` arguments.
 targets_but_skipped() {
   local f t
@@ -42,6 +38,16 @@ targets_but_skipped() {
   done
 }
 
+# Cargo runs with --workspace and names the test targets: the features then resolve as in
+# `make test`'s `cargo test --workspace` (the client's dev-dependencies turn on more of tokio's),
+# so its test binaries are reused here; with `-p rlock-tests` every one of them was compiled
+# again (about 60 binaries).
+all_targets=$(MATRIX_SKIP="" targets_but_skipped)
+
+# Build the test binaries once (they do not depend on the server).
+# shellcheck disable=SC2086
+cargo test --release --workspace --no-run ${MATRIX_CARGO_ARGS:-$all_targets}
+
 rows=()
 status=0
 for n in "${names[@]}"; do
@@ -52,12 +58,12 @@ for n in "${names[@]}"; do
   start=$(date +%s)
   set +e
   # shellcheck disable=SC2086
-  args=${MATRIX_CARGO_ARGS:-}
-  if [ -z "$args" ] && [ -n "${MATRIX_SKIP:-}" ] && [[ " ${MATRIX_SKIP_ON:-} " == *" $n "* ]]; then
+  args=${MATRIX_CARGO_ARGS:-$all_targets}
+  if [ -z "${MATRIX_CARGO_ARGS:-}" ] && [ -n "${MATRIX_SKIP:-}" ] && [[ " ${MATRIX_SKIP_ON:-} " == *" $n "* ]]; then
     echo "==> $n: leaving out ${MATRIX_SKIP}"
     args=$(targets_but_skipped)
   fi
-  RLOCK_SERVER=$b cargo test --release -p rlock-tests --no-fail-fast $args \
+  RLOCK_SERVER=$b cargo test --release --workspace --no-fail-fast $args \
     2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e
@@ -75,7 +81,7 @@ for n in "${names[@]}"; do
     set +e
     # shellcheck disable=SC2086
     RLOCK_CLIENT_PROTOCOL=redisson RLOCK_SERVER=$b \
-      cargo test --release -p rlock-tests --no-fail-fast $CLIENT_TESTS 2>&1 | tee "$log"
+      cargo test --release --workspace --no-fail-fast $CLIENT_TESTS 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     set -e
     secs=$(($(date +%s) - start))
