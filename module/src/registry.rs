@@ -197,14 +197,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         handler: semaphore::acquire,
         flags: c"write deny-oom blocking",
         acl: c"write slow blocking",
-        summary: c"Takes permits of a semaphore (Redisson RSemaphore layout), with LEASE as ids that return by themselves when the lease ends (RPermitExpirableSemaphore layout); with BLOCK waits in a strict FIFO queue on the server",
-        complexity: c"O(N) where N is the number of permits leased (O(1) without LEASE), plus the expired leases returned first",
+        summary: c"Takes permits of a semaphore (Redisson RSemaphore layout), with LEASE as ids that return by themselves when the lease ends, with NOLEASE as ids without an end (RPermitExpirableSemaphore layout); with BLOCK waits in a strict FIFO queue on the server",
+        complexity: c"O(N) where N is the number of permits with ids (O(1) without LEASE or NOLEASE), plus the expired leases returned first",
         arity: -2,
         key: KeyAccess::Update,
         args: &[
             KEY,
             PERMITS,
-            ArgSpec::option(c"lease_ms", Integer, c"LEASE"),
+            ArgSpec {
+                optional: true,
+                subargs: &[
+                    ArgSpec {
+                        token: Some(c"LEASE"),
+                        ..ArgSpec::new(c"lease_ms", Integer)
+                    },
+                    ArgSpec::word(c"nolease", c"NOLEASE"),
+                ],
+                ..ArgSpec::new(c"lease", OneOf)
+            },
             BLOCK,
             SESSION,
         ],

@@ -41,16 +41,19 @@ fn left(ctx: Ctx, key: RStr) -> Result<Reply, CmdError> {
     Ok(d.reply.unwrap_or(Reply::Nil))
 }
 
-/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms] [BLOCK timeout_ms] [SESSION s [QUEUE request
-/// timeout_ms]]`
+/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms | NOLEASE] [BLOCK timeout_ms] [SESSION s [QUEUE
+/// request timeout_ms]]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = semaphore::parse_acquire(&argv)?;
-    // Each leased permit is written, replicated and replied one by one: the configured
+    // Each permit with an id is written, replicated and replied one by one: the configured
     // maximum bounds how long one call holds the server.
     let max_leased = config::get(&config::SEM_MAX_LEASED_PERMITS);
     if a.lease_ms.is_some() && a.permits > max_leased {
-        return Err(CmdError::TooLarge("permits with LEASE", max_leased));
+        return Err(CmdError::TooLarge(
+            semaphore::with_ids(a.lease_ms),
+            max_leased,
+        ));
     }
     let acquiring = Acquiring {
         kind: Semaphore,
