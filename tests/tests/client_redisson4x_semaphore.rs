@@ -285,16 +285,6 @@ fn a_permit_without_a_lease_is_redissons_permanent_permit() {
     let client = client(&s);
     let sem = client.permit_expirable_semaphore("forever");
     assert!(sem.try_set_permits(1).unwrap());
-    if !without_module() {
-        // The module's RSEM.ACQUIRE has no form for it yet: refused, nothing sent.
-        let e = sem.try_acquire_without_lease().unwrap_err();
-        assert!(
-            matches!(&e, Error::NotInModuleProtocol { needs, .. } if needs.contains("RSEM.ACQUIRE")),
-            "{e}"
-        );
-        assert_eq!(count(&mut c, "forever"), 1, "nothing taken");
-        return;
-    }
     let id = sem.acquire_without_lease().unwrap();
     let score = string(
         &mut c,
