@@ -256,11 +256,15 @@ pub static COMMANDS: &[CommandSpec] = &[
         handler: semaphore::try_set_permits,
         flags: c"write deny-oom",
         acl: c"write slow",
-        summary: c"Sets a semaphore's permits if it does not exist yet",
+        summary: c"Sets a semaphore's permits if it does not exist yet, with PX a time to live for them",
         complexity: c"O(1), plus the waiters granted",
-        arity: 3,
+        arity: -3,
         key: KeyAccess::Update,
-        args: &[KEY, ArgSpec::new(c"permits", Integer)],
+        args: &[
+            KEY,
+            ArgSpec::new(c"permits", Integer),
+            ArgSpec::option(c"ttl_ms", Integer, c"PX"),
+        ],
     },
     CommandSpec {
         name: c"rsem.addpermits",

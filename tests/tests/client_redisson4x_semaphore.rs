@@ -8,7 +8,7 @@ mod client_support;
 
 use std::time::Duration;
 
-use client_support::{client, runtime, subscribers};
+use client_support::{calls, client, runtime, subscribers};
 use rlock::{Error, PermitId};
 use rlock_tests::redisson::semaphore as java;
 use rlock_tests::*;
@@ -84,8 +84,8 @@ fn try_set_permits_with_ttl_sets_an_absent_count_that_expires() {
         Err(Error::InvalidArgument(_))
     ));
 
-    // Async, and a waiter on the absent semaphore gets the permits at once (with the module,
-    // Redisson's script's write serves the module's queue).
+    // Async, and a waiter on the absent semaphore gets the permits at once (the module serves
+    // its queue; over Redisson's protocol the script's publish wakes it).
     let waiter = plain_waiter(&s, "ttl-wake");
     let rt = runtime(1);
     let set = rt.block_on(
@@ -96,6 +96,11 @@ fn try_set_permits_with_ttl_sets_an_absent_count_that_expires() {
     assert!(set.unwrap());
     assert!(waiter.join().unwrap(), "the waiter got the permit");
     assert_eq!(count(&mut c, "ttl-wake"), 0);
+    if !without_module() {
+        // With the module, RSEM.TRYSETPERMITS ... PX: no script (a user without EVAL can).
+        assert_eq!(calls(&mut c, "eval") + calls(&mut c, "evalsha"), 0);
+        assert_eq!(calls(&mut c, "rsem.trysetpermits"), 5);
+    }
 }
 
 #[test]

@@ -377,8 +377,8 @@ twins! {
     /// Set the number of permits with a time to live, if the semaphore does not exist yet:
     /// whether it was set (Redisson's `trySetPermits(n, ttl)`). The count is deleted `ttl`
     /// after (a semaphore left alone goes away by itself). Waiters get the new permits at once.
-    /// Redisson's script in both protocols (with the module, its write serves the module's
-    /// queue as a release does).
+    /// With the module `RSEM.TRYSETPERMITS ... PX` (no `EVAL` needed); over Redisson's
+    /// protocol, its script.
     fn try_set_permits_with_ttl(&self, permits: u64, ttl: Duration) -> Result<bool> {
         op::try_set_permits_ttl(self.core.obj(io), permits, ttl).await
     }

@@ -520,13 +520,18 @@ pub(crate) async fn release_if_exists(s: Obj<'_>, permits: u64) -> Result<bool> 
 }
 
 /// Redisson's `trySetPermits(n, ttl)`: sets the count to `permits` with a time to live if the
-/// semaphore does not exist; whether it did. Redisson's script in both protocols (with the
-/// module, its write serves the module's queue, see [`release_if_exists`]).
+/// semaphore does not exist; whether it did. With the module `RSEM.TRYSETPERMITS ... PX`
+/// (a user allowed only `RSEM.*` can call it); over Redisson's protocol, its script.
 pub(crate) async fn try_set_permits_ttl(s: Obj<'_>, permits: u64, ttl: Duration) -> Result<bool> {
-    let ttl_ms = lease_millis(ttl)?.to_string();
-    let n = i64::try_from(permits)
-        .map_err(|_| Error::InvalidArgument("too many permits".into()))?
-        .to_string();
+    let ttl_ms = lease_millis(ttl)?;
+    let n =
+        i64::try_from(permits).map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+    if s.protocol().await? != Protocol::Redisson {
+        let mut cmd = redis::cmd("RSEM.TRYSETPERMITS");
+        cmd.arg(&**s.name).arg(n).arg("PX").arg(ttl_ms);
+        return Ok(s.write::<i64>(&cmd).await? == 1);
+    }
+    let (ttl_ms, n) = (ttl_ms.to_string(), n.to_string());
     let channel = redisson::channel(s.name);
     let publish = s.ctx.transport.publish_command();
     let set: i64 = s

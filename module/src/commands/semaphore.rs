@@ -114,12 +114,15 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
 
-/// `RSEM.TRYSETPERMITS key n`
+/// `RSEM.TRYSETPERMITS key n [PX ttl_ms]`
 pub fn try_set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
-    let n = semaphore::parse_try_set(&args.bytes())?;
+    let (n, ttl_ms) = semaphore::parse_try_set(&args.bytes())?;
     let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     prepare(&mut keys)?;
-    let d = semaphore::try_set(&keys, n)?;
+    let d = match ttl_ms {
+        None => semaphore::try_set(&keys, n)?,
+        Some(ms) => semaphore::try_set_for(&keys, n, ms)?,
+    };
     if !d.writes.is_empty() {
         keys.apply(&d, FREED_ANNOUNCED)?;
     }

@@ -195,10 +195,22 @@ pub fn parse_renew(argv: &[&[u8]]) -> Result<(i64, Vec<PermitId>), CmdError> {
     Ok((lease_ms, ids))
 }
 
-/// `RSEM.TRYSETPERMITS key n`
-pub fn parse_try_set(argv: &[&[u8]]) -> Result<i64, CmdError> {
-    args::arity(argv, |n| n == 3, "rsem.trysetpermits")?;
-    args::at_least(argv[2], "permits", 0)
+const PX: Opt = Opt {
+    name: "PX",
+    values: 1,
+    needs: "PX needs a time to live in milliseconds",
+};
+
+/// `RSEM.TRYSETPERMITS key n [PX ttl_ms]`: the count, and the time to live it is set with.
+pub fn parse_try_set(argv: &[&[u8]]) -> Result<(i64, Option<i64>), CmdError> {
+    args::arity(argv, |n| n == 3 || n == 5, "rsem.trysetpermits")?;
+    let n = args::at_least(argv[2], "permits", 0)?;
+    let mut ttl_ms = None;
+    args::options(&argv[3..], &[&PX], |_, v| {
+        ttl_ms = Some(args::at_least(v[0], "ttl_ms", 1)?);
+        Ok(())
+    })?;
+    Ok((n, ttl_ms))
 }
 
 /// `RSEM.ADDPERMITS key delta`
@@ -476,6 +488,24 @@ pub fn try_set(store: &(impl Store + ?Sized), n: i64) -> Result<Decision<'static
         }],
         Reply::Int(1),
     ))
+}
+
+/// [`try_set`], the count set to expire `ttl_ms` from now (Redisson's `trySetPermits(n, ttl)`,
+/// which sets it with `SET ... PX`; the lease set keeps its own TTL, as there).
+pub fn try_set_for(
+    store: &(impl Store + ?Sized),
+    n: i64,
+    ttl_ms: i64,
+) -> Result<Decision<'static>, CmdError> {
+    let at = args::deadline(store.now(), ttl_ms, "ttl_ms")?;
+    let mut d = try_set(store, n)?;
+    if !d.writes.is_empty() {
+        d.writes.push(Write::PExpireAt {
+            key: Target::Main,
+            at,
+        });
+    }
+    Ok(d)
 }
 
 /// The available count as the next command will see it: expired leases count as returned.

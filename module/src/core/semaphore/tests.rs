@@ -140,7 +140,23 @@ fn arguments() {
     );
     assert_eq!(
         parse_try_set(&argv(&["rsem.trysetpermits", "s", "0"])),
-        Ok(0)
+        Ok((0, None))
+    );
+    assert_eq!(
+        parse_try_set(&argv(&["rsem.trysetpermits", "s", "2", "px", "500"])),
+        Ok((2, Some(500)))
+    );
+    assert_eq!(
+        parse_try_set(&argv(&["rsem.trysetpermits", "s", "2", "PX", "0"])),
+        Err(CmdError::TooSmall("ttl_ms", 1))
+    );
+    assert_eq!(
+        parse_try_set(&argv(&["rsem.trysetpermits", "s", "2", "PX"])),
+        Err(CmdError::Arity("rsem.trysetpermits"))
+    );
+    assert_eq!(
+        parse_try_set(&argv(&["rsem.trysetpermits", "s", "2", "EX", "5"])),
+        Err(CmdError::unknown_option(b"EX"))
     );
     assert_eq!(
         parse_try_set(&argv(&["rsem.trysetpermits", "s", "-1"])),
@@ -586,4 +602,21 @@ fn a_permit_without_a_lease_is_scored_as_redissons_and_never_ends() {
             .unwrap(),
     );
     assert_eq!(count_of(&m), 3);
+}
+
+#[test]
+fn try_set_with_a_ttl_sets_an_absent_count_that_expires() {
+    let mut m = Mem::new(b"s");
+    assert_eq!(m.apply_ok(&try_set_for(&m, 2, 700).unwrap()), Reply::Int(1));
+    assert_eq!(count_of(&m), 2);
+    assert_eq!(m.ttl(b"s"), Some(700));
+    // Already there: nothing changes, its TTL neither.
+    let again = try_set_for(&m, 5, 60_000).unwrap();
+    assert!(again.writes.is_empty());
+    assert_eq!(m.apply_ok(&again), Reply::Int(0));
+    assert_eq!((count_of(&m), m.ttl(b"s")), (2, Some(700)));
+    assert_eq!(
+        try_set_for(&m, 1, i64::MAX).err(),
+        Some(CmdError::OutOfRange("ttl_ms"))
+    );
 }
