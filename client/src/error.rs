@@ -189,24 +189,6 @@ pub enum Error {
         addr: String,
     },
 
-    /// The call has no form in the rlock module's commands yet, which the client speaks to
-    /// this server: it needs the module command named in `needs`. Nothing was sent. Over
-    /// Redisson's protocol ([`Protocol::Redisson`](crate::Protocol)) it works.
-    #[error(
-        "{what} on '{name}' is not supported over the rlock module's commands yet (the client \
-         speaks them to {addr}); it needs {needs}; use Protocol::Redisson for it"
-    )]
-    NotInModuleProtocol {
-        /// What was asked (`a permit without a lease`, ...).
-        what: &'static str,
-        /// The object's name.
-        name: String,
-        /// `host:port` of the server.
-        addr: String,
-        /// The module command it would need.
-        needs: &'static str,
-    },
-
     /// An argument the server would refuse, caught before sending (e.g. a zero lease).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

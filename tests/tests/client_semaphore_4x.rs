@@ -8,7 +8,7 @@ mod client_support;
 
 use std::time::Duration;
 
-use client_support::{client, runtime, subscribers};
+use client_support::{calls, client, runtime, subscribers};
 use rlock_client::{Error, PermitId};
 use rlock_tests::redisson::semaphore as java;
 use rlock_tests::*;
@@ -84,8 +84,8 @@ fn try_set_permits_with_ttl_sets_an_absent_count_that_expires() {
         Err(Error::InvalidArgument(_))
     ));
 
-    // Async, and a waiter on the absent semaphore gets the permits at once (with the module,
-    // Redisson's script's write serves the module's queue).
+    // Async, and a waiter on the absent semaphore gets the permits at once (the module serves
+    // its queue; over Redisson's protocol the script's publish wakes it).
     let waiter = plain_waiter(&s, "ttl-wake");
     let rt = runtime(1);
     let set = rt.block_on(
@@ -96,6 +96,11 @@ fn try_set_permits_with_ttl_sets_an_absent_count_that_expires() {
     assert!(set.unwrap());
     assert!(waiter.join().unwrap(), "the waiter got the permit");
     assert_eq!(count(&mut c, "ttl-wake"), 0);
+    if !without_module() {
+        // With the module, RSEM.TRYSETPERMITS ... PX: no script (a user without EVAL can).
+        assert_eq!(calls(&mut c, "eval") + calls(&mut c, "evalsha"), 0);
+        assert_eq!(calls(&mut c, "rsem.trysetpermits"), 5);
+    }
 }
 
 #[test]
@@ -285,16 +290,6 @@ fn a_permit_without_a_lease_is_redissons_permanent_permit() {
     let client = client(&s);
     let sem = client.permit_expirable_semaphore("forever");
     assert!(sem.try_set_permits(1).unwrap());
-    if !without_module() {
-        // The module's RSEM.ACQUIRE has no form for it yet: refused, nothing sent.
-        let e = sem.try_acquire_without_lease().unwrap_err();
-        assert!(
-            matches!(&e, Error::NotInModuleProtocol { needs, .. } if needs.contains("RSEM.ACQUIRE")),
-            "{e}"
-        );
-        assert_eq!(count(&mut c, "forever"), 1, "nothing taken");
-        return;
-    }
     let id = sem.acquire_without_lease().unwrap();
     let score = string(
         &mut c,

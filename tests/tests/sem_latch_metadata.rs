@@ -15,7 +15,7 @@ const COMMANDS: &[(&str, i64, &[&str], &[&str])] = &[
     ("rsem.release", -2, &["write"], &["denyoom", "readonly"]),
     (
         "rsem.trysetpermits",
-        3,
+        -3,
         &["write", "denyoom"],
         &["readonly"],
     ),

@@ -35,6 +35,24 @@ fn replica_without_the_module_matches_after_every_semaphore_and_latch_write() {
     assert_replica_matches("the last lease (the set goes)", &mut m, &mut r);
     assert!(!exists(&mut r, &timeouts("s")));
 
+    // A count set with a time to live, and permits without an end (scored as Redisson's).
+    assert_eq!(
+        int(&mut m, &cmd!("RSEM.TRYSETPERMITS", "ttl", 3, "PX", 60_000)),
+        1
+    );
+    assert_replica_matches("trysetpermits with PX", &mut m, &mut r);
+    assert!(pttl(&mut r, "ttl") > 0, "the replica's count expires too");
+    let forever = permit_ids(&raw(
+        &mut m,
+        &cmd!("RSEM.ACQUIRE", "ttl", "PERMITS", 2, "NOLEASE"),
+    ));
+    assert_replica_matches("acquire without a lease", &mut m, &mut r);
+    assert_eq!(
+        int(&mut m, &cmd!("RSEM.RELEASE", "ttl", "ID", &forever[0])),
+        2
+    );
+    assert_replica_matches("release of a permit without a lease", &mut m, &mut r);
+
     // A hand-off on release, and one on a lease's end (the module's timer reclaims).
     let w = Pending::send(
         &master,

@@ -117,6 +117,67 @@ fn try_set_and_add_permits_publish_the_count_and_acquires_publish_nothing() {
 }
 
 #[test]
+fn try_set_permits_px_sets_an_absent_count_that_expires_and_serves_waiters() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    // A user allowed only RSEM.* (no EVAL) can set it: Redisson's trySetPermits(n, ttl).
+    let mut c = acl_user(
+        &s,
+        &mut admin,
+        "u",
+        &["~s", "~{s}:*", "+rsem.trysetpermits", "+rsem.acquire"],
+    );
+    let mut sub = Subscriber::psubscribe(&s, "redisson_sc*");
+    let waiter = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "s", "BLOCK", margin_ms(5000)));
+    wait_blocked(&mut admin, 1);
+    let before = wall_ms();
+    assert_eq!(
+        int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "s", 3, "PX", 800)),
+        1
+    );
+    assert_eq!(waiter.reply_int(), 1, "served by the new permits");
+    assert_eq!(get(&mut admin, "s").as_deref(), Some("2"));
+    let pexpiretime = int(&mut admin, &cmd!("PTTL", "s")) + wall_ms();
+    // It ends 800 ms after the set, which came after `before`; read back a little later.
+    assert_between(
+        "the count's end",
+        pexpiretime - before,
+        799,
+        800 + margin_ms(200),
+    );
+    assert_eq!(sub.drain(&mut admin), [(channel("s"), "2".to_string())]);
+    // There already: nothing changes, its TTL neither.
+    assert_eq!(
+        int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "s", 9, "PX", 60_000)),
+        0
+    );
+    assert_eq!(get(&mut admin, "s").as_deref(), Some("2"));
+    assert!(int(&mut admin, &cmd!("PTTL", "s")) <= 800);
+    assert!(sub.drain(&mut admin).is_empty());
+    for (bad, e) in [
+        (
+            cmd!("RSEM.TRYSETPERMITS", "t", 1, "PX", 0),
+            "ERR ttl_ms must be at least 1",
+        ),
+        (
+            cmd!("RSEM.TRYSETPERMITS", "t", 1, "EX", 5),
+            "ERR syntax error, unknown option 'EX'",
+        ),
+        (
+            cmd!("RSEM.TRYSETPERMITS", "t", 1, "PX"),
+            "ERR wrong number of arguments for 'rsem.trysetpermits' command",
+        ),
+    ] {
+        assert_eq!(err(&mut admin, &bad), e);
+    }
+    assert_eq!(raw(&mut admin, &cmd!("EXISTS", "t")), Value::Int(0));
+    // The count goes when its time is up.
+    wait_until(margin(Duration::from_secs(2)), "the count expires", || {
+        get(&mut admin, "s").is_none()
+    });
+}
+
+#[test]
 fn plain_permits_acquire_release_drain() {
     let s = Server::start();
     let mut c = s.conn();

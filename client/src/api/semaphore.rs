@@ -377,8 +377,8 @@ twins! {
     /// Set the number of permits with a time to live, if the semaphore does not exist yet:
     /// whether it was set (Redisson's `trySetPermits(n, ttl)`). The count is deleted `ttl`
     /// after (a semaphore left alone goes away by itself). Waiters get the new permits at once.
-    /// Redisson's script in both protocols (with the module, its write serves the module's
-    /// queue as a release does).
+    /// With the module `RSEM.TRYSETPERMITS ... PX` (no `EVAL` needed); over Redisson's
+    /// protocol, its script.
     fn try_set_permits_with_ttl(&self, permits: u64, ttl: Duration) -> Result<bool> {
         op::try_set_permits_ttl(self.core.obj(io), permits, ttl).await
     }
@@ -519,8 +519,10 @@ twins! {
     /// without a lease): its id. It is never lost and never renewed (the watchdog has nothing
     /// to do for it): it is the caller's until released by id, whatever happens to the
     /// caller, so a crash leaks it. Prefer a lease, or [`with_watchdog`](Self::with_watchdog).
-    /// Over Redisson's protocol only: with the module it is
-    /// [`Error::NotInModuleProtocol`] (`RSEM.ACQUIRE` has no form for it yet).
+    /// Scored as Redisson scores it (`922337203685477`) in both protocols: with the module
+    /// `RSEM.ACQUIRE ... NOLEASE`, over Redisson's protocol its script. An acquire whose reply
+    /// the connection lost is reported in doubt with the module (the server makes the ids, so
+    /// nobody can tell which to release), settled by its ids over Redisson's protocol.
     fn acquire_without_lease(&self) -> Result<PermitId> {
         let ids = op::lease_without_end(self.core.obj(io), 1, Wait::Forever).await;
         Ok(forever(ids?).remove(0))

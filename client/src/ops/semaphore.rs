@@ -48,15 +48,32 @@ fn update_lease_cmd(name: &str, id: &PermitId, lease_ms: u64) -> Cmd {
     cmd
 }
 
-/// `RSEM.ACQUIRE name [PERMITS n] [LEASE ms] [BLOCK ms]`.
-fn acquire_cmd(name: &str, permits: u64, lease_ms: Option<u64>, block: Option<u64>) -> Cmd {
+/// What an `RSEM.ACQUIRE` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    /// Plain permits: a count, given back by count.
+    Plain,
+    /// Permits with ids, each returning by itself this many ms after the grant (`LEASE`).
+    Leased(u64),
+    /// Permits with ids and no end (`NOLEASE`): the caller's until released by id.
+    NoEnd,
+}
+
+/// `RSEM.ACQUIRE name [PERMITS n] [LEASE ms | NOLEASE] [BLOCK ms]`.
+fn acquire_cmd(name: &str, permits: u64, taken: Taken, block: Option<u64>) -> Cmd {
     let mut cmd = redis::cmd("RSEM.ACQUIRE");
     cmd.arg(name);
     if permits != 1 {
         cmd.arg("PERMITS").arg(permits);
     }
-    if let Some(ms) = lease_ms {
-        cmd.arg("LEASE").arg(ms);
+    match taken {
+        Taken::Plain => {}
+        Taken::Leased(ms) => {
+            cmd.arg("LEASE").arg(ms);
+        }
+        Taken::NoEnd => {
+            cmd.arg("NOLEASE");
+        }
     }
     if let Some(ms) = block {
         cmd.arg("BLOCK").arg(ms);
@@ -101,7 +118,7 @@ fn ids_of(reply: &Value) -> redis::RedisResult<Vec<PermitId>> {
 struct Acquire<'a> {
     s: Obj<'a>,
     permits: u64,
-    lease_ms: Option<u64>,
+    taken: Taken,
 }
 
 impl Attempt for Acquire<'_> {
@@ -114,36 +131,41 @@ impl Attempt for Acquire<'_> {
     }
 
     fn command(&self, block: Option<u64>) -> Cmd {
-        acquire_cmd(self.s.name, self.permits, self.lease_ms, block)
+        acquire_cmd(self.s.name, self.permits, self.taken, block)
     }
 
     fn granted(&self, reply: &Value) -> bool {
         !matches!(reply, Value::Nil)
     }
 
-    /// Unknowable: no owner to ask. Not sent again (it could take permits twice). Plain
-    /// permits are then in doubt for good; leased ones end with their lease.
+    /// Unknowable: no owner to ask, and the server makes the ids. Not sent again (it could
+    /// take permits twice). Plain permits and permits without an end are then in doubt for
+    /// good; leased ones end with their lease.
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>> {
-        Err(unknowable(
-            ctx,
-            self.s,
-            self.permits,
-            self.lease_ms.is_none(),
-        ))
+        let lasting = !matches!(self.taken, Taken::Leased(_));
+        Err(unknowable(ctx, self.s, self.permits, lasting))
     }
 
-    /// Plain permits go back by count; leased ones end with their lease.
+    /// Plain permits go back by count; ids nobody learnt of cannot be given back: leased ones
+    /// end with their lease, ones without an end are in doubt for good.
     async fn give_back(&self, ctx: &Context) {
-        if self.lease_ms.is_none() && release(self.s, self.permits).await.is_err() {
+        let failed = match self.taken {
+            Taken::Plain => release(self.s, self.permits).await.is_err(),
+            Taken::Leased(_) => false,
+            Taken::NoEnd => true,
+        };
+        if failed {
             ctx.permits_in_doubt(self.s.name, self.permits, "giving them back failed");
         }
     }
 
     async fn give_back_granted(&self, ctx: &Context, reply: &Value) {
         match ids_of(reply) {
-            Ok(ids) if self.lease_ms.is_some() => {
-                // A leased permit not given back ends with its lease.
-                let _ = release_ids(self.s, &ids).await;
+            Ok(ids) if self.taken != Taken::Plain => {
+                if release_ids(self.s, &ids).await.is_err() && self.taken == Taken::NoEnd {
+                    // A leased permit not given back ends with its lease; this one never does.
+                    ctx.permits_in_doubt(self.s.name, self.permits, "giving them back failed");
+                }
             }
             _ => self.give_back(ctx).await,
         }
@@ -151,9 +173,9 @@ impl Attempt for Acquire<'_> {
 }
 
 /// An acquire whose reply was lost: whether it took permits is unknowable (a semaphore has no
-/// owner to ask); plain ones are then in doubt for good.
-fn unknowable(ctx: &Context, s: Obj<'_>, permits: u64, plain: bool) -> Error {
-    if plain {
+/// owner to ask); `lasting` ones (plain, or without an end) are then in doubt for good.
+fn unknowable(ctx: &Context, s: Obj<'_>, permits: u64, lasting: bool) -> Error {
+    if lasting {
         ctx.permits_in_doubt(s.name, permits, "an acquire's reply was lost");
     }
     let cut = std::io::Error::new(
@@ -358,7 +380,7 @@ pub(crate) async fn acquire(s: Obj<'_>, permits: u64, wait: Wait) -> Result<bool
     let a = Acquire {
         s,
         permits,
-        lease_ms: None,
+        taken: Taken::Plain,
     };
     let reply = wait::acquire(s.ctx, s.io, &a, wait).await?;
     Ok(a.granted(&reply))
@@ -413,7 +435,7 @@ pub(crate) async fn lease(
             let a = Acquire {
                 s,
                 permits,
-                lease_ms: Some(lease_ms),
+                taken: Taken::Leased(lease_ms),
             };
             let sent = Instant::now();
             let reply = wait::acquire(s.ctx, s.io, &a, wait).await?;
@@ -451,22 +473,27 @@ pub(crate) async fn lease(
 
 /// Lease `permits` permits without an end (Redisson's `acquire()`/`tryAcquire()` without a
 /// lease: scored [`permits::PERMANENT`]) per `wait`: their ids, `None` when not taken. Such a
-/// permit is never lost and never renewed: it is the caller's until released by id. Over
-/// Redisson's protocol only: the module's `RSEM.ACQUIRE` has no form for it yet.
+/// permit is never lost and never renewed: it is the caller's until released by id. With the
+/// module, `RSEM.ACQUIRE ... NOLEASE` (the same score); over Redisson's protocol, its script.
 pub(crate) async fn lease_without_end(
     s: Obj<'_>,
     permits: u64,
     wait: Wait,
 ) -> Result<Option<Vec<PermitId>>> {
-    if s.protocol().await? != Protocol::Redisson {
-        return Err(not_in_module(
-            s,
-            "a permit without a lease",
-            "RSEM.ACQUIRE key [PERMITS n] LEASE 0 (0: no end, scored 922337203685477)",
-        ));
-    }
     if permits == 0 {
         return Ok(Some(Vec::new()));
+    }
+    if s.protocol().await? != Protocol::Redisson {
+        let a = Acquire {
+            s,
+            permits,
+            taken: Taken::NoEnd,
+        };
+        let reply = wait::acquire(s.ctx, s.io, &a, wait).await?;
+        if !a.granted(&reply) {
+            return Ok(None);
+        }
+        return ids_of(&reply).map(Some).map_err(|e| s.error(e));
     }
     let a = ScriptLease {
         s,
@@ -477,15 +504,6 @@ pub(crate) async fn lease_without_end(
     };
     let got = Box::pin(wait::acquire_scripted(s.ctx, s.io, &a, wait)).await?;
     Ok(got.map(|_| a.ids))
-}
-
-fn not_in_module(s: Obj<'_>, what: &'static str, needs: &'static str) -> Error {
-    Error::NotInModuleProtocol {
-        what,
-        name: s.name.to_string(),
-        addr: s.ctx.transport.addr_of(s.name).to_string(),
-        needs,
-    }
 }
 
 /// Redisson's `releaseIfExists(n)`: gives `n` plain permits back only if the semaphore
@@ -502,13 +520,18 @@ pub(crate) async fn release_if_exists(s: Obj<'_>, permits: u64) -> Result<bool> 
 }
 
 /// Redisson's `trySetPermits(n, ttl)`: sets the count to `permits` with a time to live if the
-/// semaphore does not exist; whether it did. Redisson's script in both protocols (with the
-/// module, its write serves the module's queue, see [`release_if_exists`]).
+/// semaphore does not exist; whether it did. With the module `RSEM.TRYSETPERMITS ... PX`
+/// (a user allowed only `RSEM.*` can call it); over Redisson's protocol, its script.
 pub(crate) async fn try_set_permits_ttl(s: Obj<'_>, permits: u64, ttl: Duration) -> Result<bool> {
-    let ttl_ms = lease_millis(ttl)?.to_string();
-    let n = i64::try_from(permits)
-        .map_err(|_| Error::InvalidArgument("too many permits".into()))?
-        .to_string();
+    let ttl_ms = lease_millis(ttl)?;
+    let n =
+        i64::try_from(permits).map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+    if s.protocol().await? != Protocol::Redisson {
+        let mut cmd = redis::cmd("RSEM.TRYSETPERMITS");
+        cmd.arg(&**s.name).arg(n).arg("PX").arg(ttl_ms);
+        return Ok(s.write::<i64>(&cmd).await? == 1);
+    }
+    let (ttl_ms, n) = (ttl_ms.to_string(), n.to_string());
     let channel = redisson::channel(s.name);
     let publish = s.ctx.transport.publish_command();
     let set: i64 = s
@@ -869,11 +892,11 @@ mod tests {
     #[test]
     fn requests_follow_the_wire_contract() {
         assert_eq!(
-            words(&acquire_cmd("s", 1, None, None)),
+            words(&acquire_cmd("s", 1, Taken::Plain, None)),
             ["RSEM.ACQUIRE", "s"]
         );
         assert_eq!(
-            words(&acquire_cmd("s", 3, Some(500), Some(0))),
+            words(&acquire_cmd("s", 3, Taken::Leased(500), Some(0))),
             [
                 "RSEM.ACQUIRE",
                 "s",

@@ -43,16 +43,19 @@ fn left(ctx: Ctx, key: RStr) -> Result<Reply, CmdError> {
     Ok(d.reply.unwrap_or(Reply::Nil))
 }
 
-/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms] [BLOCK timeout_ms] [SESSION s [QUEUE request
-/// timeout_ms]]`
+/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms | NOLEASE] [BLOCK timeout_ms] [SESSION s [QUEUE
+/// request timeout_ms]]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let a = semaphore::parse_acquire(&argv)?;
-    // Each leased permit is written, replicated and replied one by one: the configured
+    // Each permit with an id is written, replicated and replied one by one: the configured
     // maximum bounds how long one call holds the server.
     let max_leased = config::get(&config::SEM_MAX_LEASED_PERMITS);
     if a.lease_ms.is_some() && a.permits > max_leased {
-        return Err(CmdError::TooLarge("permits with LEASE", max_leased));
+        return Err(CmdError::TooLarge(
+            semaphore::with_ids(a.lease_ms),
+            max_leased,
+        ));
     }
     acquire::acquire(ctx, args.get(1), None, &a, prepare)
 }
@@ -89,12 +92,15 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
 }
 
-/// `RSEM.TRYSETPERMITS key n`
+/// `RSEM.TRYSETPERMITS key n [PX ttl_ms]`
 pub fn try_set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
-    let n = semaphore::parse_try_set(&args.bytes())?;
+    let (n, ttl_ms) = semaphore::parse_try_set(&args.bytes())?;
     let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
     prepare(&mut keys)?;
-    let d = semaphore::try_set(&keys, n)?;
+    let d = match ttl_ms {
+        None => semaphore::try_set(&keys, n)?,
+        Some(ms) => semaphore::try_set_for(&keys, n, ms)?,
+    };
     if !d.writes.is_empty() {
         keys.apply(&d, FREED_ANNOUNCED)?;
     }
@@ -181,14 +187,24 @@ pub static COMMANDS: &[CommandSpec] = &[
         handler: acquire,
         flags: c"write deny-oom blocking",
         acl: c"write slow blocking",
-        summary: c"Takes permits of a semaphore (Redisson RSemaphore layout), with LEASE as ids that return by themselves when the lease ends (RPermitExpirableSemaphore layout); with BLOCK waits in a strict FIFO queue on the server",
-        complexity: c"O(N) where N is the number of permits leased (O(1) without LEASE), plus the expired leases returned first",
+        summary: c"Takes permits of a semaphore (Redisson RSemaphore layout), with LEASE as ids that return by themselves when the lease ends, with NOLEASE as ids without an end (RPermitExpirableSemaphore layout); with BLOCK waits in a strict FIFO queue on the server",
+        complexity: c"O(N) where N is the number of permits with ids (O(1) without LEASE or NOLEASE), plus the expired leases returned first",
         arity: -2,
         key: KeyAccess::Update,
         args: &[
             KEY,
             PERMITS,
-            ArgSpec::option(c"lease_ms", Integer, c"LEASE"),
+            ArgSpec {
+                optional: true,
+                subargs: &[
+                    ArgSpec {
+                        token: Some(c"LEASE"),
+                        ..ArgSpec::new(c"lease_ms", Integer)
+                    },
+                    ArgSpec::word(c"nolease", c"NOLEASE"),
+                ],
+                ..ArgSpec::new(c"lease", OneOf)
+            },
             BLOCK,
             SESSION,
         ],
@@ -230,11 +246,15 @@ pub static COMMANDS: &[CommandSpec] = &[
         handler: try_set_permits,
         flags: c"write deny-oom",
         acl: c"write slow",
-        summary: c"Sets a semaphore's permits if it does not exist yet",
+        summary: c"Sets a semaphore's permits if it does not exist yet, with PX a time to live for them",
         complexity: c"O(1), plus the waiters granted",
-        arity: 3,
+        arity: -3,
         key: KeyAccess::Update,
-        args: &[KEY, ArgSpec::new(c"permits", Integer)],
+        args: &[
+            KEY,
+            ArgSpec::new(c"permits", Integer),
+            ArgSpec::option(c"ttl_ms", Integer, c"PX"),
+        ],
     },
     CommandSpec {
         name: c"rsem.addpermits",

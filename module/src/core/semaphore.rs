@@ -22,6 +22,11 @@ use super::wait::{Acquiring, Decided, Object, Req, Request, Tidy, TryGrant};
 /// Redisson's score for a permit without an end (`nonExpirableTimeout`): never reclaimed.
 pub const PERMANENT: i64 = 922_337_203_685_477;
 
+/// The `lease_ms` of an acquire with `NOLEASE`: ids scored [`PERMANENT`]. Redisson's API says
+/// a lease of -1 for it too; on the wire it is the flag, so that no lease computed by a client
+/// (a duration rounded to 0, a subtraction gone negative) can ask for a permit that never ends.
+pub const NO_LEASE: i64 = -1;
+
 /// Most permits one leased acquire may take: each is a member of the set and an id in the
 /// reply, so the request's size bounds the memory it needs.
 pub const MAX_LEASED: i64 = 100_000;
@@ -60,11 +65,13 @@ pub fn parse_id(text: &[u8]) -> Result<PermitId, CmdError> {
 
 // ---- arguments ---------------------------------------------------------------------------------
 
-/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms] [BLOCK timeout_ms] [SESSION s [QUEUE request
-/// timeout_ms]]`
+/// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms | NOLEASE] [BLOCK timeout_ms] [SESSION s [QUEUE
+/// request timeout_ms]]`
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcquireArgs<'a> {
     pub permits: i64,
+    /// `None`: plain permits (a count). `Some`: permits with ids, leased for that long, or
+    /// without an end ([`NO_LEASE`]).
     pub lease_ms: Option<i64>,
     pub wait: WaitArgs<'a>,
 }
@@ -81,6 +88,12 @@ const LEASE: Opt = Opt {
     needs: "LEASE needs a duration in milliseconds",
 };
 
+const NOLEASE: Opt = Opt {
+    name: "NOLEASE",
+    values: 0,
+    needs: "",
+};
+
 fn permits(bytes: &[u8]) -> Result<i64, CmdError> {
     args::at_least(bytes, "permits", 1)
 }
@@ -95,21 +108,40 @@ pub fn parse_acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, CmdError>
     let [block, session, queue] = WAIT_OPTS;
     args::options(
         &argv[2..],
-        &[block, session, queue, &PERMITS, &LEASE],
+        &[block, session, queue, &PERMITS, &LEASE, &NOLEASE],
         |k, v| {
-            match k {
-                args::AT_BLOCK..=args::AT_QUEUE => req.wait.take(k, v)?,
-                3 => req.permits = permits(v[0])?,
-                _ => req.lease_ms = Some(args::lease(v[0])?),
+            let lease = match k {
+                args::AT_BLOCK..=args::AT_QUEUE => return req.wait.take(k, v),
+                3 => {
+                    req.permits = permits(v[0])?;
+                    return Ok(());
+                }
+                4 => args::lease(v[0])?,
+                _ => NO_LEASE,
+            };
+            // Either option given twice is refused by `options`: here only the other one was.
+            if req.lease_ms.is_some() {
+                return Err(CmdError::Syntax(
+                    "LEASE and NOLEASE exclude each other".into(),
+                ));
             }
+            req.lease_ms = Some(lease);
             Ok(())
         },
     )?;
     req.wait = req.wait.finish()?;
     if req.lease_ms.is_some() && req.permits > MAX_LEASED {
-        return Err(CmdError::TooLarge("permits with LEASE", MAX_LEASED));
+        return Err(CmdError::TooLarge(with_ids(req.lease_ms), MAX_LEASED));
     }
     Ok(req)
+}
+
+/// How errors name an acquire of permits with ids.
+pub fn with_ids(lease_ms: Option<i64>) -> &'static str {
+    match lease_ms {
+        Some(NO_LEASE) => "permits with NOLEASE",
+        _ => "permits with LEASE",
+    }
 }
 
 /// What `RSEM.RELEASE` gives back.
@@ -163,10 +195,22 @@ pub fn parse_renew(argv: &[&[u8]]) -> Result<(i64, Vec<PermitId>), CmdError> {
     Ok((lease_ms, ids))
 }
 
-/// `RSEM.TRYSETPERMITS key n`
-pub fn parse_try_set(argv: &[&[u8]]) -> Result<i64, CmdError> {
-    args::arity(argv, |n| n == 3, "rsem.trysetpermits")?;
-    args::at_least(argv[2], "permits", 0)
+const PX: Opt = Opt {
+    name: "PX",
+    values: 1,
+    needs: "PX needs a time to live in milliseconds",
+};
+
+/// `RSEM.TRYSETPERMITS key n [PX ttl_ms]`: the count, and the time to live it is set with.
+pub fn parse_try_set(argv: &[&[u8]]) -> Result<(i64, Option<i64>), CmdError> {
+    args::arity(argv, |n| n == 3 || n == 5, "rsem.trysetpermits")?;
+    let n = args::at_least(argv[2], "permits", 0)?;
+    let mut ttl_ms = None;
+    args::options(&argv[3..], &[&PX], |_, v| {
+        ttl_ms = Some(args::at_least(v[0], "ttl_ms", 1)?);
+        Ok(())
+    })?;
+    Ok((n, ttl_ms))
 }
 
 /// `RSEM.ADDPERMITS key delta`
@@ -314,8 +358,9 @@ impl<'a> Acquiring<'a> for AcquireArgs<'a> {
     }
 }
 
-/// Take `permits` (leased until now + `lease_ms` when given): the writes and the reply, or
-/// `None` when fewer are available or others queue first (`queued`).
+/// Take `permits` (with ids when `lease_ms` is given: leased until now + `lease_ms`, or scored
+/// [`PERMANENT`] for [`NO_LEASE`]): the writes and the reply, or `None` when fewer are
+/// available or others queue first (`queued`).
 pub fn acquire(
     store: &(impl Store + ?Sized),
     permits: i64,
@@ -324,7 +369,10 @@ pub fn acquire(
 ) -> Result<Option<Decision<'static>>, CmdError> {
     let available = count(store)?;
     let at = lease_ms
-        .map(|ms| args::deadline(store.now(), ms, "lease_ms"))
+        .map(|ms| match ms {
+            NO_LEASE => Ok(PERMANENT),
+            ms => args::deadline(store.now(), ms, "lease_ms"),
+        })
         .transpose()?;
     if queued || available < permits {
         return Ok(None);
@@ -405,6 +453,8 @@ pub fn release_ids(
 /// (Redisson's `updateLeaseTime`, for many permits in one call: a watchdog renews all of a
 /// client's permits of one semaphore at once). Reply: how many were renewed; a permit that is
 /// not leased (released, its lease ended, never issued) is skipped, as is an id given twice.
+/// A permit without an end (`NOLEASE`, or Redisson's) gets this lease, as `updateLeaseTime`
+/// gives it one: a Java service renewing it and rlock agree on what it then is.
 pub fn renew(
     store: &(impl Store + ?Sized),
     lease_ms: i64,
@@ -472,6 +522,24 @@ pub fn try_set(store: &(impl Store + ?Sized), n: i64) -> Result<Decision<'static
         }],
         Reply::Int(1),
     ))
+}
+
+/// [`try_set`], the count set to expire `ttl_ms` from now (Redisson's `trySetPermits(n, ttl)`,
+/// which sets it with `SET ... PX`; the lease set keeps its own TTL, as there).
+pub fn try_set_for(
+    store: &(impl Store + ?Sized),
+    n: i64,
+    ttl_ms: i64,
+) -> Result<Decision<'static>, CmdError> {
+    let at = args::deadline(store.now(), ttl_ms, "ttl_ms")?;
+    let mut d = try_set(store, n)?;
+    if !d.writes.is_empty() {
+        d.writes.push(Write::PExpireAt {
+            key: Target::Main,
+            at,
+        });
+    }
+    Ok(d)
 }
 
 /// The available count as the next command will see it: expired leases count as returned.
@@ -612,6 +680,7 @@ impl Object for SemaphoreObject {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SemaphoreRequest {
     pub permits: i64,
+    /// As [`AcquireArgs::lease_ms`] ([`NO_LEASE`] is shown as -1 in `RSEM.INFO`'s queue).
     pub lease_ms: Option<i64>,
 }
 

@@ -32,7 +32,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (1i64..5, prop::option::of(1i64..300), any::<bool>())
+        // Leases of up to 300 ms, or none (NOLEASE: ids that never end).
+        6 => (1i64..5, prop::option::of(prop_oneof![4 => 1i64..300, 1 => Just(NO_LEASE)]), any::<bool>())
             .prop_map(|(permits, lease, block)| Op::Acquire { permits, lease, block }),
         3 => (0usize..8).prop_map(|i| Op::ReleasePlain { i }),
         3 => (0usize..16, 1usize..4).prop_map(|(i, k)| Op::ReleaseIds { i, k }),

@@ -140,7 +140,23 @@ fn arguments() {
     );
     assert_eq!(
         parse_try_set(&argv(&["rsem.trysetpermits", "s", "0"])),
-        Ok(0)
+        Ok((0, None))
+    );
+    assert_eq!(
+        parse_try_set(&argv(&["rsem.trysetpermits", "s", "2", "px", "500"])),
+        Ok((2, Some(500)))
+    );
+    assert_eq!(
+        parse_try_set(&argv(&["rsem.trysetpermits", "s", "2", "PX", "0"])),
+        Err(CmdError::TooSmall("ttl_ms", 1))
+    );
+    assert_eq!(
+        parse_try_set(&argv(&["rsem.trysetpermits", "s", "2", "PX"])),
+        Err(CmdError::Arity("rsem.trysetpermits"))
+    );
+    assert_eq!(
+        parse_try_set(&argv(&["rsem.trysetpermits", "s", "2", "EX", "5"])),
+        Err(CmdError::unknown_option(b"EX"))
     );
     assert_eq!(
         parse_try_set(&argv(&["rsem.trysetpermits", "s", "-1"])),
@@ -490,4 +506,117 @@ fn undo_gives_back_what_is_still_leased() {
     let reply = m.apply_ok(&d);
     m.apply_ok(&plain.undo(&reply, &m).unwrap());
     assert_eq!(count_of(&m), 2);
+}
+
+#[test]
+fn nolease_is_a_flag_apart_from_lease() {
+    assert_eq!(
+        parse_acquire(&argv(&["rsem.acquire", "s", "PERMITS", "2", "nolease"])),
+        Ok(AcquireArgs {
+            permits: 2,
+            lease_ms: Some(NO_LEASE),
+            wait: WaitArgs::new()
+        })
+    );
+    let both = CmdError::Syntax("LEASE and NOLEASE exclude each other".into());
+    for words in [
+        ["rsem.acquire", "s", "NOLEASE", "LEASE", "5"],
+        ["rsem.acquire", "s", "LEASE", "5", "NOLEASE"],
+    ] {
+        assert_eq!(parse_acquire(&argv(&words)), Err(both.clone()));
+    }
+    assert_eq!(
+        parse_acquire(&argv(&["rsem.acquire", "s", "NOLEASE", "NOLEASE"])),
+        Err(CmdError::Syntax("NOLEASE given twice".into()))
+    );
+    // LEASE 0 and LEASE -1 stay errors: no computed lease can ask for a permit without an end.
+    for ms in ["0", "-1"] {
+        assert_eq!(
+            parse_acquire(&argv(&["rsem.acquire", "s", "LEASE", ms])),
+            Err(CmdError::LeaseTooSmall)
+        );
+    }
+    assert_eq!(
+        parse_acquire(&argv(&[
+            "rsem.acquire",
+            "s",
+            "PERMITS",
+            "100001",
+            "NOLEASE"
+        ])),
+        Err(CmdError::TooLarge("permits with NOLEASE", MAX_LEASED))
+    );
+}
+
+#[test]
+fn a_permit_without_a_lease_is_scored_as_redissons_and_never_ends() {
+    let mut m = Mem::new(b"s");
+    m.apply_ok(&try_set(&m, 3).unwrap());
+    let ids = ids_of(&take(&mut m, 2, Some(NO_LEASE)));
+    assert_eq!(ids.len(), 2);
+    assert_eq!(count_of(&m), 1);
+    let z = m.zset(b"{s}:timeout");
+    for id in &ids {
+        assert_eq!(z.get(id.as_slice()), Some(&(PERMANENT as f64)));
+    }
+    m.now += 10_000_000_000;
+    assert!(reclaim(&m).unwrap().writes.is_empty(), "never reclaimed");
+    assert_eq!(available(&m), Ok(1));
+    assert_eq!(SemaphoreObject.wake_at(&m), None, "no timer for it");
+    // Released by id like a leased one.
+    assert_eq!(
+        m.apply_ok(&release_ids(&m, &ids[..1]).unwrap()),
+        Reply::Int(2)
+    );
+    // Renewing gives it a lease, as Redisson's updateLeaseTime does; then it ends.
+    assert_eq!(
+        m.apply_ok(&renew(&m, 500, &ids[1..]).unwrap()),
+        Reply::Int(1)
+    );
+    assert_eq!(
+        m.zset(b"{s}:timeout").get(ids[1].as_slice()),
+        Some(&((m.now + 500) as f64))
+    );
+    assert_eq!(SemaphoreObject.wake_at(&m), Some(m.now + 500));
+    m.now += 500;
+    m.apply_ok(&reclaim(&m).unwrap());
+    assert_eq!(count_of(&m), 3);
+    // Queued, it shows -1 (RSEM.INFO's queue) and its grant has ids without an end.
+    let w = SemaphoreRequest {
+        permits: 1,
+        lease_ms: Some(NO_LEASE),
+    };
+    assert_eq!(w.show(), Reply::Array(vec![Reply::Int(1), Reply::Int(-1)]));
+    let TryGrant::Grant(d) = w.try_grant(&m) else {
+        panic!()
+    };
+    let granted = ids_of(&m.apply_ok(&d));
+    assert_eq!(
+        m.zset(b"{s}:timeout").get(granted[0].as_slice()),
+        Some(&(PERMANENT as f64))
+    );
+    assert_eq!(w.aux_keys(&m), vec![b"{s}:timeout".to_vec()]);
+    // Undone (its waiter gone before the reply), it comes back.
+    m.apply_ok(
+        &w.undo(&Reply::Array(vec![Reply::Bulk(hex(&granted[0]))]), &m)
+            .unwrap(),
+    );
+    assert_eq!(count_of(&m), 3);
+}
+
+#[test]
+fn try_set_with_a_ttl_sets_an_absent_count_that_expires() {
+    let mut m = Mem::new(b"s");
+    assert_eq!(m.apply_ok(&try_set_for(&m, 2, 700).unwrap()), Reply::Int(1));
+    assert_eq!(count_of(&m), 2);
+    assert_eq!(m.ttl(b"s"), Some(700));
+    // Already there: nothing changes, its TTL neither.
+    let again = try_set_for(&m, 5, 60_000).unwrap();
+    assert!(again.writes.is_empty());
+    assert_eq!(m.apply_ok(&again), Reply::Int(0));
+    assert_eq!((count_of(&m), m.ttl(b"s")), (2, Some(700)));
+    assert_eq!(
+        try_set_for(&m, 1, i64::MAX).err(),
+        Some(CmdError::OutOfRange("ttl_ms"))
+    );
 }
