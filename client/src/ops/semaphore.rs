@@ -81,6 +81,11 @@ fn acquire_cmd(name: &str, permits: u64, taken: Taken, block: Option<u64>) -> Cm
     cmd
 }
 
+/// A permit count as Redisson's scripts and the module take it (a signed integer).
+fn permit_count(permits: u64) -> Result<i64> {
+    i64::try_from(permits).map_err(|_| Error::InvalidArgument("too many permits".into()))
+}
+
 /// `RSEM.RELEASE name PERMITS n`.
 fn release_cmd(name: &str, permits: u64) -> Cmd {
     let mut cmd = redis::cmd("RSEM.RELEASE");
@@ -252,6 +257,19 @@ struct ScriptLease<'a> {
     sent: Mutex<Instant>,
 }
 
+impl<'a> ScriptLease<'a> {
+    /// `permits` new random ids (the client makes them over Redisson's protocol).
+    fn new(s: Obj<'a>, permits: u64, lease_ms: Option<u64>) -> Self {
+        ScriptLease {
+            s,
+            permits,
+            lease_ms,
+            ids: (0..permits).map(|_| PermitId::new_random()).collect(),
+            sent: Mutex::new(Instant::now()),
+        }
+    }
+}
+
 impl ScriptLease<'_> {
     /// Give the ids back, all or none (the ones the script added, when it took effect).
     async fn release(&self) {
@@ -414,13 +432,7 @@ pub(crate) async fn lease(
     let protocol = s.protocol().await?;
     let (ids, granted_at) = match protocol {
         Protocol::Redisson => {
-            let a = ScriptLease {
-                s,
-                permits,
-                lease_ms: Some(lease_ms),
-                ids: (0..permits).map(|_| PermitId::new_random()).collect(),
-                sent: Mutex::new(Instant::now()),
-            };
+            let a = ScriptLease::new(s, permits, Some(lease_ms));
             if Box::pin(wait::acquire_scripted(s.ctx, s.io, &a, wait))
                 .await?
                 .is_none()
@@ -495,13 +507,7 @@ pub(crate) async fn lease_without_end(
         }
         return ids_of(&reply).map(Some).map_err(|e| s.error(e));
     }
-    let a = ScriptLease {
-        s,
-        permits,
-        lease_ms: None,
-        ids: (0..permits).map(|_| PermitId::new_random()).collect(),
-        sent: Mutex::new(Instant::now()),
-    };
+    let a = ScriptLease::new(s, permits, None);
     let got = Box::pin(wait::acquire_scripted(s.ctx, s.io, &a, wait)).await?;
     Ok(got.map(|_| a.ids))
 }
@@ -514,8 +520,7 @@ pub(crate) async fn release_if_exists(s: Obj<'_>, permits: u64) -> Result<bool> 
     if permits == 0 {
         return Ok(false);
     }
-    let n =
-        i64::try_from(permits).map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+    let n = permit_count(permits)?;
     Ok(script::<i64>(s, &redisson::RELEASE_IF_EXISTS, Some(n)).await? == 1)
 }
 
@@ -524,8 +529,7 @@ pub(crate) async fn release_if_exists(s: Obj<'_>, permits: u64) -> Result<bool> 
 /// (a user allowed only `RSEM.*` can call it); over Redisson's protocol, its script.
 pub(crate) async fn try_set_permits_ttl(s: Obj<'_>, permits: u64, ttl: Duration) -> Result<bool> {
     let ttl_ms = lease_millis(ttl)?;
-    let n =
-        i64::try_from(permits).map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+    let n = permit_count(permits)?;
     if s.protocol().await? != Protocol::Redisson {
         let mut cmd = redis::cmd("RSEM.TRYSETPERMITS");
         cmd.arg(&**s.name).arg(n).arg("PX").arg(ttl_ms);
@@ -669,8 +673,7 @@ pub(crate) async fn release(s: Obj<'_>, permits: u64) -> Result<i64> {
         return available(s, false).await;
     }
     if s.protocol().await? == Protocol::Redisson {
-        let n = i64::try_from(permits)
-            .map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+        let n = permit_count(permits)?;
         let () = script(s, &redisson::RELEASE, Some(n)).await?;
         // Redisson's script replies nothing: the count a moment after.
         return available(s, false).await;
@@ -799,8 +802,7 @@ pub(crate) async fn update_lease(s: Obj<'_>, id: &PermitId, lease: Duration) -> 
 /// permit-expirable semaphore's).
 pub(crate) async fn try_set_permits(s: Obj<'_>, permits: u64, expirable: bool) -> Result<bool> {
     if s.protocol().await? == Protocol::Redisson {
-        let n = i64::try_from(permits)
-            .map_err(|_| Error::InvalidArgument("too many permits".into()))?;
+        let n = permit_count(permits)?;
         let set = match expirable {
             true => &permits::TRY_SET_PERMITS,
             false => &redisson::TRY_SET_PERMITS,
