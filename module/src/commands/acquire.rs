@@ -123,8 +123,6 @@ pub fn wait_or_nil(
         if config::deadlock_detection() {
             wait::check_deadlock(ctx, keys, &req)?;
         }
-    }
-    if waits {
         // In a cluster, its slot may leave this node while it waits.
         slotwatch::waiting(ctx);
     }
