@@ -326,3 +326,31 @@ fn a_permit_without_a_lease_is_redissons_permanent_permit() {
     rt.block_on(asem.release(third)).unwrap();
     assert_eq!(count(&mut c, "forever"), 1);
 }
+
+#[test]
+fn with_the_module_a_user_without_eval_can_release_if_exists_and_set_permits() {
+    if skip_without_module("RSEM.RELEASE ... XX and RSEM.SETPERMITS are the module's") {
+        return;
+    }
+    let s = Server::start();
+    let mut admin = s.conn();
+    // Allowed the semaphore's commands and keys (and what the client itself sends to set up:
+    // HELLO/CLIENT/PING and the module check), not EVAL.
+    acl_user(
+        &s,
+        &mut admin,
+        "sem",
+        &[
+            "~*", "&*", "+@all", "-eval", "-evalsha", "-script", "-fcall",
+        ],
+    );
+    let url = format!("redis://sem:x@127.0.0.1:{}/", s.port);
+    let client = rlock_client::Client::open(url).unwrap();
+    let sem = client.permit_expirable_semaphore("acl");
+    assert!(!client.semaphore("acl").release_if_exists(1).unwrap());
+    sem.set_permits(2).unwrap();
+    assert_eq!(count(&mut admin, "acl"), 2);
+    assert!(client.semaphore("acl").release_if_exists(1).unwrap());
+    assert_eq!(count(&mut admin, "acl"), 3);
+    assert_eq!(calls(&mut admin, "eval") + calls(&mut admin, "evalsha"), 0);
+}

@@ -7,7 +7,7 @@ mod client_support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use client_support::{client, client_with, runtime};
+use client_support::{calls, client, client_with, runtime};
 use rlock_client::WatchdogEvent;
 use rlock_tests::*;
 
@@ -44,15 +44,7 @@ fn failed(events: &Events, name: &str) -> usize {
 fn renewal_calls(c: &mut redis::Connection) -> i64 {
     ["rlock.renew", "evalsha", "eval"]
         .iter()
-        .map(|name| {
-            info_field(c, "commandstats", &format!("cmdstat_{name}"))
-                .and_then(|v| {
-                    v.split(',')
-                        .find_map(|kv| kv.strip_prefix("calls=").map(str::to_owned))
-                })
-                .and_then(|n| n.parse::<i64>().ok())
-                .unwrap_or(0)
-        })
+        .map(|name| calls(c, name))
         .sum()
 }
 

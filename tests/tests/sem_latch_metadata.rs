@@ -20,6 +20,7 @@ const COMMANDS: &[(&str, i64, &[&str], &[&str])] = &[
         &["readonly"],
     ),
     ("rsem.addpermits", 3, &["write", "denyoom"], &["readonly"]),
+    ("rsem.setpermits", 3, &["write", "denyoom"], &["readonly"]),
     ("rsem.available", 2, &["readonly"], &["write", "denyoom"]),
     ("rsem.drain", 2, &["write"], &["denyoom", "readonly"]),
     ("rsem.info", -2, &["readonly"], &["write", "denyoom"]),

@@ -900,3 +900,82 @@ fn renew_moves_live_leases_for_a_user_allowed_only_rsem() {
     let e = err(&mut c, &cmd!("EVAL", "return 1", 0));
     assert!(e.starts_with("NOPERM"), "{e}");
 }
+
+#[test]
+fn release_xx_and_setpermits_serve_redissons_release_if_exists_and_set_permits() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    // A user allowed only these RSEM commands (no EVAL) calls both: what Redisson's
+    // releaseIfExists and setPermits do by script.
+    let mut c = acl_user(
+        &s,
+        &mut admin,
+        "u",
+        &[
+            "~pool",
+            "~{pool}:*",
+            "~absent",
+            "~{absent}:*",
+            "+rsem.release",
+            "+rsem.setpermits",
+            "+rsem.acquire",
+        ],
+    );
+    let e = err(&mut c, &cmd!("EVAL", "return 1", 0));
+    assert!(e.starts_with("NOPERM"), "{e}");
+    let mut sub = Subscriber::psubscribe(&s, "redisson_sc*");
+
+    // XX: an absent semaphore is not created, nothing is published.
+    nil(&mut c, &cmd!("RSEM.RELEASE", "absent", "PERMITS", 2, "XX"));
+    assert_eq!(get(&mut admin, "absent"), None);
+    assert!(sub.drain(&mut admin).is_empty());
+
+    // SETPERMITS on an absent semaphore sets the count and publishes it.
+    assert_eq!(int(&mut c, &cmd!("RSEM.SETPERMITS", "pool", 3)), 3);
+    assert_eq!(get(&mut admin, "pool").as_deref(), Some("3"));
+    assert_eq!(sub.drain(&mut admin), [(channel("pool"), "3".to_string())]);
+    let leased = ids(&raw(
+        &mut c,
+        &cmd!("RSEM.ACQUIRE", "pool", "PERMITS", 2, "LEASE", 60_000),
+    ));
+    assert_eq!(leased.len(), 2);
+    // Total 3 already (1 available, 2 leased): nothing written or published.
+    assert_eq!(int(&mut c, &cmd!("RSEM.SETPERMITS", "pool", 3)), 1);
+    assert!(sub.drain(&mut admin).is_empty());
+    // Total 1 while 2 are leased: the count goes negative; Redisson reads the same total.
+    assert_eq!(int(&mut c, &cmd!("RSEM.SETPERMITS", "pool", 1)), -1);
+    assert_eq!(get(&mut admin, "pool").as_deref(), Some("-1"));
+    assert_eq!(leases(&mut admin, "pool").len(), 2, "leases stay leased");
+    sub.drain(&mut admin);
+
+    // XX on a semaphore that exists: released and published, the count replied.
+    assert_eq!(
+        int(&mut c, &cmd!("RSEM.RELEASE", "pool", "PERMITS", 3, "XX")),
+        2
+    );
+    assert_eq!(sub.drain(&mut admin), [(channel("pool"), "2".to_string())]);
+    assert_eq!(int(&mut c, &cmd!("RSEM.RELEASE", "pool", "XX")), 3);
+
+    // A waiter gets what a SETPERMITS adds, in the same step.
+    assert_eq!(int(&mut c, &cmd!("RSEM.SETPERMITS", "pool", 2)), 0);
+    let waiter = {
+        let mut w = s.conn();
+        std::thread::spawn(move || int(&mut w, &cmd!("RSEM.ACQUIRE", "pool", "BLOCK", 5_000)))
+    };
+    wait_until(margin(Duration::from_secs(5)), "the waiter queued", || {
+        field(&info(&mut admin, "pool"), "waiters") == Value::Int(1)
+    });
+    assert_eq!(
+        int(&mut c, &cmd!("RSEM.SETPERMITS", "pool", 3)),
+        0,
+        "taken by the waiter"
+    );
+    assert_eq!(waiter.join().unwrap(), 1);
+
+    // Errors: arity, a non-integer total, a key of another type.
+    assert!(err(&mut admin, &cmd!("RSEM.SETPERMITS", "pool")).contains("wrong number of arguments"));
+    assert!(err(&mut admin, &cmd!("RSEM.SETPERMITS", "pool", "x")).starts_with("ERR"));
+    assert_eq!(string(&mut admin, &cmd!("SET", "str", "v")), "OK");
+    assert!(err(&mut admin, &cmd!("RSEM.SETPERMITS", "str", 1)).starts_with("WRONGTYPE"));
+    assert!(err(&mut admin, &cmd!("RSEM.RELEASE", "str", "XX")).starts_with("WRONGTYPE"));
+}

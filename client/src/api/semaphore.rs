@@ -386,7 +386,8 @@ twins! {
     /// Give back `permits` permits only if the semaphore exists: whether it did (Redisson's
     /// `releaseIfExists`). [`release_many`](Self::release_many) creates an absent semaphore
     /// with the permits given back; this leaves an expired or deleted one gone. Zero permits:
-    /// `false`, nothing sent.
+    /// `false`, nothing sent. With the module `RSEM.RELEASE ... XX` (no `EVAL` needed); over
+    /// Redisson's protocol, its script.
     fn release_if_exists(&self, permits: u64) -> Result<bool> {
         op::release_if_exists(self.core.obj(io), permits).await
     }
@@ -500,9 +501,9 @@ twins! {
 
     /// Make the permits there are (available plus leased) `permits`, by moving the available
     /// count by the difference (Redisson's `setPermits`): leased permits stay leased, and the
-    /// available count may go negative until enough come back. Publishes `permits` when it
-    /// changed anything, so waiters try again. Redisson's script in both protocols (with the
-    /// module, its write serves the module's queue).
+    /// available count may go negative until enough come back. When it changed anything,
+    /// waiters try again (with the module, permits it adds go to queued waiters at once). With
+    /// the module `RSEM.SETPERMITS` (no `EVAL` needed); over Redisson's protocol, its script.
     fn set_permits(&self, permits: i64) -> Result<()> {
         op::set_permits(self.core.obj(io), permits).await
     }

@@ -513,14 +513,18 @@ pub(crate) async fn lease_without_end(
 }
 
 /// Redisson's `releaseIfExists(n)`: gives `n` plain permits back only if the semaphore
-/// exists (`release` creates it); whether it did. Redisson's script in both protocols: with
-/// the module, the script's write serves the module's queue as a release does (the module
-/// watches the key; docs/commands.md, "What frees a lock and hands it on").
+/// exists (`release` creates it); whether it did. With the module `RSEM.RELEASE ... XX` (a user
+/// allowed only `RSEM.*` can call it); over Redisson's protocol, its script.
 pub(crate) async fn release_if_exists(s: Obj<'_>, permits: u64) -> Result<bool> {
     if permits == 0 {
         return Ok(false);
     }
     let n = permit_count(permits)?;
+    if s.protocol().await? != Protocol::Redisson {
+        let mut cmd = redis::cmd("RSEM.RELEASE");
+        cmd.arg(&**s.name).arg("PERMITS").arg(n).arg("XX");
+        return Ok(s.write::<Option<i64>>(&cmd).await?.is_some());
+    }
     Ok(script::<i64>(s, &redisson::RELEASE_IF_EXISTS, Some(n)).await? == 1)
 }
 
@@ -551,10 +555,18 @@ pub(crate) async fn try_set_permits_ttl(s: Obj<'_>, permits: u64, ttl: Duration)
 
 /// Redisson's `setPermits(n)` of a permit-expirable semaphore: the permits there are
 /// (available plus leased) become `permits`, by moving the available count (it may go
-/// negative while more are leased). Redisson's script in both protocols (with the module, its
-/// write serves the module's queue, see [`release_if_exists`]). Sent again after a broken
-/// connection: a second run finds the total already right and writes nothing.
+/// negative while more are leased). With the module `RSEM.SETPERMITS`; over Redisson's
+/// protocol, its script. Sent again after a broken connection: a second run finds the total
+/// already right and writes nothing.
 pub(crate) async fn set_permits(s: Obj<'_>, permits: i64) -> Result<()> {
+    if s.protocol().await? != Protocol::Redisson {
+        let mut cmd = redis::cmd("RSEM.SETPERMITS");
+        cmd.arg(&**s.name).arg(permits);
+        return s
+            .query::<i64>(&cmd, "", Delivery::Idempotent)
+            .await
+            .map(drop);
+    }
     let (channel, timeouts) = (redisson::channel(s.name), permits::timeouts(s.name));
     let n = permits.to_string();
     let publish = s.ctx.transport.publish_command();

@@ -60,13 +60,18 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     acquire::acquire(ctx, args.get(1), None, &a, prepare)
 }
 
-/// `RSEM.RELEASE key [PERMITS n]` / `RSEM.RELEASE key ID id [id ...]`
+/// `RSEM.RELEASE key [PERMITS n] [XX]` / `RSEM.RELEASE key ID id [id ...]`
 pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let what = semaphore::parse_release(&args.bytes())?;
     let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
+    // Asked before the tidying, which may create the count (ended leases returned), as
+    // Redisson's `releaseIfExists` asks EXISTS first and reclaims nothing.
+    if matches!(what, Release::PermitsIfExists(_)) && !semaphore::exists(&keys)? {
+        return Ok(Answer::Reply(Reply::Nil));
+    }
     prepare(&mut keys)?;
     let d = match &what {
-        Release::Permits(n) => semaphore::release_permits(&keys, *n)?,
+        Release::Permits(n) | Release::PermitsIfExists(n) => semaphore::release_permits(&keys, *n)?,
         Release::Ids(ids) => semaphore::release_ids(&keys, ids)?,
     };
     let released = Change::Freed {
@@ -105,6 +110,20 @@ pub fn try_set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         keys.apply(&d, FREED_ANNOUNCED)?;
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+}
+
+/// `RSEM.SETPERMITS key total`
+pub fn set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let total = semaphore::parse_set_permits(&args.bytes())?;
+    let mut keys = RedisKeys::command(ctx, Semaphore, args.get(1), &[]);
+    prepare(&mut keys)?;
+    let d = semaphore::set_permits(&keys, total)?;
+    if d.writes.is_empty() {
+        return Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)));
+    }
+    // Redisson's script publishes whenever it writes, fewer permits included.
+    keys.apply(&d, FREED_ANNOUNCED)?;
+    Ok(Answer::ReadAfter(left))
 }
 
 /// `RSEM.ADDPERMITS key delta`
@@ -214,11 +233,15 @@ pub static COMMANDS: &[CommandSpec] = &[
         handler: release,
         flags: c"write",
         acl: c"write slow",
-        summary: c"Gives back permits (or the leased permits with these ids, all or none), hands them to queued waiters, publishes and replies the count left",
+        summary: c"Gives back permits (or the leased permits with these ids, all or none), hands them to queued waiters, publishes and replies the count left; with XX only if the semaphore exists",
         complexity: c"O(N) where N is the number of ids, plus the waiters granted",
         arity: -2,
         key: KeyAccess::Update,
-        args: &[KEY, RELEASED],
+        args: &[
+            KEY,
+            RELEASED,
+            ArgSpec::option(c"xx", Token, c"XX"),
+        ],
     },
     CommandSpec {
         name: c"rsem.renew",
@@ -255,6 +278,17 @@ pub static COMMANDS: &[CommandSpec] = &[
             ArgSpec::new(c"permits", Integer),
             ArgSpec::option(c"ttl_ms", Integer, c"PX"),
         ],
+    },
+    CommandSpec {
+        name: c"rsem.setpermits",
+        handler: set_permits,
+        flags: c"write deny-oom",
+        acl: c"write slow",
+        summary: c"Makes a semaphore's permits, available plus leased, number this many by moving the available count (Redisson's setPermits); publishes when it changes",
+        complexity: c"O(1), plus the expired leases returned first and the waiters granted",
+        arity: 3,
+        key: KeyAccess::Update,
+        args: &[KEY, ArgSpec::new(c"permits", Integer)],
     },
     CommandSpec {
         name: c"rsem.addpermits",

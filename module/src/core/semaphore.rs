@@ -149,11 +149,20 @@ pub fn with_ids(lease_ms: Option<i64>) -> &'static str {
 pub enum Release {
     /// `[PERMITS n]`: n plain permits (1 by default).
     Permits(i64),
+    /// `[PERMITS n] XX`: n plain permits only if the semaphore exists (Redisson's
+    /// `releaseIfExists`: a release that does not create it).
+    PermitsIfExists(i64),
     /// `ID id [id ...]`: these leased permits, all or none.
     Ids(Vec<PermitId>),
 }
 
-/// `RSEM.RELEASE key [PERMITS n]` or `RSEM.RELEASE key ID id [id ...]`
+const XX: Opt = Opt {
+    name: "XX",
+    values: 0,
+    needs: "",
+};
+
+/// `RSEM.RELEASE key [PERMITS n] [XX]` or `RSEM.RELEASE key ID id [id ...]`
 pub fn parse_release(argv: &[&[u8]]) -> Result<Release, CmdError> {
     args::arity(argv, |n| n >= 2, "rsem.release")?;
     let rest = &argv[2..];
@@ -170,12 +179,24 @@ pub fn parse_release(argv: &[&[u8]]) -> Result<Release, CmdError> {
             .collect::<Result<_, _>>()
             .map(Release::Ids);
     }
-    let mut n = 1;
-    args::options(rest, &[&PERMITS], |_, v| {
-        n = permits(v[0])?;
+    let (mut n, mut if_exists) = (1, false);
+    args::options(rest, &[&PERMITS, &XX], |k, v| {
+        match k {
+            0 => n = permits(v[0])?,
+            _ => if_exists = true,
+        }
         Ok(())
     })?;
-    Ok(Release::Permits(n))
+    Ok(match if_exists {
+        true => Release::PermitsIfExists(n),
+        false => Release::Permits(n),
+    })
+}
+
+/// `RSEM.SETPERMITS key n`: the total number of permits (available plus leased).
+pub fn parse_set_permits(argv: &[&[u8]]) -> Result<i64, CmdError> {
+    args::arity(argv, |n| n == 3, "rsem.setpermits")?;
+    args::integer(argv[2], "permits")
 }
 
 /// `RSEM.RENEW key lease_ms ID id [id ...]`: the new lease and the permits.
@@ -507,6 +528,45 @@ pub fn add_permits(
         }],
         Reply::Int(now),
     ))
+}
+
+/// Whether the semaphore's count exists (after a type check of both keys): what
+/// `RSEM.RELEASE ... XX` asks before it gives anything back, as Redisson's `releaseIfExists`
+/// asks `EXISTS` of the count alone.
+pub fn exists(store: &(impl Store + ?Sized)) -> Result<bool, CmdError> {
+    count(store)?;
+    Ok(store.kind(&Target::Main) != KeyType::Empty)
+}
+
+/// Make the semaphore's permits, available plus leased, number `total`, by moving the
+/// available count (negative while more are leased): Redisson's `setPermits(n)` of a
+/// permit-expirable semaphore. Creates the count when absent. Reply: the available count; no
+/// write when the total is already `total`. Run after the semaphore's tidying, so every lease
+/// left in the set is live (`ZCARD` counts them, as the script's `ZCOUNT 0 +inf`).
+pub fn set_permits(
+    store: &(impl Store + ?Sized),
+    total: i64,
+) -> Result<Decision<'static>, CmdError> {
+    let available = count(store)?;
+    if store.kind(&Target::Main) == KeyType::Empty {
+        let set = Write::SetInt {
+            key: Target::Main,
+            value: total,
+        };
+        return Ok(Decision::new(vec![set], Reply::Int(total)));
+    }
+    let leased = i64::try_from(store.zcard(&timeouts(store))).unwrap_or(i64::MAX);
+    let delta = total
+        .checked_sub(add(available, leased)?)
+        .ok_or(CmdError::PermitsOverflow)?;
+    if delta == 0 {
+        return Ok(Decision::reply(Reply::Int(available)));
+    }
+    let by = Write::IncrBy {
+        key: Target::Main,
+        by: delta,
+    };
+    Ok(Decision::new(vec![by], Reply::Int(add(available, delta)?)))
 }
 
 /// Set the count to `n` if the semaphore does not exist. Reply: 1 set, 0 not.

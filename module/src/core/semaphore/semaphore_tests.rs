@@ -111,6 +111,26 @@ fn arguments() {
         Ok(Release::Permits(4))
     );
     assert_eq!(
+        parse_release(&argv(&["rsem.release", "s", "xx"])),
+        Ok(Release::PermitsIfExists(1))
+    );
+    assert_eq!(
+        parse_release(&argv(&["rsem.release", "s", "XX", "PERMITS", "3"])),
+        Ok(Release::PermitsIfExists(3))
+    );
+    assert_eq!(
+        parse_release(&argv(&["rsem.release", "s", "XX", "XX"])),
+        Err(CmdError::Syntax("XX given twice".into()))
+    );
+    assert_eq!(
+        parse_set_permits(&argv(&["rsem.setpermits", "s", "-2"])),
+        Ok(-2)
+    );
+    assert_eq!(
+        parse_set_permits(&argv(&["rsem.setpermits", "s"])),
+        Err(CmdError::Arity("rsem.setpermits"))
+    );
+    assert_eq!(
         parse_release(&argv(&["rsem.release", "s", "PERMITS", "-1"])),
         Err(CmdError::TooSmall("permits", 1))
     );
@@ -619,4 +639,23 @@ fn try_set_with_a_ttl_sets_an_absent_count_that_expires() {
         try_set_for(&m, 1, i64::MAX).err(),
         Some(CmdError::OutOfRange("ttl_ms"))
     );
+}
+
+#[test]
+fn set_permits_moves_the_available_count_to_make_the_total() {
+    let mut m = Mem::new(b"s");
+    assert!(!exists(&m).unwrap());
+    // Absent: the count is set (Redisson's script SETs it).
+    assert_eq!(m.apply_ok(&set_permits(&m, 3).unwrap()), Reply::Int(3));
+    assert!(exists(&m).unwrap());
+    let leased = ids_of(&take(&mut m, 2, Some(60_000)));
+    assert_eq!((count_of(&m), leased.len()), (1, 2));
+    // Total 3 already (1 available + 2 leased): nothing written.
+    assert!(set_permits(&m, 3).unwrap().writes.is_empty());
+    // Total 5: two more available.
+    assert_eq!(m.apply_ok(&set_permits(&m, 5).unwrap()), Reply::Int(3));
+    // Total 1 while 2 are leased: the available count goes negative.
+    assert_eq!(m.apply_ok(&set_permits(&m, 1).unwrap()), Reply::Int(-1));
+    assert_eq!(count_of(&m), -1);
+    assert_eq!(set_permits(&m, i64::MIN), Err(CmdError::PermitsOverflow));
 }
