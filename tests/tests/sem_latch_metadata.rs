@@ -22,6 +22,7 @@ const COMMANDS: &[(&str, i64, &[&str], &[&str])] = &[
     ("rsem.addpermits", 3, &["write", "denyoom"], &["readonly"]),
     ("rsem.setpermits", 3, &["write", "denyoom"], &["readonly"]),
     ("rsem.available", 2, &["readonly"], &["write", "denyoom"]),
+    ("rsem.leasetime", 3, &["readonly"], &["write", "denyoom"]),
     ("rsem.drain", 2, &["write"], &["denyoom", "readonly"]),
     ("rsem.info", -2, &["readonly"], &["write", "denyoom"]),
     (

@@ -979,3 +979,51 @@ fn release_xx_and_setpermits_serve_redissons_release_if_exists_and_set_permits()
     assert!(err(&mut admin, &cmd!("RSEM.SETPERMITS", "str", 1)).starts_with("WRONGTYPE"));
     assert!(err(&mut admin, &cmd!("RSEM.RELEASE", "str", "XX")).starts_with("WRONGTYPE"));
 }
+
+#[test]
+fn leasetime_tells_the_ms_left_and_needs_the_lease_sets_read_right() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    assert_eq!(int(&mut admin, &cmd!("RSEM.TRYSETPERMITS", "jobs", 3)), 1);
+    let leased = ids(&raw(
+        &mut admin,
+        &cmd!("RSEM.ACQUIRE", "jobs", "LEASE", 60_000),
+    ));
+    let endless = ids(&raw(&mut admin, &cmd!("RSEM.ACQUIRE", "jobs", "NOLEASE")));
+    let short = ids(&raw(&mut admin, &cmd!("RSEM.ACQUIRE", "jobs", "LEASE", 50)));
+    let left = int(&mut admin, &cmd!("RSEM.LEASETIME", "jobs", &leased[0]));
+    assert!((59_000..=60_000).contains(&left), "{left}");
+    assert_eq!(
+        int(&mut admin, &cmd!("RSEM.LEASETIME", "jobs", &endless[0])),
+        -1
+    );
+    let unknown = "00000000000000000000000000000000";
+    nil(&mut admin, &cmd!("RSEM.LEASETIME", "jobs", unknown));
+    nil(&mut admin, &cmd!("RSEM.LEASETIME", "absent", unknown));
+    wait_until(
+        margin(Duration::from_secs(2)),
+        "the short lease ended",
+        || raw(&mut admin, &cmd!("RSEM.LEASETIME", "jobs", &short[0])) == Value::Nil,
+    );
+    assert_eq!(
+        err(&mut admin, &cmd!("RSEM.LEASETIME", "jobs", "zz")),
+        "ERR permit id must be 32 hex characters"
+    );
+    // A user who may read the count but not the lease set learns nothing of the lease.
+    let mut u = acl_user(&s, &mut admin, "u", &["~jobs", "+rsem.leasetime"]);
+    let e = err(&mut u, &cmd!("RSEM.LEASETIME", "jobs", &leased[0]));
+    assert!(
+        e.starts_with("NOPERM") && e.contains("{jobs}:timeout"),
+        "{e}"
+    );
+    let mut v = acl_user(
+        &s,
+        &mut admin,
+        "v",
+        &["~jobs", "~{jobs}:*", "+rsem.leasetime"],
+    );
+    assert_eq!(
+        int(&mut v, &cmd!("RSEM.LEASETIME", "jobs", &endless[0])),
+        -1
+    );
+}

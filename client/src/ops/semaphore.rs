@@ -596,9 +596,8 @@ pub(crate) async fn total_permits(s: Obj<'_>) -> Result<i64> {
 
 /// Redisson's `getLeaseTime(id)`: the time left of a leased permit's lease, `None` for a
 /// permit without an end; [`Error::PermitNotLeased`] when it is not leased (released, ended,
-/// never existed), with Redisson's words. With the module: the permit's score in the lease set
-/// (`ZSCORE`, Redisson's layout) against the server's clock (`TIME`), as the module writes
-/// scores by it.
+/// never existed), with Redisson's words. With the module `RSEM.LEASETIME` (a user allowed
+/// `RSEM.*` and the lease set's key can ask; no `EVAL`); over Redisson's protocol, its script.
 pub(crate) async fn lease_time(s: Obj<'_>, id: &PermitId) -> Result<Option<Duration>> {
     let left: i64 = if s.protocol().await? == Protocol::Redisson {
         let (name, timeouts, channel) = (
@@ -628,20 +627,10 @@ pub(crate) async fn lease_time(s: Obj<'_>, id: &PermitId) -> Result<Option<Durat
             .await
             .map_err(|e| e.about(s.name, ""))?
     } else {
-        let mut score = redis::cmd("ZSCORE");
-        score
-            .arg(permits::timeouts(s.name))
-            .arg(id.as_bytes().as_slice());
-        match s.read::<Option<f64>>(&score).await? {
-            None => 0,
-            Some(at) if at >= permits::PERMANENT.parse::<f64>().unwrap_or(f64::MAX) => -1,
-            Some(at) => {
-                let (secs, micros): (i64, i64) = s.read(&redis::cmd("TIME")).await?;
-                let now = secs * 1000 + micros / 1000;
-                // Ended (the module returns it at its next command): not leased.
-                (at as i64 - now).max(0)
-            }
-        }
+        let mut cmd = redis::cmd("RSEM.LEASETIME");
+        cmd.arg(&**s.name).arg(id.to_string());
+        // nil: not leased.
+        s.read::<Option<i64>>(&cmd).await?.unwrap_or(0)
     };
     match left {
         -1 => Ok(None),

@@ -166,6 +166,19 @@ pub fn available(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     Ok(Answer::Reply(Reply::Int(semaphore::available(&keys)?)))
 }
 
+/// `RSEM.LEASETIME key id`
+pub fn lease_time(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
+    let id = semaphore::parse_lease_time(&args.bytes())?;
+    // The id's lease is in the leased-permit set: a user who may not read it learns nothing
+    // (ACL names only the count's key, at position 1).
+    let leases = names::semaphore_timeouts(args.get(1).bytes());
+    if !ctx.may_read_key(&leases) {
+        return Err(CmdError::NoReadPerm(leases));
+    }
+    let keys = RedisKeys::read(ctx, args.get(1));
+    Ok(Answer::Reply(semaphore::lease_time(&keys, &id)?))
+}
+
 /// `RSEM.INFO key [COUNT n]`
 pub fn info(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let limit = semaphore::parse_info(&args.bytes())?;
@@ -311,6 +324,17 @@ pub static COMMANDS: &[CommandSpec] = &[
         arity: 2,
         key: KeyAccess::ReadOnly,
         args: &[KEY],
+    },
+    CommandSpec {
+        name: c"rsem.leasetime",
+        handler: lease_time,
+        flags: c"readonly fast",
+        acl: c"read fast",
+        summary: c"Returns the ms left of a leased permit's lease (Redisson's getLeaseTime), -1 for a permit without an end, nil when it is not leased",
+        complexity: c"O(1)",
+        arity: 3,
+        key: KeyAccess::ReadOnly,
+        args: &[KEY, ArgSpec::new(c"id", String)],
     },
     CommandSpec {
         name: c"rsem.drain",

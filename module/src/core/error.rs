@@ -50,6 +50,8 @@ pub enum CmdError {
     ServerUnblocked,
     /// The caller's ACL user may not write an auxiliary key the command would write.
     NoPerm(Vec<u8>),
+    /// The caller's ACL user may not read an auxiliary key the command reads.
+    NoReadPerm(Vec<u8>),
     /// A session bound (queued requests, unacknowledged outcomes) was reached.
     Limit(String),
     /// The session named does not exist (never opened, closed, or expired).
@@ -145,6 +147,11 @@ impl fmt::Display for CmdError {
             CmdError::NoPerm(key) => write!(
                 f,
                 "NOPERM this user has no permissions to access the key '{}' that the command writes",
+                echo(key)
+            ),
+            CmdError::NoReadPerm(key) => write!(
+                f,
+                "NOPERM this user has no permissions to access the key '{}' that the command reads",
                 echo(key)
             ),
             // The words Redis itself answers every client blocked on a node that becomes a

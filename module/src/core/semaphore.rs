@@ -234,6 +234,12 @@ pub fn parse_try_set(argv: &[&[u8]]) -> Result<(i64, Option<i64>), CmdError> {
     Ok((n, ttl_ms))
 }
 
+/// `RSEM.LEASETIME key id`: the permit.
+pub fn parse_lease_time(argv: &[&[u8]]) -> Result<PermitId, CmdError> {
+    args::arity(argv, |n| n == 3, "rsem.leasetime")?;
+    parse_id(argv[2])
+}
+
 /// `RSEM.ADDPERMITS key delta`
 pub fn parse_add(argv: &[&[u8]]) -> Result<i64, CmdError> {
     args::arity(argv, |n| n == 3, "rsem.addpermits")?;
@@ -606,6 +612,20 @@ pub fn try_set_for(
 /// Never writes (`RSEM.AVAILABLE` is read-only).
 pub fn available(store: &(impl Store + ?Sized)) -> Result<i64, CmdError> {
     Ok(count(store)?.saturating_add(expired(store).len() as i64))
+}
+
+/// The time left of a leased permit's lease: Redisson's `getLeaseTime(id)`. Reply: the ms left
+/// (at least 1), `-1` for a permit without an end, nil when the permit is not leased
+/// (released, never issued, or its lease ended: read-only, so an ended lease not yet returned
+/// counts as ended, as `RSEM.AVAILABLE` counts it returned).
+pub fn lease_time(store: &(impl Store + ?Sized), id: &PermitId) -> Result<Reply, CmdError> {
+    count(store)?; // both keys are a semaphore's
+    let now = store.now();
+    Ok(match store.zscore(&timeouts(store), id) {
+        Some(at) if at >= PERMANENT as f64 => Reply::Int(-1),
+        Some(at) if at > now as f64 => Reply::Int(at as i64 - now),
+        _ => Reply::Nil,
+    })
 }
 
 /// Leased permits with their lease ends.

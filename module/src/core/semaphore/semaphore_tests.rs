@@ -659,3 +659,23 @@ fn set_permits_moves_the_available_count_to_make_the_total() {
     assert_eq!(count_of(&m), -1);
     assert_eq!(set_permits(&m, i64::MIN), Err(CmdError::PermitsOverflow));
 }
+
+#[test]
+fn lease_time_tells_the_ms_left_minus_one_without_an_end_and_nil_when_not_leased() {
+    let mut m = Mem::new(b"s");
+    let unknown = parse_id(b"00112233445566778899aabbccddeeff").unwrap();
+    assert_eq!(lease_time(&m, &unknown), Ok(Reply::Nil), "absent");
+    m.apply_ok(&try_set(&m, 3).unwrap());
+    let leased = ids_of(&take(&mut m, 1, Some(5_000)))[0];
+    let endless = ids_of(&take(&mut m, 1, Some(NO_LEASE)))[0];
+    assert_eq!(lease_time(&m, &leased), Ok(Reply::Int(5_000)));
+    assert_eq!(lease_time(&m, &endless), Ok(Reply::Int(-1)));
+    assert_eq!(lease_time(&m, &unknown), Ok(Reply::Nil));
+    m.now += 5_000;
+    assert_eq!(lease_time(&m, &leased), Ok(Reply::Nil), "ended");
+    assert_eq!(lease_time(&m, &endless), Ok(Reply::Int(-1)));
+    assert_eq!(
+        parse_lease_time(&argv(&["rsem.leasetime", "s", "zz"])),
+        Err(CmdError::BadPermitId)
+    );
+}
