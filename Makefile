@@ -3,7 +3,7 @@ SHELL := /bin/bash
 MODULE := target/release/librlock_module.so
 PORT ?= $(shell awk '$$1=="port"{print $$2}' redis.conf)
 
-.PHONY: deps build run test lint matrix bench bench-quick budget dist publish-check features new-project loaded soak torture fuzz clean
+.PHONY: deps build run test lint matrix bench bench-quick budget dist publish-check features new-project msrv loaded soak torture fuzz clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -79,6 +79,11 @@ dist: deps
 publish-check: deps
 	cargo publish --dry-run $(PUBLISH_FLAGS) -p rlock-module
 	cargo publish --dry-run $(PUBLISH_FLAGS) -p rlock-client
+
+# The client on its stated minimum Rust (`rust-version`), dependencies resolved for it as a
+# user's cargo would. Needs that toolchain installed; not in CI (see scripts/msrv.sh).
+msrv:
+	bash scripts/msrv.sh
 
 # Every feature combination of the client that its docs name, linted and unit-tested (CI runs it).
 features: deps
