@@ -16,8 +16,9 @@
 //!   served now; an outcome saying the request can't be served here (a migration's `TRYAGAIN`,
 //!   a failover's `UNBLOCKED`) queues it again on the node that serves the key now;
 //! - a connection that breaks under the acquire leaves its outcome unknown: the request is
-//!   withdrawn (`RSESSION.CANCEL`), then the object's [`Attempt::took_effect`] check decides
-//!   before queueing again; so does a session the server lost (restart, failover);
+//!   withdrawn (`RSESSION.CANCEL`); if it was still queued it took nothing and is queued
+//!   again, else the object's [`Attempt::took_effect`] check decides before queueing again;
+//!   so does a session the server lost (restart, failover);
 //! - a session that expired while its process could not read (frozen longer than the grace)
 //!   fails the wait with [`Error::SessionExpired`]: the server withdrew it;
 //! - the server ends a wait at its deadline; if its outcome is not there shortly after, the
@@ -481,6 +482,15 @@ async fn waited<A: Attempt>(
         let mut queued = match sent {
             Sent::Reply(v) => return Ok(v),
             Sent::Queued(q) => q,
+            Sent::Withdrawn(e) => {
+                requeued += 1;
+                if requeued > policy.redirect_budget() {
+                    return Err(ctx.transport.error(e, a.key()));
+                }
+                tracing::debug!(key = a.key(), error = %e, "rlock: a wait cut off while queued must queue again");
+                ctx.bg.sleep(policy.delay).await;
+                continue;
+            }
         };
         let Some(outcome) = Box::pin(queued.outcome(until, cancel)).await else {
             return Err(cancelled(a.key()));
@@ -534,6 +544,11 @@ enum Sent<'a, A: Attempt> {
     Reply(Value),
     /// Queued: the outcome comes through the session.
     Queued(Queued<'a, A>),
+    /// The connection broke under the acquire, and withdrawing it proved that it was still
+    /// queued: it took nothing, so it is queued again (with the error, should the retries run
+    /// out). Not settled by [`Attempt::took_effect`], which cannot tell for a semaphore and
+    /// would count its permits in doubt.
+    Withdrawn(RedisError),
 }
 
 /// Send the acquire once: to the node `to` points at (a redirect), else the one serving the
@@ -615,8 +630,9 @@ async fn send_at<'a, A: Attempt>(
             Ok(Sent::Reply(v))
         }
         Err(e) if classify(&e) == Failure::Cut => match Box::pin(queued.unknown()).await {
-            Some(v) => Ok(Sent::Reply(v)),
-            None => Err(e),
+            Withdrawal::Granted(v) => Ok(Sent::Reply(v)),
+            Withdrawal::StillQueued => Ok(Sent::Withdrawn(e)),
+            Withdrawal::Unknown => Err(e),
         },
         Err(e) => {
             queued.armed = false;
@@ -807,15 +823,14 @@ impl<A: Attempt> Queued<'_, A> {
     }
 
     /// The acquire's connection broke: its request may be queued, decided, or lost on the
-    /// way. Withdraw it, so that the at-most-once check that follows sees the whole truth.
-    /// `Some`: it was granted and the grant is here.
-    async fn unknown(mut self) -> Option<Value> {
+    /// way. Withdraw it, so that what follows sees the whole truth.
+    async fn unknown(mut self) -> Withdrawal {
         self.armed = false;
         match self.cancel().await {
-            Ok(true) => None,
+            Ok(true) => Withdrawal::StillQueued,
             Ok(false) => match self.ticket.try_outcome() {
-                Some(Delivered::Granted(v)) => Some(v),
-                _ => None,
+                Some(Delivered::Granted(v)) => Withdrawal::Granted(v),
+                _ => Withdrawal::Unknown,
             },
             Err(e) => {
                 tracing::warn!(
@@ -824,10 +839,20 @@ impl<A: Attempt> Queued<'_, A> {
                     "rlock: can't withdraw a wait whose acquire was cut off; if the server \
                      grants it later, the grant frees when its lease ends"
                 );
-                None
+                Withdrawal::Unknown
             }
         }
     }
+}
+
+/// What withdrawing an acquire whose connection broke found.
+enum Withdrawal {
+    /// Granted before the cancel: the grant.
+    Granted(Value),
+    /// Still queued, and now withdrawn: it took nothing.
+    StillQueued,
+    /// Decided some other way, or the cancel failed: the at-most-once check must ask.
+    Unknown,
 }
 
 impl<A: Attempt> Drop for Queued<'_, A> {

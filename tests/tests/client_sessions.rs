@@ -713,3 +713,70 @@ fn a_force_released_hold_is_reported_lost_within_milliseconds() {
     }
     assert_eq!(rlock_stat(&mut c, "holds_lost"), 2);
 }
+
+#[test]
+fn a_semaphore_wait_cut_while_parked_is_queued_again_and_no_permit_is_in_doubt() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let key = "parked:sem";
+    let client = client(&s);
+    assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", key, 0)), 1);
+    // As for the lock above, until enough kills hit a parked wait. A semaphore has no owner to
+    // ask whether a cut acquire took permits: only the cancel that finds it still queued proves
+    // it took none (before, such a wait failed and counted its permit in doubt).
+    let (mut cut, mut rounds) = (0, 0);
+    while cut < 3 {
+        rounds += 1;
+        assert!(
+            rounds <= 30,
+            "only {cut} of {rounds} kills hit a parked wait"
+        );
+        let sem = client.semaphore(key);
+        let waiter = std::thread::spawn(move || {
+            assert!(sem.try_acquire_for(Duration::from_secs(20)).unwrap());
+            sem.release().unwrap();
+        });
+        wait_until(Duration::from_secs(5), "the wait parked", || {
+            rlock_stat(&mut c, "session_requests_parked") == 1
+        });
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
+        let parked = list
+            .lines()
+            .filter(|l| l.contains(" name=rlock ") && l.contains(" flags=b "))
+            .find_map(|l| {
+                l.strip_prefix("id=")?
+                    .split(' ')
+                    .next()?
+                    .parse::<i64>()
+                    .ok()
+            });
+        let cancels = calls(&mut c, "rsession.cancel");
+        let Some(id) = parked else {
+            assert_eq!(int(&mut c, &cmd!("RSEM.RELEASE", key)), 0);
+            waiter.join().unwrap();
+            assert_eq!(int(&mut c, &cmd!("RSEM.ACQUIRE", key)), 1);
+            continue;
+        };
+        let killed = int(&mut c, &cmd!("CLIENT", "KILL", "ID", id)) == 1;
+        if killed {
+            cut += 1;
+            // Nothing is released until the client has withdrawn the request (so the cancel
+            // finds it still queued) and queued it again.
+            wait_until(Duration::from_secs(10), "withdrawn", || {
+                calls(&mut c, "rsession.cancel") > cancels
+            });
+        }
+        wait_until(Duration::from_secs(10), "queued again", || {
+            rlock_stat(&mut c, "session_requests") == 1
+        });
+        assert_eq!(
+            int(&mut c, &cmd!("RSEM.RELEASE", key)),
+            0,
+            "taken by the waiter"
+        );
+        waiter.join().unwrap();
+        assert_eq!(client.permits_in_doubt(), 0);
+        assert_eq!(int(&mut c, &cmd!("RSEM.AVAILABLE", key)), 1, "given back");
+        assert_eq!(int(&mut c, &cmd!("RSEM.ACQUIRE", key)), 1);
+    }
+}
