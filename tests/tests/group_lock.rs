@@ -560,3 +560,57 @@ fn a_values_lease_end_hands_it_to_its_waiter() {
     assert_eq!(held(&h, "b", "h").1, 1);
     assert_eq!(rlock_stat(&mut c, "mlock_handoffs"), 1);
 }
+
+#[test]
+fn disjoint_waiters_are_both_granted_in_one_step() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(acquire(&mut c, "h", 30_000, &["a", "b"]), Value::Int(1));
+    let w1 = park(&s, &mut c, "w1", &["a"], 1);
+    let w2 = park(&s, &mut c, "w2", &["b"], 2);
+    assert_eq!(release(&mut c, "h", 30_000, &["a", "b"]), Value::Int(1));
+    let h = hgetall(&mut c, G);
+    assert_eq!((held(&h, "a", "w1").1, held(&h, "b", "w2").1), (1, 1));
+    assert_eq!(w1.reply_int(), 1);
+    assert_eq!(w2.reply_int(), 1);
+}
+
+#[test]
+fn a_waiter_is_not_overtaken_on_its_values_and_does_not_block_others() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(acquire(&mut c, "h1", 30_000, &["a"]), Value::Int(1));
+    assert_eq!(acquire(&mut c, "h2", 30_000, &["b"]), Value::Int(1));
+    let first = park(&s, &mut c, "first", &["a", "b"], 1);
+    let later = park(&s, &mut c, "later", &["a"], 2);
+    // A newcomer on a value nobody waits for passes the queue at once.
+    assert_eq!(acquire(&mut c, "n", 30_000, &["c"]), Value::Int(1));
+    assert_eq!(
+        owned(&mut c, "RMLOCK.RELEASE", "n", 1, &["c"]),
+        Value::Int(1)
+    );
+    let third = park(&s, &mut c, "third", &["b"], 3);
+    // a freed: `first` still waits for b, and `later` may not take a past it.
+    assert_eq!(release(&mut c, "h1", 30_000, &["a"]), Value::Int(1));
+    assert_eq!(
+        info(&mut c, &["a"])["a"].0,
+        None,
+        "a stays free for the first waiter"
+    );
+    assert_eq!(
+        acquire(&mut c, "n", 30_000, &["a"]),
+        Value::Nil,
+        "a newcomer does not take a free value past a waiter that wants it"
+    );
+    assert_eq!(info_int(&mut c, "clients", "blocked_clients"), 3);
+    // b freed: `first` takes both; `later` and `third` wait for it.
+    assert_eq!(release(&mut c, "h2", 30_000, &["b"]), Value::Int(1));
+    assert_eq!(first.reply_int(), 1);
+    let h = hgetall(&mut c, G);
+    assert_eq!((held(&h, "a", "first").1, held(&h, "b", "first").1), (1, 1));
+    assert_eq!(release(&mut c, "first", 30_000, &["a", "b"]), Value::Int(1));
+    assert_eq!(later.reply_int(), 1);
+    assert_eq!(third.reply_int(), 1);
+    let h = hgetall(&mut c, G);
+    assert_eq!((held(&h, "a", "later").1, held(&h, "b", "third").1), (1, 1));
+}

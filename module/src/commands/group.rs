@@ -11,15 +11,18 @@ use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
 use crate::settle::Change;
+use crate::wait;
 
 /// `RMLOCK.ACQUIRE group owner lease_ms FIELDS n F1 .. Fn [BLOCK timeout_ms]
 /// [SESSION s [QUEUE request timeout_ms]]`
 pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let parsed = group::parse_acquire(&argv)?;
+    let claimed = wait::claims_any(ctx.db(), argv[1], &parsed.fields);
     let a = GroupAcquire {
         owner: argv[2],
         args: parsed,
+        claimed,
     };
     acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
 }

@@ -13,6 +13,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
+use super::wait::claims::Claims;
 use super::wait::{Acquiring, Decided, Hold, Object, Req, Request, TryGrant};
 use std::borrow::Cow;
 
@@ -215,10 +216,8 @@ fn empties(store: &(impl Store + ?Sized), writes: &[Write]) -> bool {
     let mut gone = std::collections::BTreeSet::new();
     for w in writes {
         match w {
-            Write::HDel { field, .. } => {
-                if store.hget(&Target::Main, field).is_some() {
-                    gone.insert(field.as_ref());
-                }
+            Write::HDel { field, .. } if store.hget(&Target::Main, field).is_some() => {
+                gone.insert(field.as_ref());
             }
             Write::HSet { .. } | Write::HSetInt { .. } => return false,
             _ => {}
@@ -244,8 +243,8 @@ pub enum Acquire<'a> {
     Busy,
 }
 
-/// Acquire every field for `owner`, or none. `queued`: others wait for this group (a newcomer
-/// does not overtake them for a value it does not hold already).
+/// Acquire every field for `owner`, or none. `queued`: a waiter wants one of these values (a
+/// newcomer does not overtake it, unless it holds every value already: re-entry never waits).
 pub fn acquire<'a>(
     store: &(impl Store + ?Sized),
     owner: &'a [u8],
@@ -502,29 +501,25 @@ pub fn info(store: &(impl Store + ?Sized), fields: &[&[u8]]) -> Result<Reply, Cm
 /// waiter claims its values. FIFO per value, and disjoint values never wait on each other.
 /// `freed`: the values this step freed, when known; the walk stops once each is granted or
 /// claimed (a waiter behind that point waits on values that did not change, so it could not be
-/// granted before either). `None` walks the whole queue. Returns the granted waiters' indices.
+/// granted before either). `None` walks the whole queue, as serving does (it does not know
+/// what the step freed: `core::wait::grant`'s `serve_past_head` applies this rule to the
+/// queued requests). Returns the granted waiters' indices.
 pub fn walk<'v, V: AsRef<[u8]> + 'v>(
     waiters: impl IntoIterator<Item = &'v [V]>,
     free: impl Fn(&[u8]) -> bool,
     freed: Option<&[&[u8]]>,
 ) -> Vec<usize> {
-    let mut claimed: std::collections::HashSet<&[u8]> = Default::default();
+    let mut claims = Claims::default();
     let mut granted = Vec::new();
-    let done = |claimed: &std::collections::HashSet<&[u8]>| {
-        freed.is_some_and(|fr| fr.iter().all(|v| claimed.contains(v)))
-    };
     for (i, values) in waiters.into_iter().enumerate() {
-        if done(&claimed) {
+        if freed.is_some_and(|fr| fr.iter().all(|v| claims.contains(v))) {
             break;
         }
-        let ok = values
-            .iter()
-            .all(|v| !claimed.contains(v.as_ref()) && free(v.as_ref()));
-        if ok {
+        if claims.free_of(values) && values.iter().all(|v| free(v.as_ref())) {
             granted.push(i);
         }
         // Granted or not, its values are no one else's in this step.
-        claimed.extend(values.iter().map(|v| v.as_ref()));
+        claims.claim(values);
     }
     granted
 }
@@ -535,6 +530,10 @@ pub fn walk<'v, V: AsRef<[u8]> + 'v>(
 pub struct GroupAcquire<'a> {
     pub owner: &'a [u8],
     pub args: AcquireArgs<'a>,
+    /// A waiter wants one of its values: it may not take them past that waiter (FIFO per
+    /// value), though it may take values nobody waits for. Read before the queue is served:
+    /// a waiter granted then holds its values, so the newcomer is refused them anyway.
+    pub claimed: bool,
 }
 
 impl<'a> Acquiring<'a> for GroupAcquire<'a> {
@@ -549,12 +548,12 @@ impl<'a> Acquiring<'a> for GroupAcquire<'a> {
     fn decide<S: Store + ?Sized>(
         &self,
         store: &S,
-        queued: bool,
+        _queued: bool,
         _tidied: bool,
     ) -> Result<Decided<'a>, CmdError> {
         let a = &self.args;
         Ok(
-            match acquire(store, self.owner, a.lease_ms, &a.fields, queued)? {
+            match acquire(store, self.owner, a.lease_ms, &a.fields, self.claimed)? {
                 Acquire::Grant(decision, reentry) => Decided::Grant {
                     decision,
                     reentry,
@@ -672,6 +671,10 @@ impl Request for GroupRequest {
 
     fn holds(&self) -> Option<&dyn Hold> {
         Some(self)
+    }
+
+    fn values(&self) -> Option<&[Box<[u8]>]> {
+        Some(&self.fields)
     }
 }
 

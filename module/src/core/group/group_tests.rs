@@ -319,3 +319,117 @@ proptest! {
         }
     }
 }
+
+/// Queue group requests (as the skin does when they find values held), then release holds one
+/// by one and serve through the shared serving loop over the in-memory store.
+fn queue(queues: &mut crate::core::wait::Queues<u32, Req>, h: u32, owner: &str, fields: &[u8]) {
+    let req: Req = std::rc::Rc::new(GroupRequest {
+        owner: owner.as_bytes().into(),
+        lease_ms: 1_000,
+        fields: fields.iter().map(|f| vec![*f].into_boxed_slice()).collect(),
+    });
+    let waiter = crate::core::wait::Waiter {
+        handle: h,
+        serial: h as u64,
+        req,
+        deadline: None,
+        queued_us: 0,
+    };
+    queues.push(&crate::core::wait::KeyId::new(0, b"g"), waiter);
+}
+
+fn granted(served: crate::core::wait::Served<u32>) -> Vec<u32> {
+    served
+        .outcomes
+        .into_iter()
+        .map(|o| match o {
+            crate::core::wait::Outcome::Granted { waiter, .. } => waiter.handle,
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn serving_hands_off_per_value_past_a_waiting_head() {
+    use crate::core::wait::{serve, KeyId, Queues};
+    let mut m = Mem::new(b"g");
+    let mut q: Queues<u32, Req> = Queues::default();
+    let id = KeyId::new(0, b"g");
+    assert!(grant(&mut m, b"h", 1_000, &["a", "b"]));
+    queue(&mut q, 1, "w1", b"ab"); // waits for a and b
+    queue(&mut q, 2, "w2", b"a"); // may not overtake w1 on a
+    queue(&mut q, 3, "w3", b"c"); // c is free: disjoint, granted past them
+    assert_eq!(granted(serve(&mut q, &id, &mut m)), vec![3]);
+    // b alone freed: w1 still waits for a, w2 for w1.
+    let d = force_release(&m, &v(&["b"])).unwrap();
+    m.apply_ok(&d);
+    assert_eq!(granted(serve(&mut q, &id, &mut m)), Vec::<u32>::new());
+    let d = force_release(&m, &v(&["a"])).unwrap();
+    m.apply_ok(&d);
+    assert_eq!(granted(serve(&mut q, &id, &mut m)), vec![1]);
+    let r = release(&m, b"w1", 1_000, &v(&["a", "b"])).unwrap();
+    m.apply_ok(&r.decision);
+    assert_eq!(granted(serve(&mut q, &id, &mut m)), vec![2]);
+    assert!(q.get(&id).is_none_or(|q| q.is_empty()));
+}
+
+proptest! {
+    /// Through the real serving loop: never two live holders of one value, every grant made
+    /// to a waiter with no earlier waiter still queued for one of its values, and nobody left
+    /// waiting for values all free once serving is done.
+    #[test]
+    fn serving_never_double_grants(
+        waits in prop::collection::vec(prop::collection::btree_set(0u8..5, 1..4), 1..10),
+        frees in prop::collection::vec(0u8..5, 0..8),
+    ) {
+        use crate::core::wait::{serve, KeyId, Queues};
+        let mut m = Mem::new(b"g");
+        let mut q: Queues<u32, Req> = Queues::default();
+        let id = KeyId::new(0, b"g");
+        let all: Vec<&'static str> = vec!["\0", "\x01", "\x02", "\x03", "\x04"];
+        assert!(grant(&mut m, b"h", 1_000_000, &all));
+        let want: Vec<Vec<u8>> = waits.iter().map(|s| s.iter().copied().collect()).collect();
+        for (i, w) in want.iter().enumerate() {
+            queue(&mut q, i as u32, &format!("w{i}"), w);
+        }
+        let mut holders: BTreeMap<u8, u32> = BTreeMap::new();
+        for f in frees {
+            let field = [f];
+            if let Some(holder) = m.hash(b"g").get(&field[..]).cloned() {
+                if holder == b"h" {
+                    let d = force_release(&m, &[&field[..]]).unwrap();
+                    m.apply_ok(&d);
+                } else {
+                    // A waiter holds it: it gives all its values back.
+                    let h: u32 = std::str::from_utf8(&holder[1..]).unwrap().parse().unwrap();
+                    let fields: Vec<&[u8]> = want[h as usize].iter().map(std::slice::from_ref).collect();
+                    let r = release(&m, &holder, 1_000, &fields).unwrap();
+                    prop_assert_eq!(m.apply_ok(&r.decision), Reply::Int(1));
+                    for x in &want[h as usize] { holders.remove(x); }
+                }
+            }
+            let before: Vec<u32> = q.get(&id).map(|q| q.iter().map(|w| w.handle).collect()).unwrap_or_default();
+            for h in granted(serve(&mut q, &id, &mut m)) {
+                for x in &want[h as usize] {
+                    prop_assert!(holders.insert(*x, h).is_none(), "two holders of {}", x);
+                }
+                // FIFO per value: no waiter queued before it (and still queued) wants its values.
+                for e in before.iter().take_while(|e| **e != h) {
+                    let still = q.get(&id).is_some_and(|q| q.iter().any(|w| w.handle == *e));
+                    if still {
+                        prop_assert!(want[*e as usize].iter().all(|x| !want[h as usize].contains(x)));
+                    }
+                }
+            }
+            // Nobody still waits whose values are all free and unclaimed before it.
+            let mut claims = crate::core::wait::claims::Claims::default();
+            for w in q.get(&id).map(|q| q.iter().collect::<Vec<_>>()).unwrap_or_default() {
+                let vals = &want[w.handle as usize];
+                let frees_all = vals.iter().all(|x| matches!(value(&m, &[*x], None), Value::Free { .. }));
+                let fields: Vec<[u8; 1]> = vals.iter().map(|x| [*x]).collect();
+                prop_assert!(!(frees_all && claims.free_of(&fields)), "w{} left waiting", w.handle);
+                claims.claim(&fields);
+            }
+        }
+    }
+}
