@@ -237,7 +237,8 @@ fn publish(name: &[u8]) -> Write<'static> {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Acquire<'a> {
-    /// Granted; whether every value was a re-entry.
+    /// Granted; whether the owner held a value of the group already (a re-entry of its hold
+    /// of the group).
     Grant(Decision<'a>, bool),
     /// Some value is someone else's: wait, or fail.
     Busy,
@@ -310,9 +311,13 @@ pub fn acquire<'a>(
         });
     }
     raise_ttl(store, exists, at, &mut writes);
+    // The owner's hold of the group (what counters and `RLOCK.TOP` follow) starts with its
+    // first value and ends with its last: taking more values while holding some re-enters it.
+    let held_some = values.iter().any(|v| matches!(v, Value::Mine { .. }))
+        || (exists && !holds_none_but(store, owner, &[]));
     Ok(Acquire::Grant(
         Decision::new(writes, Reply::Int(1)),
-        reentry,
+        held_some,
     ))
 }
 

@@ -433,3 +433,18 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_owners_hold_of_the_group_spans_its_values() {
+    let mut m = Mem::new(b"g");
+    let Acquire::Grant(d, false) = acquire(&m, b"o1", 100, &v(&["a"]), false).unwrap() else {
+        panic!("the first value starts the hold")
+    };
+    m.apply_ok(&d);
+    let Acquire::Grant(_, true) = acquire(&m, b"o1", 100, &v(&["b"]), false).unwrap() else {
+        panic!("another value while holding one re-enters the hold")
+    };
+    let Acquire::Grant(_, false) = acquire(&m, b"o2", 100, &v(&["c"]), false).unwrap() else {
+        panic!("another owner starts its own")
+    };
+}
