@@ -614,3 +614,121 @@ fn a_waiter_is_not_overtaken_on_its_values_and_does_not_block_others() {
     let h = hgetall(&mut c, G);
     assert_eq!((held(&h, "a", "later").1, held(&h, "b", "third").1), (1, 1));
 }
+
+/// Every string and integer of a reply, flattened in order.
+fn flat(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) | Value::Set(items) => items.iter().flat_map(flat).collect(),
+        Value::Map(kv) => kv
+            .iter()
+            .flat_map(|(k, v)| [flat(k), flat(v)].concat())
+            .collect(),
+        Value::Int(n) => vec![n.to_string()],
+        other => text(other).into_iter().collect(),
+    }
+}
+
+#[test]
+fn session_queue_top_and_counters() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(acquire(&mut c, "o1", 30_000, &["a", "b"]), Value::Int(1));
+    // Another value while holding some: the same hold of the group (a re-entry).
+    assert_eq!(acquire(&mut c, "o1", 30_000, &["c"]), Value::Int(1));
+    assert_eq!(
+        (
+            rlock_stat(&mut c, "mlock_acquired"),
+            rlock_stat(&mut c, "mlock_reentries")
+        ),
+        (1, 1)
+    );
+    assert_eq!(acquire(&mut c, "o2", 30_000, &["a"]), Value::Nil);
+    assert_eq!(rlock_stat(&mut c, "mlock_busy"), 1);
+    let held = flat(&raw(&mut c, &cmd!("RLOCK.TOP", "HELD")));
+    assert_eq!(
+        held[..10],
+        [
+            "key",
+            G,
+            "db",
+            "0",
+            "kind",
+            "multilock",
+            "mode",
+            "exclusive",
+            "owner",
+            "o1"
+        ],
+        "{held:?}"
+    );
+    let w = park(&s, &mut c, "w", &["a"], 1);
+    let waits = flat(&raw(&mut c, &cmd!("RLOCK.TOP", "WAITS")));
+    assert_eq!(
+        waits[..6],
+        ["key", G, "db", "0", "kind", "multilock"],
+        "{waits:?}"
+    );
+    assert_eq!(
+        waits.last().map(String::as_str),
+        Some("1"),
+        "one waiter: {waits:?}"
+    );
+
+    // Queued in a session on b; a request on a value nobody holds is granted at once.
+    raw(&mut c, &cmd!("RSESSION.OPEN", "app", 5_000));
+    let q1 = cmd!(
+        "RMLOCK.ACQUIRE",
+        G,
+        "q1",
+        30_000,
+        "FIELDS",
+        1,
+        "b",
+        "SESSION",
+        "app",
+        "QUEUE",
+        1,
+        0
+    );
+    assert_eq!(raw(&mut c, &q1), Value::SimpleString("QUEUED".into()));
+    let q2 = cmd!(
+        "RMLOCK.ACQUIRE",
+        G,
+        "q2",
+        30_000,
+        "FIELDS",
+        1,
+        "z",
+        "SESSION",
+        "app",
+        "QUEUE",
+        2,
+        0
+    );
+    assert_eq!(raw(&mut c, &q2), Value::Int(1));
+    assert_eq!(rlock_stat(&mut c, "mlock_waiters"), 2);
+
+    assert_eq!(
+        release(&mut c, "o1", 30_000, &["a", "b", "c"]),
+        Value::Int(1)
+    );
+    assert_eq!(w.reply_int(), 1);
+    let h = hgetall(&mut c, G);
+    assert_eq!(
+        (held_by(&h, "a"), held_by(&h, "b"), held_by(&h, "z")),
+        ("w", "q1", "q2")
+    );
+    let outcome = flat(&raw(&mut c, &cmd!("RSESSION.READ", "app", 0)));
+    assert!(
+        outcome.iter().any(|x| x == "granted") && outcome.iter().any(|x| x == "multilock"),
+        "{outcome:?}"
+    );
+    assert_eq!(rlock_stat(&mut c, "mlock_handoffs"), 2);
+    assert_eq!(rlock_stat(&mut c, "mlock_waits_started"), 2);
+    assert_eq!(rlock_stat(&mut c, "mlock_releases"), 1);
+    assert_eq!(rlock_stat(&mut c, "mlock_waiters"), 0);
+}
+
+fn held_by<'h>(h: &'h BTreeMap<String, String>, f: &str) -> &'h str {
+    h.get(f).map(String::as_str).unwrap_or("")
+}
