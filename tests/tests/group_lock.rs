@@ -732,3 +732,48 @@ fn session_queue_top_and_counters() {
 fn held_by<'h>(h: &'h BTreeMap<String, String>, f: &str) -> &'h str {
     h.get(f).map(String::as_str).unwrap_or("")
 }
+
+/// Deadlock detection reads waits by key; a group's waiters wait for each other only on shared
+/// values, so their waits are admitted (never refused as a cycle they are not in).
+#[test]
+fn a_wait_on_other_values_of_a_group_is_no_deadlock() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(int(&mut c, &cmd!("RLOCK.ACQUIRE", "L", "A", 30_000)), 1);
+    assert_eq!(acquire(&mut c, "C", 30_000, &["a"]), Value::Int(1));
+    assert_eq!(acquire(&mut c, "D", 30_000, &["c"]), Value::Int(1));
+    // B waits (in a session) on a of the group and on the lock A holds.
+    raw(&mut c, &cmd!("RSESSION.OPEN", "b", 5_000));
+    let on_group = cmd!(
+        "RMLOCK.ACQUIRE",
+        G,
+        "B",
+        30_000,
+        "FIELDS",
+        1,
+        "a",
+        "SESSION",
+        "b",
+        "QUEUE",
+        1,
+        0
+    );
+    assert_eq!(raw(&mut c, &on_group), Value::SimpleString("QUEUED".into()));
+    let on_lock = cmd!(
+        "RLOCK.ACQUIRE",
+        "L",
+        "B",
+        30_000,
+        "SESSION",
+        "b",
+        "QUEUE",
+        2,
+        0
+    );
+    assert_eq!(raw(&mut c, &on_lock), Value::SimpleString("QUEUED".into()));
+    // A waits for c (D's), behind B's wait for a: no cycle, A never waits for B.
+    let a = park(&s, &mut c, "A", &["c"], 1);
+    assert_eq!(rlock_stat(&mut c, "deadlocks"), 0);
+    assert_eq!(release(&mut c, "D", 30_000, &["c"]), Value::Int(1));
+    assert_eq!(a.reply_int(), 1);
+}
