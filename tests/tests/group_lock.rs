@@ -777,3 +777,29 @@ fn a_wait_on_other_values_of_a_group_is_no_deadlock() {
     assert_eq!(release(&mut c, "D", 30_000, &["c"]), Value::Int(1));
     assert_eq!(a.reply_int(), 1);
 }
+
+/// A value freed by Redisson's own unlock or force-unlock script (the module sees the hash
+/// change) goes to the module's waiter at once.
+#[test]
+fn redissons_unlock_hands_the_value_to_a_waiter() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(
+        redisson::try_lock(&mut c, G, "java:1", 30_000, &["a", "b"]),
+        Value::Nil
+    );
+    let w1 = park(&s, &mut c, "w1", &["a"], 1);
+    let w2 = park(&s, &mut c, "w2", &["b"], 2);
+    assert_eq!(
+        redisson::unlock(&mut c, G, "java:1", 30_000, &["a", "b"]),
+        Value::Int(1)
+    );
+    assert_eq!(w1.reply_within(Duration::from_secs(10)), Value::Int(1));
+    assert_eq!(w2.reply_within(Duration::from_secs(10)), Value::Int(1));
+    let h = hgetall(&mut c, G);
+    assert_eq!((held_by(&h, "a"), held_by(&h, "b")), ("w1", "w2"));
+    let w3 = park(&s, &mut c, "w3", &["a"], 1);
+    assert_eq!(redisson::force_unlock(&mut c, G, &["a"]), 1);
+    assert_eq!(w3.reply_within(Duration::from_secs(10)), Value::Int(1));
+    assert_eq!(held_by(&hgetall(&mut c, G), "a"), "w3");
+}
