@@ -255,15 +255,17 @@ pub fn acquire<'a>(
 ) -> Result<Acquire<'a>, CmdError> {
     let at = args::deadline(store.now(), lease_ms, "lease_ms")?;
     let exists = checked(store)?;
-    let values: Vec<Value> = match exists {
-        true => fields
-            .iter()
-            .map(|f| value(store, f, Some(owner)))
-            .collect(),
-        false => vec![Value::Free { stale: None }; fields.len()],
-    };
-    if values.iter().any(|v| matches!(v, Value::Theirs { .. })) {
-        return Ok(Acquire::Busy);
+    let mut values = Vec::with_capacity(fields.len());
+    for f in fields {
+        let v = match exists {
+            true => value(store, f, Some(owner)),
+            false => Value::Free { stale: None },
+        };
+        if matches!(v, Value::Theirs { .. }) {
+            // Read no further: a queue's waiters are tried on every serving step.
+            return Ok(Acquire::Busy);
+        }
+        values.push(v);
     }
     let reentry = values.iter().all(|v| matches!(v, Value::Mine { .. }));
     if queued && !reentry {
