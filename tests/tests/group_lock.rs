@@ -803,3 +803,34 @@ fn redissons_unlock_hands_the_value_to_a_waiter() {
     assert_eq!(w3.reply_within(Duration::from_secs(10)), Value::Int(1));
     assert_eq!(held_by(&hgetall(&mut c, G), "a"), "w3");
 }
+
+/// Every write reaches a replica without the module as the native command it stands for:
+/// the replica's hash and its absolute expiry are the master's, through a hand-off too.
+#[test]
+fn writes_replicate_as_native_commands() {
+    let (master, replica) = start_pair();
+    let (mut m, mut r) = (master.conn(), replica.conn());
+    assert_eq!(acquire(&mut m, "o1", 30_000, &["a", "b"]), Value::Int(1));
+    assert_eq!(acquire(&mut m, "o1", 60_000, &["a"]), Value::Int(1));
+    let w = park(&master, &mut m, "w", &["b"], 1);
+    assert_eq!(release(&mut m, "o1", 30_000, &["b"]), Value::Int(1));
+    assert_eq!(w.reply_int(), 1);
+    assert_eq!(
+        unowned(&mut m, "RMLOCK.FORCERELEASE", &["z"]),
+        Value::Int(0)
+    );
+    assert_eq!(wait_replicas(&mut m, 1), 1);
+    assert_eq!(hgetall(&mut r, G), hgetall(&mut m, G));
+    assert_eq!(
+        int(&mut r, &cmd!("PEXPIRETIME", G)),
+        int(&mut m, &cmd!("PEXPIRETIME", G))
+    );
+    assert_eq!(release(&mut m, "o1", 30_000, &["a"]), Value::Int(0));
+    assert_eq!(release(&mut m, "o1", 30_000, &["a"]), Value::Int(1));
+    assert_eq!(release(&mut m, "w", 30_000, &["b"]), Value::Int(1));
+    assert_eq!(wait_replicas(&mut m, 1), 1);
+    assert!(
+        !exists(&mut r, G),
+        "the emptied hash is deleted on the replica too"
+    );
+}
