@@ -182,7 +182,9 @@ pub fn value(store: &(impl Store + ?Sized), f: &[u8], owner: Option<&[u8]>) -> V
 }
 
 /// The hash's TTL raised to `at` when lower (set on a new hash), as Redisson's scripts keep the
-/// hash alive for the longest lease. A hash without a TTL keeps none.
+/// hash alive for the longest lease. A hash without a TTL keeps none when `exists` (Redisson's
+/// acquire raises only a positive PTTL; its release and renewal compare PTTL -1 as lower and
+/// set one: they pass `exists = false`).
 fn raise_ttl<'a>(store: &(impl Store + ?Sized), exists: bool, at: i64, out: &mut Vec<Write<'a>>) {
     let raise = match store.expire_at(&Target::Main) {
         Some(t) => t < at,
@@ -384,7 +386,7 @@ pub fn release<'a>(
     }
     let all = freed == fields.len();
     if raised {
-        raise_ttl(store, true, at, &mut writes);
+        raise_ttl(store, false, at, &mut writes);
     }
     if empties(store, &writes) {
         writes = vec![Write::Del { key: Target::Main }];
@@ -441,7 +443,7 @@ pub fn renew<'a>(
             _ => return Ok(Decision::reply(Reply::Int(0))),
         }
     }
-    raise_ttl(store, true, at, &mut writes);
+    raise_ttl(store, false, at, &mut writes);
     Ok(Decision::new(writes, Reply::Int(1)))
 }
 

@@ -448,3 +448,19 @@ fn an_owners_hold_of_the_group_spans_its_values() {
         panic!("another owner starts its own")
     };
 }
+
+#[test]
+fn a_hash_without_ttl_gets_one_from_renewal_and_release_not_acquire() {
+    let mut m = Mem::new(b"g");
+    m.hset(b"g", b"other", b"x");
+    assert!(grant(&mut m, b"o1", 100, &["a"]));
+    assert_eq!(
+        m.ttl(b"g"),
+        None,
+        "Redisson's acquire raises only a positive PTTL"
+    );
+    assert!(grant(&mut m, b"o1", 100, &["a"]));
+    let d = renew(&m, b"o1", 500, &v(&["a"])).unwrap();
+    m.apply_ok(&d);
+    assert_eq!(m.ttl(b"g"), Some(500));
+}
