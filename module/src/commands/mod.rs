@@ -5,6 +5,7 @@
 //! that do not block a connection.
 
 pub mod acquire;
+pub mod group;
 pub mod latch;
 pub mod lock;
 pub mod rwlock;
@@ -23,6 +24,7 @@ pub static TABLES: &[&[CommandSpec]] = &[
     semaphore::COMMANDS,
     latch::COMMANDS,
     session::COMMANDS,
+    group::COMMANDS,
 ];
 
 // The arguments several objects' commands share.

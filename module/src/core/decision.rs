@@ -20,7 +20,7 @@ pub enum Write<'a> {
     HSet {
         key: Target,
         field: Cow<'a, [u8]>,
-        value: &'static [u8],
+        value: Cow<'a, [u8]>,
     },
     /// `HDEL key field`
     HDel { key: Target, field: Cow<'a, [u8]> },

@@ -6,6 +6,7 @@ pub mod args;
 pub mod decision;
 pub mod error;
 pub mod fencing;
+pub mod group;
 pub mod latch;
 pub mod lock;
 pub mod names;

@@ -2,6 +2,7 @@
 //! one queued request (sessions' and introspection's hold checks, events on auxiliary keys).
 //! The match is exhaustive: a new kind of object is asked to answer here.
 
+use super::group::GroupObject;
 use super::latch::LatchObject;
 use super::lock::LockObject;
 use super::rwlock::RwLockObject;
@@ -16,5 +17,6 @@ pub fn of(kind: ObjectKind) -> &'static dyn Object {
         ObjectKind::RwLock => &RwLockObject,
         ObjectKind::Semaphore => &SemaphoreObject,
         ObjectKind::Latch => &LatchObject,
+        ObjectKind::GroupLock => &GroupObject,
     }
 }

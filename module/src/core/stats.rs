@@ -36,14 +36,17 @@ pub enum ObjectKind {
     RwLock,
     Semaphore,
     Latch,
+    /// Redisson 4.x's grouped MultiLock (`RMLOCK.*`).
+    GroupLock,
 }
 
 impl ObjectKind {
-    pub const ALL: [ObjectKind; 4] = [
+    pub const ALL: [ObjectKind; 5] = [
         ObjectKind::Lock,
         ObjectKind::RwLock,
         ObjectKind::Semaphore,
         ObjectKind::Latch,
+        ObjectKind::GroupLock,
     ];
 
     /// Prefix of the kind's fields in `INFO rlock`. The lock's counters came first and keep
@@ -54,6 +57,7 @@ impl ObjectKind {
             ObjectKind::RwLock => "rwlock_",
             ObjectKind::Semaphore => "sem_",
             ObjectKind::Latch => "latch_",
+            ObjectKind::GroupLock => "mlock_",
         }
     }
 
@@ -64,6 +68,7 @@ impl ObjectKind {
             ObjectKind::RwLock => "rwlock",
             ObjectKind::Semaphore => "semaphore",
             ObjectKind::Latch => "latch",
+            ObjectKind::GroupLock => "multilock",
         }
     }
 
@@ -225,6 +230,7 @@ impl Counters {
 }
 
 static KINDS: [Counters; ObjectKind::ALL.len()] = [
+    Counters::new(),
     Counters::new(),
     Counters::new(),
     Counters::new(),

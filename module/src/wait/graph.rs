@@ -156,7 +156,10 @@ impl WaitGraph<'_> {
     /// `KeyQueue::slots`): a slot whose waiter left reads as a request without owner, which
     /// leads nowhere, as a waiter that is not there.
     pub(super) fn at(&self, key: &KeyId, pos: usize) -> Option<&Req> {
-        self.s.queues.get(key)?.at(pos).map(|w| &w.req)
+        let req = self.s.queues.get(key)?.at(pos).map(|w| &w.req)?;
+        // A grouped MultiLock's waiter waits for those ahead only on shared values, which a
+        // search by key cannot tell: its queue shows no edges (never a false DEADLOCK).
+        req.values().is_none().then_some(req)
     }
 }
 
@@ -204,6 +207,9 @@ impl deadlock::Graph for WaitGraph<'_> {
             };
             if id.db != self.db || w.req.owner() != Some(&owner[..]) {
                 continue; // another owner with the same hash
+            }
+            if w.req.values().is_some() {
+                continue; // a grouped MultiLock's wait shows no edges (see `at`)
             }
             out.push(Place {
                 key: id.clone(),

@@ -191,6 +191,24 @@ pub fn queued_kind(db: i32, key: &[u8]) -> Option<ObjectKind> {
     state(|s| s.queues.get(&id)?.front().map(|w| w.req.kind()))
 }
 
+/// Whether a waiter on `key` of database `db` wants one of `values` (a grouped MultiLock's
+/// newcomer waits behind it for those, FIFO per value, and passes it for others).
+pub fn claims_any(db: i32, key: &[u8], values: &[&[u8]]) -> bool {
+    if total() == 0 {
+        return false;
+    }
+    let id = KeyId::new(db, key);
+    state(|s| {
+        let Some(q) = s.queues.get(&id) else {
+            return false;
+        };
+        q.iter().any(|w| {
+            let wanted = w.req.values().unwrap_or_default();
+            wanted.iter().any(|v| values.contains(&&v[..]))
+        })
+    })
+}
+
 /// Queued waiters per object kind.
 pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
     state(|s| {

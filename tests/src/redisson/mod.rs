@@ -2,11 +2,13 @@
 //! EVAL beside the module's commands (interop), the benchmark loads them for EVALSHA.
 //! One file per object: [`lock`] (and the fenced lock), [`fair`], [`rwlock`], [`semaphore`] (and the
 //! permit-expirable semaphore), [`latch`]. The lock's and the read-write lock's names are
-//! re-exported here (`redisson::ACQUIRE`, `redisson::read_acquire`, ...).
+//! re-exported here (`redisson::ACQUIRE`, `redisson::read_acquire`, ...); Redisson 4.x's
+//! grouped MultiLock in [`multilock`].
 
 pub mod fair;
 pub mod latch;
 pub mod lock;
+pub mod multilock;
 pub mod rwlock;
 pub mod semaphore;
 mod unlock_latch;

@@ -45,7 +45,7 @@ pub(super) fn read_grant<'a>(
         writes.push(Write::HSet {
             key: Target::Main,
             field: Cow::Borrowed(MODE),
-            value: b"read",
+            value: Cow::Borrowed(b"read"),
         });
     }
     writes.push(Write::HSetInt {
@@ -78,7 +78,7 @@ pub(super) fn write_grant<'a>(
         writes.push(Write::HSet {
             key: Target::Main,
             field: Cow::Borrowed(MODE),
-            value: b"write",
+            value: Cow::Borrowed(b"write"),
         });
     }
     writes.push(Write::HSetInt {
@@ -506,7 +506,7 @@ pub fn release<'a>(
                 writes.push(Write::HSet {
                     key: Target::Main,
                     field: Cow::Borrowed(MODE),
-                    value: b"read",
+                    value: Cow::Borrowed(b"read"),
                 });
             }
             match end {

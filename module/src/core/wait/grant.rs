@@ -7,6 +7,7 @@
 //! The loop is pure: it reads and writes through [`ObjectKeys`], which the module implements over
 //! Redis and the tests over the in-memory model.
 
+use super::claims::Claims;
 use super::fifo::{Grouped, KeyId, Queues, Waiter};
 use super::request::{Req, TryGrant};
 use crate::core::decision::{Decision, Reply};
@@ -106,6 +107,9 @@ pub fn serve<H: Grouped>(
             Err(error) => Outcome::Failed { waiter, error },
         });
     }
+    if !paused {
+        paused = serve_past_head(queues, id, io, &mut outcomes);
+    }
     if let Some(d) = after_tidy.filter(|d| !d.writes.is_empty()) {
         let _ = io.write_serving(&d);
     }
@@ -115,4 +119,56 @@ pub fn serve<H: Grouped>(
         head(queues, id).and_then(|req| req.object().wake_at(io.store()))
     };
     Served { outcomes, wake_at }
+}
+
+/// Past a head that must wait, for objects whose requests name their values (a grouped
+/// MultiLock, [`super::Request::values`]): each waiter wanting no value claimed by one before
+/// it is tried, in order (FIFO per value; see `core::group::walk`). Serving does not know which
+/// values the step freed, so it walks the whole queue; a waiter behind a claim costs no read.
+/// Returns whether a grant had to wait for a write pause to end.
+fn serve_past_head<H: Grouped>(
+    queues: &mut Queues<H, Req>,
+    id: &KeyId,
+    io: &mut dyn ObjectKeys,
+    outcomes: &mut Vec<Outcome<H>>,
+) -> bool {
+    let Some(q) = queues.get(id) else {
+        return false;
+    };
+    if q.front().is_none_or(|w| w.req.values().is_none()) {
+        return false;
+    }
+    let walked: Vec<(H, Req)> = q.iter().map(|w| (w.handle, w.req.clone())).collect();
+    let mut claims = Claims::default();
+    for (i, (handle, req)) in walked.into_iter().enumerate() {
+        let values = req.values().unwrap_or_default();
+        let free = i > 0 && claims.free_of(values);
+        // Granted or not, its values are no one else's in this step.
+        claims.claim(values);
+        if !free {
+            continue;
+        }
+        let (result, reply) = match req.try_grant(io.store()) {
+            TryGrant::Wait => continue,
+            TryGrant::Fail(error) => (Err(error), None),
+            TryGrant::Grant(decision) => (io.write_serving(&decision), decision.reply),
+        };
+        if result == Err(CmdError::Paused) {
+            return true;
+        }
+        let Some((_, waiter)) = queues.remove(handle) else {
+            continue;
+        };
+        outcomes.push(match result {
+            Ok(token) => Outcome::Granted {
+                waiter,
+                reply: with_token(reply.unwrap_or(Reply::Nil), token),
+                after_expiry: queues
+                    .get_mut(id)
+                    .is_some_and(|q| std::mem::take(&mut q.expired)),
+            },
+            Err(error) => Outcome::Failed { waiter, error },
+        });
+    }
+    false
 }

@@ -116,6 +116,14 @@ pub trait Request: Debug {
     fn holds(&self) -> Option<&dyn Hold> {
         None
     }
+
+    /// The values this request takes, when its object hands values out one by one (a grouped
+    /// MultiLock): a waiter wanting none of the values of the waiters before it may be granted
+    /// past them ([`super::claims`]). `None` (every other object): strict FIFO, a head that
+    /// must wait holds everyone behind it.
+    fn values(&self) -> Option<&[Box<[u8]>]> {
+        None
+    }
 }
 
 impl dyn Request {
