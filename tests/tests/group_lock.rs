@@ -254,6 +254,17 @@ fn errors() {
     ] {
         assert!(err(&mut c, &cmd).starts_with("WRONGTYPE"), "{}", show(&cmd));
     }
+    // A lock's hash is not a group's: nothing is written beside the lock.
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "app:1", 30_000)),
+        1
+    );
+    let e = err(
+        &mut c,
+        &cmd!("RMLOCK.ACQUIRE", "lk", "o", 1_000, "FIELDS", 1, "a"),
+    );
+    assert!(e.starts_with("WRONGTYPE"), "{e}");
+    assert_eq!(int(&mut c, &cmd!("HLEN", "lk")), 1);
     let e = |c: &mut redis::Connection, cmd: redis::Cmd| err(c, &cmd);
     assert_eq!(
         e(&mut c, cmd!("RMLOCK.ACQUIRE", G, "o", 1_000, "FIELDS", 1)),

@@ -127,13 +127,31 @@ pub fn count_field(f: &[u8], holder: &[u8]) -> Vec<u8> {
     [f, b":", holder, LOCK_COUNT].concat()
 }
 
-/// What the key holds: a group's hash, nothing, or something else (a read-write lock's hash,
-/// whose `mode` field no group writes, counts as something else).
+/// What the key holds: a group's hash, nothing, or something else: a read-write lock's hash
+/// (its `mode` field no group writes), or a lock's (see [`a_locks_hash`]).
 fn kind(store: &(impl Store + ?Sized)) -> KeyType {
     match store.kind(&Target::Main) {
         KeyType::Hash if store.hget(&Target::Main, names::RWLOCK_MODE).is_some() => KeyType::Other,
+        KeyType::Hash if a_locks_hash(store) => KeyType::Other,
         k => k,
     }
+}
+
+/// A lock's hash (Redisson's `RLock`, fair or not: one field, its owner, whose value is the
+/// hold count). Taking values in it would put them beside a lock that its own release
+/// deletes whole. A group's hash never has such a field: each value's `F` holds an owner name
+/// and its other fields end in `:expire_time` or `:lock_count`. Only a hash of one or two
+/// fields is read (two: a lapsed holder's leftovers may be all a group has), so the check
+/// costs O(1).
+fn a_locks_hash(store: &(impl Store + ?Sized)) -> bool {
+    if store.hlen(&Target::Main) > 2 {
+        return false;
+    }
+    store.hgetall(&Target::Main).iter().any(|(f, v)| {
+        !f.ends_with(EXPIRE_TIME)
+            && !f.ends_with(LOCK_COUNT)
+            && std::str::from_utf8(v).is_ok_and(|v| v.parse::<i64>().is_ok())
+    })
 }
 
 fn checked(store: &(impl Store + ?Sized)) -> Result<bool, CmdError> {

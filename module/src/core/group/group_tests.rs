@@ -259,6 +259,18 @@ fn wrong_types() {
     let mut m = Mem::new(b"g");
     m.hset(b"g", b"mode", b"read");
     assert_eq!(force_release(&m, &v(&["a"])), Err(CmdError::WrongType));
+    // A lock's hash (its owner's field, the hold count): not a group's.
+    let mut m = Mem::new(b"g");
+    m.hset(b"g", b"uuid-1:7", b"2");
+    assert_eq!(
+        acquire(&m, b"o", 1, &v(&["a"]), false),
+        Err(CmdError::WrongType)
+    );
+    // A group left with only a lapsed holder's two fields is still a group's.
+    let mut m = Mem::new(b"g");
+    m.hset(b"g", b"a:old:1:expire_time", b"5");
+    m.hset(b"g", b"a:old:1:lock_count", b"1");
+    assert!(grant(&mut m, b"o", 100, &["a"]));
 }
 
 #[test]

@@ -138,16 +138,19 @@ fn serve_past_head<H: Grouped>(
     if q.front().is_none_or(|w| w.req.values().is_none()) {
         return false;
     }
-    let walked: Vec<(H, Req)> = q.iter().map(|w| (w.handle, w.req.clone())).collect();
+    // Which waiters to try depends on the claims alone (granted or not, a waiter's values are
+    // no one else's in this step), so they are picked in one borrowing pass and only they are
+    // copied out: not the whole queue.
     let mut claims = Claims::default();
-    for (i, (handle, req)) in walked.into_iter().enumerate() {
-        let values = req.values().unwrap_or_default();
-        let free = i > 0 && claims.free_of(values);
-        // Granted or not, its values are no one else's in this step.
-        claims.claim(values);
-        if !free {
-            continue;
+    let mut tried: Vec<(H, Req)> = Vec::new();
+    for (i, w) in q.iter().enumerate() {
+        let values = w.req.values().unwrap_or_default();
+        if i > 0 && claims.free_of(values) {
+            tried.push((w.handle, w.req.clone()));
         }
+        claims.claim(values);
+    }
+    for (handle, req) in tried {
         let (result, reply) = match req.try_grant(io.store()) {
             TryGrant::Wait => continue,
             TryGrant::Fail(error) => (Err(error), None),
