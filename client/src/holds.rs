@@ -476,7 +476,9 @@ impl Registry {
     /// `holder` was handed to a handle as its explicit owner: its holds are never orphans.
     pub(crate) fn adopt(&mut self, holder: &str) {
         for (id, e) in self.map.iter_mut() {
-            if &*id.holder == holder {
+            // A group hold's holder is its owner and field names (ops/group.rs).
+            let owner = id.holder.split(' ').next().unwrap_or_default();
+            if owner == holder {
                 e.witness = Some(Witness::Explicit);
             }
         }

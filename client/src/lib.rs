@@ -459,6 +459,7 @@ mod error;
 mod events;
 #[cfg(feature = "sentinel")]
 mod failover;
+mod field;
 mod holds;
 mod metrics;
 mod ops;
@@ -476,16 +477,18 @@ mod watchdog;
 #[allow(deprecated)]
 pub use api::Mode;
 pub use api::{
-    Async, AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock,
-    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, AsyncSpinLock,
-    BackOff, Blocking, CallStyle, CountDownLatch, Delays, FencedLock, Guard, Lock, LockGuard,
-    MultiLock, PermitExpirableSemaphore, ReadWriteLock, RedLock, Semaphore, SpinLock, Ttl,
+    Async, AsyncCountDownLatch, AsyncFencedLock, AsyncGroupLock, AsyncLock, AsyncLockGuard,
+    AsyncMultiLock, AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock,
+    AsyncSemaphore, AsyncSpinLock, BackOff, Blocking, CallStyle, CountDownLatch, Delays,
+    FencedLock, GroupLock, Guard, Lock, LockGuard, MultiLock, PermitExpirableSemaphore,
+    ReadWriteLock, RedLock, Semaphore, SpinLock, Ttl,
 };
 pub use cancel::CancelToken;
 pub use client::Client;
 pub use config::{ClientBuilder, Config, Protocol};
 pub use error::{Error, Result};
 pub use events::{HoldInfo, WatchdogEvent};
+pub use field::FieldCodec;
 #[cfg(feature = "metrics")]
 pub use metrics::NameLabel;
 pub use owner::Owner;
