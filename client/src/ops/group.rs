@@ -385,12 +385,7 @@ pub(crate) async fn force_release(g: Group<'_>) -> Result<bool> {
     let ctx = g.ctx;
     let protocol = g.obj().protocol().await?;
     let n: i64 = match protocol {
-        Protocol::Redisson => {
-            let publish = ctx.transport.publish_command();
-            let (keys, args) = redisson::force_unlock_words(g.name, g.fields, publish);
-            g.script(&redisson::FORCE_UNLOCK, &keys, &args, Delivery::Idempotent)
-                .await?
-        }
+        Protocol::Redisson => Box::pin(script_force_release(g)).await?,
         _ => {
             let cmd = module_cmd("RMLOCK.FORCERELEASE", g.name, None, g.fields);
             g.obj().read(&cmd).await?
@@ -402,6 +397,40 @@ pub(crate) async fn force_release(g: Group<'_>) -> Result<bool> {
         .lock()
         .forget_key(g.hold_in_kind(protocol), g.name);
     Ok(n > 0)
+}
+
+/// Redisson's force-unlock script, given the values held now: it fails on a free value
+/// (`..lockName..` with `lockName` false: Redisson's Java gets that error too) after deleting the
+/// values before it (a script is not rolled back). A value freed between the read and the
+/// script fails it the same way: read again and retry.
+async fn script_force_release(g: Group<'_>) -> Result<i64> {
+    let publish = g.ctx.transport.publish_command();
+    for _ in 0..3 {
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&**g.name).arg(g.fields);
+        let holders: Vec<Option<String>> = g.obj().read(&cmd).await?;
+        let held: Vec<&String> = g
+            .fields
+            .iter()
+            .zip(&holders)
+            .filter(|(_, h)| h.is_some())
+            .map(|(f, _)| f)
+            .collect();
+        if held.is_empty() {
+            return Ok(0);
+        }
+        let (keys, args) = redisson::force_unlock_words(g.name, &held, publish);
+        match g
+            .script::<i64>(&redisson::FORCE_UNLOCK, &keys, &args, Delivery::Idempotent)
+            .await
+        {
+            Ok(n) => return Ok(n),
+            // The values before the free one were deleted: what is held now goes next.
+            Err(Error::Redis(e)) if e.to_string().contains("lockName") => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(0)
 }
 
 impl Group<'_> {

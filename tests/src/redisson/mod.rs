@@ -5,6 +5,7 @@
 //! re-exported here (`redisson::ACQUIRE`, `redisson::read_acquire`, ...).
 
 pub mod fair;
+pub mod group;
 pub mod latch;
 pub mod lock;
 pub mod rwlock;
