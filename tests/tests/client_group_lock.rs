@@ -402,7 +402,7 @@ fn redissons_scripts_and_the_client_share_a_group_both_ways() {
     // Redisson's Java client holds one of the values: the client can't take the group.
     let jack = client.group_lock("shared", ["Jack_001"]).unwrap();
     assert_eq!(
-        java::acquire(&mut c, "shared", "java:1", 30_000, &jack.fields().to_vec()),
+        java::acquire(&mut c, "shared", "java:1", 30_000, jack.fields()),
         Value::Nil
     );
     assert!(!g.try_lock().unwrap());
