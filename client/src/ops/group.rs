@@ -25,7 +25,7 @@ use crate::wait::{self, millis, Attempt, Scripted, Wait};
 /// orphan given back with `RMLOCK.RELEASE`. The holder names the fields (see
 /// [`redisson::holder`]).
 pub(crate) static GROUP: Kind = Kind {
-    name: "group lock",
+    name: crate::holds::GROUP,
     renew: |key, holder, lease_ms, _publish| {
         let (owner, fields) = split_holder(holder);
         module_cmd("RMLOCK.RENEW", key, Some((owner, lease_ms)), &fields)
@@ -528,6 +528,16 @@ mod tests {
         assert_eq!(
             words(&(GROUP.renew)("g", &holder, 10, "PUBLISH")),
             ["RMLOCK.RENEW", "g", "u:1", "10", "FIELDS", "2", "AA", "BB"]
+        );
+        let id = HoldId {
+            kind: &GROUP,
+            key: Arc::from("g"),
+            holder: Arc::from(redisson::holder("a b:1", &f)),
+        };
+        assert_eq!(
+            id.owner(),
+            "a b:1",
+            "the registry finds a group hold's owner"
         );
         let release = GROUP.release.unwrap();
         assert_eq!(

@@ -231,31 +231,23 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A group hold's holder in the hold registry: the owner, then the field names, one space
-/// apart (an owner is `UUID:number`, a field name Base64: neither holds a space). The watchdog
-/// renews a hold from its key and holder alone, and a group's renewal names its fields.
+/// A group hold's holder in the hold registry: the field names joined with `,`, a space, then
+/// the owner (see [`holds::GROUP`](crate::holds::GROUP)).
 pub(crate) fn holder(owner: &str, fields: &[String]) -> String {
-    let mut h = String::with_capacity(owner.len() + fields.len() * 23);
-    h.push_str(owner);
-    for f in fields {
-        h.push(' ');
-        h.push_str(f);
-    }
-    h
+    format!("{} {owner}", fields.join(","))
 }
 
 /// The owner and field names of a registry holder (see [`holder`]).
 pub(crate) fn split_holder(holder: &str) -> (&str, Vec<&str>) {
-    let mut words = holder.split(' ');
-    let owner = words.next().unwrap_or_default();
-    (owner, words.collect())
+    let (fields, owner) = holder.split_once(' ').unwrap_or(("", holder));
+    (owner, fields.split(',').filter(|f| !f.is_empty()).collect())
 }
 
 /// Grouped multi-locks taken over Redisson's protocol, in the hold registry: renewed with
 /// `FastMultilockTask`'s script by `EVAL` (the watchdog pipelines its renewals), an orphan
 /// given back with the unlock script.
 pub(crate) static GROUP: Kind = Kind {
-    name: "group lock",
+    name: crate::holds::GROUP,
     renew: |key, holder, lease_ms, _publish| {
         let (owner, fields) = split_holder(holder);
         renew_cmd(key, owner, &fields, lease_ms, now_ms())
@@ -355,9 +347,12 @@ mod tests {
 
     #[test]
     fn requests_follow_redissons_wire() {
-        let h = holder("u:1", &["AA".into(), "BB".into()]);
-        assert_eq!(h, "u:1 AA BB");
-        assert_eq!(split_holder(&h), ("u:1", vec!["AA", "BB"]));
+        let h = holder("u:1", &["AA".into(), "B/+B".into()]);
+        assert_eq!(h, "AA,B/+B u:1");
+        assert_eq!(split_holder(&h), ("u:1", vec!["AA", "B/+B"]));
+        // An owner given by hand may hold spaces.
+        let h = holder("a b", &["AA".into()]);
+        assert_eq!(split_holder(&h), ("a b", vec!["AA"]));
         assert_eq!(
             acquire_args("u:1", &["F"], 30_000, 7, false),
             ["30000", "7", "u:1", "F"]
