@@ -189,8 +189,10 @@ fn try_lock_fails_while_another_owner_holds_a_value_and_disjoint_values_do_not_w
     let t = Instant::now();
     assert!(!bc.try_lock_for(Duration::from_millis(300)).unwrap());
     let took = t.elapsed();
+    // The module ends a wait at its deadline by the server's millisecond timer, which may fire
+    // a fraction of a millisecond before this clock's 300 ms (as the lock's tests allow too).
     assert!(
-        took >= Duration::from_millis(300) && took <= margin(Duration::from_millis(300 + 300)),
+        took >= Duration::from_millis(290) && took <= margin(Duration::from_millis(300 + 300)),
         "{took:?}"
     );
     let c_only = b.group_lock("g", ["c"]).unwrap();
