@@ -142,6 +142,17 @@ fn force_unlock_frees_every_value_whoever_holds_it() {
     assert!(matches!(held.unlock(), Err(Error::NotOwner { .. })));
     assert!(other.try_lock().unwrap());
     other.unlock().unwrap();
+
+    // A guard's hold force-unlocked by someone else is lost (the watchdog's renewal finds it
+    // gone, or the module tells the session) and renewed no more.
+    let guard = held.guard().unwrap();
+    assert!(!guard.is_lost());
+    assert!(other.force_unlock().unwrap());
+    wait_until(margin(Duration::from_secs(3)), "the hold is lost", || {
+        guard.is_lost()
+    });
+    assert!(matches!(guard.unlock(), Err(Error::NotOwner { .. })));
+    assert!(!exists(&mut c, "g"), "nothing renewed it back");
 }
 
 #[test]
