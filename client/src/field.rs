@@ -74,8 +74,10 @@ pub(crate) fn field_of(encoded: &[u8]) -> String {
 }
 
 /// Kryo 5's registration id of `java.lang.String`, written as `id + 2`: `Kryo()` registers
-/// `int` (0) then `String` (1) first (Kryo.java, the constructor's "Primitives and string"),
-/// and `DefaultClassResolver.writeClass` writes `registration.getId() + 2` as a positive varint.
+/// `int` (0) then `String` (1) first (Kryo 5.6.2's Kryo.java lines 239-241, "Primitives and
+/// string"; Redisson's `Kryo5Codec` registers its allowed classes after them), and
+/// `DefaultClassResolver.writeClass` writes `registration.getId() + 2` as a positive varint
+/// (util/DefaultClassResolver.java line 117).
 const KRYO_STRING_CLASS: u8 = 1 + 2;
 
 /// `Kryo.writeClassAndObject(output, s)` for a `String`, with references off (Redisson's
@@ -119,7 +121,7 @@ pub(crate) fn kryo5_string(s: &str) -> Vec<u8> {
     out
 }
 
-/// Kryo's `Output.writeVarIntFlag(true, value, true)` (io/Output.java lines 400-446).
+/// Kryo's `Output.writeVarIntFlag(true, value, true)` (io/Output.java lines 400-447).
 fn var_int_flag(out: &mut Vec<u8>, value: u32) {
     let first = (value & 0x3F) as u8 | 0x80;
     if value >> 6 == 0 {
