@@ -151,6 +151,7 @@ fn force_unlock_frees_every_value_whoever_holds_it() {
     wait_until(margin(Duration::from_secs(3)), "the hold is lost", || {
         guard.is_lost()
     });
+    assert!(held.is_lost(), "the handle tells too");
     assert!(matches!(guard.unlock(), Err(Error::NotOwner { .. })));
     assert!(!exists(&mut c, "g"), "nothing renewed it back");
 }

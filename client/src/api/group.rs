@@ -231,6 +231,12 @@ macro_rules! group_common {
             pub fn owner(&self) -> Owner {
                 self.core.owner()
             }
+
+            /// Whether the calling owner's current hold was reported gone by the server or
+            /// found gone by the watchdog (see [`Lock::is_lost`](crate::Lock::is_lost)).
+            pub fn is_lost(&self) -> bool {
+                op::is_lost(self.core.target(Io::Async), &self.core.owner())
+            }
         }
     )*};
 }

@@ -380,6 +380,13 @@ pub(crate) async fn release(g: Group<'_>, owner: &Owner) -> Result<u64> {
     r
 }
 
+/// Whether `owner`'s current hold was found gone (see `Lock::is_lost`). The registry tells
+/// holds apart by kind name, the same in both protocols.
+pub(crate) fn is_lost(g: Group<'_>, owner: &Owner) -> bool {
+    let id = g.hold_in(owner, Protocol::Module);
+    g.ctx.holds.lock().is_lost(&id)
+}
+
 /// Free every value whoever holds it: whether one was held.
 pub(crate) async fn force_release(g: Group<'_>) -> Result<bool> {
     let ctx = g.ctx;
