@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use crate::api::{
-    AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncMultiLock, AsyncPermitExpirableSemaphore,
-    AsyncReadWriteLock, AsyncSemaphore, AsyncSpinLock, BackOff, CountDownLatch, FencedLock,
-    LatchCore, Lock, LockCore, MultiLock, PermitExpirableSemaphore, ReadWriteLock, SemCore,
-    Semaphore, SpinLock,
+    AsyncCountDownLatch, AsyncFencedLock, AsyncGroupLock, AsyncLock, AsyncMultiLock,
+    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncSemaphore, AsyncSpinLock, BackOff,
+    CountDownLatch, FencedLock, GroupLock, LatchCore, Lock, LockCore, MultiLock,
+    PermitExpirableSemaphore, ReadWriteLock, SemCore, Semaphore, SpinLock,
 };
 use crate::ops::lock::Flavor;
 
@@ -36,6 +36,7 @@ use crate::context::Context;
 use crate::error::Result;
 #[cfg(feature = "sentinel")]
 use crate::failover;
+use crate::field::FieldCodec;
 use crate::owner::{self, Owner, OwnerPolicy};
 use crate::transport::Io;
 use crate::wait::millis;
@@ -304,6 +305,67 @@ impl Client {
         backoff: BackOff,
     ) -> Result<AsyncSpinLock> {
         AsyncSpinLock::new(self.async_lock(name), backoff)
+    }
+
+    /// Values of one group locked all or none (Redisson 4.x's `getMultiLock(group, values)`,
+    /// `RedissonFasterMultiLock`), each value encoded as Redisson's default codec (Kryo 5)
+    /// encodes a `String`; see [`GroupLock`]. No value is refused
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument)).
+    ///
+    /// ```no_run
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+    /// let class = client.group_lock("class_100", ["Jack_001", "Mary_002"])?;
+    /// let _g = class.guard()?;
+    /// # Ok::<(), rlock_client::Error>(())
+    /// ```
+    pub fn group_lock<V: AsRef<str>>(
+        &self,
+        group: impl Into<String>,
+        values: impl IntoIterator<Item = V>,
+    ) -> Result<GroupLock> {
+        let values: Vec<V> = values.into_iter().collect();
+        let bytes = values.iter().map(|v| v.as_ref().as_bytes());
+        GroupLock::new(self.ctx.clone(), group.into(), bytes, FieldCodec::Kryo5)
+    }
+
+    /// [`Client::group_lock`] with the values encoded by `codec` (the codec of the Redisson
+    /// client that shares the group: [`FieldCodec::Utf8`] for its `StringCodec`,
+    /// [`FieldCodec::Raw`] for values encoded already).
+    ///
+    /// ```no_run
+    /// use rlock_client::FieldCodec;
+    /// let client = rlock_client::Client::open("redis://127.0.0.1:6390/")?;
+    /// let class = client.group_lock_with_codec("class_100", ["Jack_001"], FieldCodec::Utf8)?;
+    /// # Ok::<(), rlock_client::Error>(())
+    /// ```
+    pub fn group_lock_with_codec<V: AsRef<[u8]>>(
+        &self,
+        group: impl Into<String>,
+        values: impl IntoIterator<Item = V>,
+        codec: FieldCodec,
+    ) -> Result<GroupLock> {
+        GroupLock::new(self.ctx.clone(), group.into(), values, codec)
+    }
+
+    /// The async form of [`Client::group_lock`].
+    pub fn async_group_lock<V: AsRef<str>>(
+        &self,
+        group: impl Into<String>,
+        values: impl IntoIterator<Item = V>,
+    ) -> Result<AsyncGroupLock> {
+        let values: Vec<V> = values.into_iter().collect();
+        let bytes = values.iter().map(|v| v.as_ref().as_bytes());
+        AsyncGroupLock::new(self.ctx.clone(), group.into(), bytes, FieldCodec::Kryo5)
+    }
+
+    /// The async form of [`Client::group_lock_with_codec`].
+    pub fn async_group_lock_with_codec<V: AsRef<[u8]>>(
+        &self,
+        group: impl Into<String>,
+        values: impl IntoIterator<Item = V>,
+        codec: FieldCodec,
+    ) -> Result<AsyncGroupLock> {
+        AsyncGroupLock::new(self.ctx.clone(), group.into(), values, codec)
     }
 
     /// Redisson's `getFairLock`. With the module it is the same as [`Client::lock`]: the

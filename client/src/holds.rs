@@ -57,6 +57,24 @@ pub(crate) struct HoldId {
     pub(crate) holder: Arc<str>,
 }
 
+/// The kind name of grouped multi-lock holds, whose holder is `F1,F2,.. owner`: the watchdog
+/// renews a hold from its key and holder alone, and a group's renewal names its fields (field
+/// names are Base64: no `,` or space; an owner may hold anything, so it comes last).
+pub(crate) const GROUP: &str = "group lock";
+
+impl HoldId {
+    /// The owner of the hold.
+    pub(crate) fn owner(&self) -> &str {
+        match self.kind.name {
+            GROUP => self
+                .holder
+                .split_once(' ')
+                .map_or(&*self.holder, |(_, o)| o),
+            _ => &self.holder,
+        }
+    }
+}
+
 impl PartialEq for HoldId {
     fn eq(&self, o: &HoldId) -> bool {
         self.kind.name == o.kind.name && self.key == o.key && self.holder == o.holder
@@ -476,7 +494,7 @@ impl Registry {
     /// `holder` was handed to a handle as its explicit owner: its holds are never orphans.
     pub(crate) fn adopt(&mut self, holder: &str) {
         for (id, e) in self.map.iter_mut() {
-            if &*id.holder == holder {
+            if id.owner() == holder {
                 e.witness = Some(Witness::Explicit);
             }
         }
@@ -525,7 +543,7 @@ impl Registry {
         let seen: Vec<Seen> = self
             .map
             .iter()
-            .filter(|(id, _)| ended.contains(&(&*id.key, &*id.holder)))
+            .filter(|(id, _)| ended.contains(&(&*id.key, id.owner())))
             .map(|(id, e)| Seen {
                 id: id.clone(),
                 state: e.state.clone(),

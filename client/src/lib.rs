@@ -23,7 +23,7 @@
 //! Every object works over Redisson's protocol as well: the locks ([`Client::lock`],
 //! [`Client::fair_lock`], [`Client::fenced_lock`], [`Client::non_reentrant_lock`] and their
 //! async twins, every method, guards, watchdog, [`Lock::is_lost`]), [`MultiLock`]/[`RedLock`]
-//! of such locks, the [`ReadWriteLock`], the [`Semaphore`], the [`PermitExpirableSemaphore`]
+//! of such locks, the [`GroupLock`], the [`ReadWriteLock`], the [`Semaphore`], the [`PermitExpirableSemaphore`]
 //! and the [`CountDownLatch`], with Redisson's scripts, keys and channels. Waits there are
 //! Redisson's (retry on a release's message or when the holder's lease ends; first come first
 //! served only for the fair lock, by Redisson's queue), on one pub/sub connection per server
@@ -219,7 +219,7 @@
 //! | `countDown()` then `await()` (Redisson has no `countDownAndAwait`) | [`CountDownLatch::count_down_and_await`], [`CountDownLatch::count_down_and_await_for`] | same names |
 //! | **`RedissonMultiLock`**: `getMultiLock(locks...)` | [`MultiLock::new`], [`Client::multi_lock`] | [`AsyncMultiLock::new`], [`Client::async_multi_lock`] |
 //! | `lock`, `tryLock`, `unlock`, `isHeldByCurrentThread` | [`MultiLock::lock`], [`MultiLock::try_lock_for`], [`MultiLock::unlock`], [`MultiLock::is_held`], guards | same names |
-//! | `getMultiLock(group, values)` (`RedissonFasterMultiLock`: one hash `group`, a field per value) | none yet: its fields are the HighwayHash-128 (Base64) of each value as the Java service's codec encodes it (Kryo by default), so sharing one needs that codec's bytes; use [`MultiLock::new`] over one [`Lock`] per value meanwhile (another layout: not shared with a Java grouped MultiLock) | none yet |
+//! | `getMultiLock(group, values)` (`RedissonFasterMultiLock`: one hash `group`, a field per value) | [`Client::group_lock`] ([`GroupLock`]: Redisson's default codec, Kryo 5, for string values), [`Client::group_lock_with_codec`] ([`FieldCodec::Utf8`] for `StringCodec`, [`FieldCodec::Raw`] for values encoded already) | [`Client::async_group_lock`] ([`AsyncGroupLock`]) |
 //! | **`RedissonRedLock`**: `getRedLock(locks...)` | [`RedLock::new`] (methods of [`MultiLock`]) | [`AsyncRedLock::new`] |
 //! | waiting through pub/sub (a subscription per lock, `subscriptionConnectionPoolSize`, `subscriptionsPerConnection`) | every wait through the client's session: one listener connection per server, no pool to size (see "Waiting: sessions") | same |
 //! | no notice when a hold is lost (found at the next renewal at best) | [`Guard::is_lost`], [`Lock::is_lost`]: the server pushes the loss through the session within milliseconds | [`Guard::lost`] |
@@ -459,6 +459,7 @@ mod error;
 mod events;
 #[cfg(feature = "sentinel")]
 mod failover;
+mod field;
 mod holds;
 mod metrics;
 mod ops;
@@ -476,16 +477,18 @@ mod watchdog;
 #[allow(deprecated)]
 pub use api::Mode;
 pub use api::{
-    Async, AsyncCountDownLatch, AsyncFencedLock, AsyncLock, AsyncLockGuard, AsyncMultiLock,
-    AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock, AsyncSemaphore, AsyncSpinLock,
-    BackOff, Blocking, CallStyle, CountDownLatch, Delays, FencedLock, Guard, Lock, LockGuard,
-    MultiLock, PermitExpirableSemaphore, ReadWriteLock, RedLock, Semaphore, SpinLock, Ttl,
+    Async, AsyncCountDownLatch, AsyncFencedLock, AsyncGroupLock, AsyncLock, AsyncLockGuard,
+    AsyncMultiLock, AsyncPermitExpirableSemaphore, AsyncReadWriteLock, AsyncRedLock,
+    AsyncSemaphore, AsyncSpinLock, BackOff, Blocking, CallStyle, CountDownLatch, Delays,
+    FencedLock, GroupLock, Guard, Lock, LockGuard, MultiLock, PermitExpirableSemaphore,
+    ReadWriteLock, RedLock, Semaphore, SpinLock, Ttl,
 };
 pub use cancel::CancelToken;
 pub use client::Client;
 pub use config::{ClientBuilder, Config, Protocol};
 pub use error::{Error, Result};
 pub use events::{HoldInfo, WatchdogEvent};
+pub use field::FieldCodec;
 #[cfg(feature = "metrics")]
 pub use metrics::NameLabel;
 pub use owner::Owner;

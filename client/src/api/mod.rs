@@ -5,6 +5,7 @@
 mod twins;
 #[macro_use]
 mod acquire;
+mod group;
 mod guard;
 mod latch;
 mod lock;
@@ -15,6 +16,7 @@ mod spin;
 mod style;
 mod ttl;
 
+pub use group::{AsyncGroupLock, GroupLock};
 pub use guard::{AsyncLockGuard, Guard, LockGuard};
 pub(crate) use latch::LatchCore;
 pub use latch::{AsyncCountDownLatch, CountDownLatch};

@@ -13,6 +13,7 @@ use crate::protocol::redisson::Script;
 use crate::transport::{Delivery, Io};
 use crate::wait::millis;
 
+pub(crate) mod group;
 pub(crate) mod latch;
 pub(crate) mod lock;
 pub(crate) mod multi;

@@ -93,7 +93,7 @@ impl PartialEq for Kind {
 }
 
 /// One entry of `RSESSION.READ`: `[seq, kind, request|nil, key|nil, value, object|nil]` (the
-/// object's kind, `lock`, `rwlock`, `semaphore` or `latch`; older servers send five fields).
+/// object's kind, `lock`, `rwlock`, `semaphore`, `latch` or `multilock`; older servers send five fields).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Outcome {
     pub(crate) seq: u64,
@@ -114,6 +114,7 @@ pub(crate) fn object_of(cmd: &Cmd) -> Option<&'static str> {
         (b"RRWLOCK", "rwlock"),
         (b"RSEM", "semaphore"),
         (b"RLATCH", "latch"),
+        (b"RMLOCK", "multilock"),
     ]
     .into_iter()
     .find(|(f, _)| family.eq_ignore_ascii_case(f))
@@ -384,6 +385,7 @@ mod tests {
         assert_eq!(object_of(&redis::cmd("rrwlock.acquire")), Some("rwlock"));
         assert_eq!(object_of(&redis::cmd("RSEM.ACQUIRE")), Some("semaphore"));
         assert_eq!(object_of(&redis::cmd("RLATCH.AWAIT")), Some("latch"));
+        assert_eq!(object_of(&redis::cmd("RMLOCK.ACQUIRE")), Some("multilock"));
         assert_eq!(object_of(&redis::cmd("GET")), None);
     }
 

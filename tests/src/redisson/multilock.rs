@@ -205,10 +205,12 @@ pub fn try_lock(
     group: &str,
     owner: &str,
     lease_ms: i64,
-    fields: &[&str],
+    fields: &[impl AsRef<str>],
 ) -> Value {
     let mut c = cmd!("EVAL", TRY_LOCK, 1, group, lease_ms, now_ms(), owner);
-    c.arg(fields);
+    for f in fields {
+        c.arg(f.as_ref());
+    }
     raw(conn, &c)
 }
 
@@ -232,7 +234,7 @@ pub fn unlock(
     group: &str,
     owner: &str,
     lease_ms: i64,
-    fields: &[&str],
+    fields: &[impl AsRef<str>],
 ) -> Value {
     let latch = unlock_latch(group);
     let mut c = cmd!(
@@ -249,7 +251,9 @@ pub fn unlock(
         LATCH_TTL_MS,
         now_ms()
     );
-    c.arg(fields);
+    for f in fields {
+        c.arg(f.as_ref());
+    }
     unlock_with_latch(conn, &c, &latch)
 }
 

@@ -11,6 +11,7 @@ use crate::runtime::Background;
 use crate::transport::{Delivery, Io, Transport};
 
 pub(crate) mod fair;
+pub(crate) mod group;
 pub(crate) mod latch;
 pub(crate) mod lock;
 pub(crate) mod permits;
