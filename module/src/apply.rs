@@ -194,7 +194,8 @@ impl RedisKeys {
 
     /// PUBLISH (SPUBLISH semantics in a cluster).
     fn publish(&self, channel: &[u8], message: i64) {
-        let cluster = self.ctx.is_cluster();
+        // Fixed at startup: read once (RM_GetContextFlags cost 130 instructions a release).
+        let cluster = crate::keys::cluster(self.ctx);
         self.ctx.publish(channel, message, cluster);
         // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so do we, when
         // one is connected: a later replica has no use for old messages.
