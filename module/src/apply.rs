@@ -70,14 +70,16 @@ impl RedisKeys {
             match w {
                 Write::NextToken { key } => token = Some(self.next_token(key)?),
                 Write::HSetInt { key, field, value } => {
-                    let value = IntStr::new(*value);
-                    self.hset(key, field, value.get().bytes(), notify, |k, f| {
-                        k.hash_set(f, value.get())
+                    let v = IntStr::new(*value);
+                    self.hset(key, field, Value::Int(*value), notify, |k, f| {
+                        k.hash_set(f, v.get())
                     });
                 }
                 Write::HSet { key, field, value } => {
                     let v = OwnedStr::new(value);
-                    self.hset(key, field, value, notify, |k, f| k.hash_set(f, v.get()));
+                    self.hset(key, field, Value::Bytes(value), notify, |k, f| {
+                        k.hash_set(f, v.get())
+                    });
                 }
                 Write::HDel { key, field } => {
                     let f = self.string(field);
@@ -98,11 +100,10 @@ impl RedisKeys {
                 }
                 Write::PExpireAt { key, at } => {
                     self.on(key, |k| k.set_abs_expire(*at));
-                    self.replicate(
-                        c"PEXPIREAT",
-                        key,
-                        &[itoa::Buffer::new().format(*at).as_bytes()],
-                    );
+                    if propagation::needed(false) {
+                        let mut text = itoa::Buffer::new();
+                        self.replicate(c"PEXPIREAT", key, &[text.format(*at).as_bytes()]);
+                    }
                     self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
                 }
                 Write::Publish { channel, message } => self.publish(channel, *message),
@@ -152,6 +153,13 @@ impl RedisKeys {
     }
 }
 
+/// A hash field's value as the rules gave it.
+#[derive(Clone, Copy)]
+enum Value<'a> {
+    Int(i64),
+    Bytes(&'a [u8]),
+}
+
 /// On whose behalf a decision is written.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Writer {
@@ -182,19 +190,28 @@ impl RedisKeys {
         &self,
         key: &Target,
         field: &[u8],
-        value: &[u8],
+        value: Value,
         notify: c_int,
         write: impl FnOnce(&Key, crate::ffi::RStr),
     ) {
         let f = self.string(field);
         self.on(key, |k| write(k, f.get()));
-        self.replicate(c"HSET", key, &[field, value]);
+        // The value's text is made only when a replica or the AOF may receive it.
+        if propagation::needed(false) {
+            let mut text = itoa::Buffer::new();
+            let value = match value {
+                Value::Int(n) => text.format(n).as_bytes(),
+                Value::Bytes(b) => b,
+            };
+            self.replicate(c"HSET", key, &[field, value]);
+        }
         self.notify(notify, raw::REDISMODULE_NOTIFY_HASH, c"hset", key);
     }
 
     /// PUBLISH (SPUBLISH semantics in a cluster).
     fn publish(&self, channel: &[u8], message: i64) {
-        let cluster = self.ctx.is_cluster();
+        // Fixed at startup: read once (RM_GetContextFlags cost 130 instructions a release).
+        let cluster = crate::keys::cluster(self.ctx);
         self.ctx.publish(channel, message, cluster);
         // Outside a cluster Redis forwards PUBLISH to replicas (not to the AOF); so do we, when
         // one is connected: a later replica has no use for old messages.

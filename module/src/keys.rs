@@ -19,8 +19,10 @@ pub struct RedisKeys {
     pub(crate) main: Key,
     /// Argument strings (the owner) the rules pass back as hash fields: reused as they are
     /// instead of copied into new Redis strings. Inline (a heap vector cost an allocation per
-    /// command); a command has at most [`HINTS`], more would only be made afresh.
-    hints: [Option<RStr>; HINTS],
+    /// command); a command has at most [`HINTS`], more would only be made afresh. Each with
+    /// where its bytes are, read once: a field is matched by address at every read and write
+    /// (`RM_StringPtrLen` twice a match cost 60 instructions each time, callgrind).
+    hints: [Option<(RStr, *const u8, usize)>; HINTS],
     /// Outside a client command (timers, events): a write that creates a key checks first that
     /// no expired copy of it is still stored, which happens while writes are paused.
     pub(crate) guard_pause: bool,
@@ -42,7 +44,12 @@ impl RedisKeys {
             object: Some(kind),
             name,
             main: Key::open(ctx, name, true),
-            hints: std::array::from_fn(|i| hints.get(i).copied()),
+            hints: std::array::from_fn(|i| {
+                hints.get(i).map(|h| {
+                    let b = h.bytes();
+                    (*h, b.as_ptr(), b.len())
+                })
+            }),
             guard_pause: false,
             absent: Default::default(),
             command: true,
@@ -103,10 +110,13 @@ impl RedisKeys {
 
     /// `bytes` as a Redis string: a hinted argv string when it is one, else a new string.
     pub(crate) fn string(&self, bytes: &[u8]) -> Field {
-        match self.hints.iter().flatten().find(|h| {
-            std::ptr::eq(h.bytes().as_ptr(), bytes.as_ptr()) && h.bytes().len() == bytes.len()
-        }) {
-            Some(h) => Field::Borrowed(*h),
+        match self
+            .hints
+            .iter()
+            .flatten()
+            .find(|(_, ptr, len)| std::ptr::eq(*ptr, bytes.as_ptr()) && *len == bytes.len())
+        {
+            Some((h, _, _)) => Field::Borrowed(*h),
             None => Field::Owned(OwnedStr::new(bytes)),
         }
     }
@@ -197,12 +207,20 @@ pub(crate) fn same_slot(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Whether the server runs in cluster mode (fixed at startup: one flags read for the life of
-/// the process).
+/// the process). A plain atomic, not a thread-local: in a shared library each thread-local
+/// access calls `__tls_get_addr`, and this is read several times per command.
 pub fn cluster(ctx: Ctx) -> bool {
-    thread_local! {
-        static CLUSTER: std::cell::OnceCell<bool> = const { std::cell::OnceCell::new() };
+    use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    /// 0: not read yet; 1: no; 2: yes.
+    static CLUSTER: AtomicU8 = AtomicU8::new(0);
+    match CLUSTER.load(Relaxed) {
+        0 => {
+            let yes = ctx.is_cluster();
+            CLUSTER.store(if yes { 2 } else { 1 }, Relaxed);
+            yes
+        }
+        n => n == 2,
     }
-    CLUSTER.with(|c| *c.get_or_init(|| ctx.is_cluster()))
 }
 
 /// What the running command's object read absent before it wrote anything (cluster mode).
@@ -237,6 +255,11 @@ pub fn gate_reply(
     key: Option<RStr>,
     run: &mut dyn FnMut() -> Result<crate::ffi::Answer, crate::core::error::CmdError>,
 ) -> Result<crate::ffi::Answer, crate::core::error::CmdError> {
+    // Outside a cluster nothing is noted (`note_absent`, `note_written`): the reply stands, and
+    // resetting and taking the notes cost 140 instructions per command (callgrind).
+    if !cluster(ctx) {
+        return run();
+    }
     COMMAND_ABSENT.with(|c| *c.borrow_mut() = CommandReads::default());
     let result = run();
     let CommandReads { absent, wrote } =

@@ -6,27 +6,27 @@
 use super::{Ctx, RStr, RedisModuleCtx, RedisModuleString};
 use crate::core::stats;
 use redis_module::raw;
-use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-thread_local! {
-    static INSIDE: Cell<bool> = const { Cell::new(false) };
-}
+/// Whether rlock code is on the stack. Every call from Redis (commands, timers, events) comes
+/// on its main thread, so one flag for the process says it; a static, not a thread-local: in a
+/// shared library each thread-local access calls `__tls_get_addr`, twice per command here.
+static INSIDE: AtomicBool = AtomicBool::new(false);
 
 /// Whether rlock code is on the stack (events raised by its own key writes arrive then).
 pub fn inside() -> bool {
-    INSIDE.with(Cell::get)
+    INSIDE.load(Ordering::Relaxed)
 }
 
 /// Run `f` with panics caught and the `inside` flag set. `None` when it panicked (the panic
 /// hook has logged it).
 pub fn guarded<R>(f: impl FnOnce() -> R) -> Option<R> {
-    let was = INSIDE.with(|i| i.replace(true));
+    let was = INSIDE.swap(true, Ordering::Relaxed);
     let result = catch_unwind(AssertUnwindSafe(f)).ok();
-    INSIDE.with(|i| i.set(was));
+    INSIDE.store(was, Ordering::Relaxed);
     if result.is_none() {
         stats::ERRORS.incr();
     }

@@ -103,21 +103,23 @@ pub enum IntStr {
     Made(OwnedStr),
 }
 
-thread_local! {
-    // Only Redis' main thread runs commands. Never freed (a kept string outlives every call).
-    static KEPT: std::cell::OnceCell<[RStr; 2]> = const { std::cell::OnceCell::new() };
-}
+/// The kept strings' addresses. Only Redis' main thread runs commands. Never freed (a kept
+/// string outlives every call). A static, not a thread-local: in a shared library each
+/// thread-local access calls `__tls_get_addr`.
+static KEPT: std::sync::OnceLock<[usize; 2]> = std::sync::OnceLock::new();
 
 impl IntStr {
     pub fn new(n: i64) -> IntStr {
         match n {
-            0 | 1 => IntStr::Kept(KEPT.with(|k| {
-                k.get_or_init(|| {
+            0 | 1 => {
+                let kept = KEPT.get_or_init(|| {
                     // Leaked on purpose: see KEPT.
-                    let make = |n| std::mem::ManuallyDrop::new(OwnedStr::from_i64(n)).get();
+                    let make =
+                        |n| std::mem::ManuallyDrop::new(OwnedStr::from_i64(n)).get().0 as usize;
                     [make(0), make(1)]
-                })[n as usize]
-            })),
+                });
+                IntStr::Kept(RStr(kept[n as usize] as *mut RedisModuleString))
+            }
             _ => IntStr::Made(OwnedStr::from_i64(n)),
         }
     }
