@@ -165,6 +165,28 @@ fn serve_past_head<H: Grouped>(
     // The head was just tried: the loop before stopped at it.
     let skip = head.serial;
     let tried = q.candidates(freed, Some(skip));
+    match try_in_order(queues, id, io, &tried, outcomes) {
+        Some(paused) => {
+            if let Some(q) = queues.get_mut(id) {
+                for (_, req) in &tried[paused..] {
+                    q.untried(req);
+                }
+            }
+            true
+        }
+        None => false,
+    }
+}
+
+/// Try each of `tried` (waiters past the head) in order, granting or failing it; the index of
+/// the one whose grant a write pause stopped, if any (it and those after it were not tried).
+fn try_in_order<H: Grouped>(
+    queues: &mut Queues<H, Req>,
+    id: &KeyId,
+    io: &mut dyn ObjectKeys,
+    tried: &[(H, Req)],
+    outcomes: &mut Vec<Outcome<H>>,
+) -> Option<usize> {
     for (i, (handle, req)) in tried.iter().enumerate() {
         let (result, reply) = match req.try_grant(io.store()) {
             TryGrant::Wait => continue,
@@ -172,12 +194,7 @@ fn serve_past_head<H: Grouped>(
             TryGrant::Grant(decision) => (io.write_serving(&decision), decision.reply),
         };
         if result == Err(CmdError::Paused) {
-            if let Some(q) = queues.get_mut(id) {
-                for (_, req) in &tried[i..] {
-                    q.untried(req);
-                }
-            }
-            return true;
+            return Some(i);
         }
         let Some((_, waiter)) = queues.remove(*handle) else {
             continue;
@@ -193,7 +210,7 @@ fn serve_past_head<H: Grouped>(
             Err(error) => Outcome::Failed { waiter, error },
         });
     }
-    false
+    None
 }
 
 /// The serving past the head that [`serve_past_head`] replaced, kept as the tests' reference:
@@ -223,28 +240,5 @@ pub(crate) fn walk_past_head<H: Grouped>(
         }
         claims.claim(values);
     }
-    for (handle, req) in tried {
-        let (result, reply) = match req.try_grant(io.store()) {
-            TryGrant::Wait => continue,
-            TryGrant::Fail(error) => (Err(error), None),
-            TryGrant::Grant(decision) => (io.write_serving(&decision), decision.reply),
-        };
-        if result == Err(CmdError::Paused) {
-            return true;
-        }
-        let Some((_, waiter)) = queues.remove(handle) else {
-            continue;
-        };
-        outcomes.push(match result {
-            Ok(token) => Outcome::Granted {
-                waiter,
-                reply: with_token(reply.unwrap_or(Reply::Nil), token),
-                after_expiry: queues
-                    .get_mut(id)
-                    .is_some_and(|q| std::mem::take(&mut q.expired)),
-            },
-            Err(error) => Outcome::Failed { waiter, error },
-        });
-    }
-    false
+    try_in_order(queues, id, io, &tried, outcomes).is_some()
 }
