@@ -19,12 +19,21 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let parsed = group::parse_acquire(&argv)?;
     let claimed = wait::claims_any(ctx.db(), argv[1], &parsed.fields);
+    // Read before: what it takes is held until this plus its lease at least.
+    let now = ctx.now_ms();
+    let lease_ms = parsed.lease_ms;
     let a = GroupAcquire {
         owner: argv[2],
         args: parsed,
         claimed,
     };
-    acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
+    let answer = acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first);
+    // A grant is not followed by serving, which reads when the next lease ends: tell the
+    // group's queue, if it has one, that one may end sooner now. (A value a waiter wants is
+    // taken outside serving only by re-entry, which extends its lease, and a waiter joining a
+    // value's list later marks it: this keeps the bound true whatever takes values.)
+    wait::taken(ctx.db(), argv[1], now.saturating_add(lease_ms));
+    answer
 }
 
 /// `RMLOCK.RELEASE group owner lease_ms FIELDS n F1 .. Fn`

@@ -211,6 +211,16 @@ pub fn freed(db: i32, key: &[u8], values: &[&[u8]]) {
     state(|s| s.queues.freed(&KeyId::new(db, key), values.iter().copied()));
 }
 
+/// A newcomer may have taken values of the object on `key` of database `db` (a grouped
+/// MultiLock's acquire), each held until `at` at least: serving looks for leases that ended
+/// from then on (see `core::wait::by_value`).
+pub fn taken(db: i32, key: &[u8], at: i64) {
+    if total() == 0 {
+        return;
+    }
+    state(|s| s.queues.taken(&KeyId::new(db, key), at));
+}
+
 /// Queued waiters per object kind.
 pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
     state(|s| {

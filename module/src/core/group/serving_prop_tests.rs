@@ -104,6 +104,7 @@ impl Sim {
                 // As `commands::group::acquire`: the claim is read first, then the queue
                 // served, then the newcomer decided.
                 let claimed = self.q.wants_any(&id(), &fields);
+                let now = self.m.now;
                 self.serve();
                 match acquire(&self.m, &owner, *lease, &fields, claimed) {
                     Ok(Acquire::Grant(d, _)) => {
@@ -128,6 +129,7 @@ impl Sim {
                     }
                     Err(e) => self.log.push(format!("newcomer {} error {e}", self.next)),
                 }
+                self.q.taken(&id(), now + lease);
                 self.next += 1;
             }
             Op::Release { values } => {

@@ -54,6 +54,11 @@ pub struct ByValue {
     dirty: Dirty,
     /// A command said which values it freed since the last serving (see [`Freed`]).
     hinted: bool,
+    /// No hold of the object ends before this: until then no lease can have ended, and
+    /// serving need not read the object for ones that did. Set from the next lease end read at
+    /// the end of serving, lowered by what a newcomer takes (`lowered`), forgotten on any
+    /// change rlock did not make (`all`). `None`: look.
+    quiet_until: Option<i64>,
 }
 
 /// What serving adds to the dirty values, beside what was marked: values whose holds ended by
@@ -115,6 +120,24 @@ impl ByValue {
     /// Anything may have changed: every list is looked at on the next serving.
     pub fn all(&mut self) {
         self.dirty = Dirty::All;
+        self.quiet_until = None;
+    }
+
+    /// Whether serving at `now` must read the object for leases that ended.
+    pub fn may_have_lapsed(&self, now: i64) -> bool {
+        self.quiet_until.is_none_or(|t| now >= t)
+    }
+
+    /// Serving read the object's next lease end (`None`: it does not know one).
+    pub fn quiet_until(&mut self, at: Option<i64>) {
+        self.quiet_until = at;
+    }
+
+    /// A hold taken outside serving ends no sooner than `at`.
+    pub fn lowered(&mut self, at: i64) {
+        if let Some(t) = &mut self.quiet_until {
+            *t = (*t).min(at);
+        }
     }
 
     /// Whether a waiter wants one of `values` (a newcomer must not take it past them).

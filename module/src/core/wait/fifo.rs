@@ -607,6 +607,14 @@ impl<H: Grouped, R: Valued> Queues<H, R> {
         }
     }
 
+    /// A hold of `id`'s object was taken outside serving, ending no sooner than `at` (see
+    /// [`ByValue::lowered`]).
+    pub fn taken(&mut self, id: &KeyId, at: i64) {
+        if let Some(index) = self.keys.get_mut(id).and_then(|q| q.by_value()) {
+            index.lowered(at);
+        }
+    }
+
     /// `id`'s object may have changed in any way (see [`ByValue::all`]).
     pub fn changed(&mut self, id: &KeyId) {
         if let Some(index) = self.keys.get_mut(id).and_then(|q| q.by_value()) {

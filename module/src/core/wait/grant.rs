@@ -83,10 +83,17 @@ pub(crate) fn serve_by<H: Grouped>(
     let mut outcomes = Vec::new();
     let mut after_tidy = None;
     // What time freed, read before the head's grants write the key again (the hash gone: it
-    // expired, every value is free; once the head is granted, it holds only the head's).
-    let freed = head(queues, id)
-        .filter(|req| req.values().is_some())
-        .map(|req| req.object().lapsed_values(io.store()));
+    // expired, every value is free; once the head is granted, it holds only the head's), and
+    // only when a lease may have ended since the last serving read the next one.
+    let now = io.store().now();
+    let freed = queues.get_mut(id).and_then(|q| {
+        let lapsed = q.by_value()?.may_have_lapsed(now);
+        let head = &q.front()?.req;
+        Some(match lapsed {
+            true => head.object().lapsed_values(io.store()),
+            false => Freed::Lapsed(Vec::new()),
+        })
+    });
     if let Some(req) = head(queues, id) {
         // Bring the object up to date first (leases of single holds that ended). An error here
         // (the key is not the object any more) shows again in `try_grant` below, per waiter.
@@ -137,6 +144,11 @@ pub(crate) fn serve_by<H: Grouped>(
     } else {
         head(queues, id).and_then(|req| req.object().wake_at(io.store()))
     };
+    if let Some(index) = queues.get_mut(id).and_then(|q| q.by_value()) {
+        // The next lease end, read after this step's writes: no lease ends before it unless
+        // a hold is taken outside serving (`Queues::taken`). Paused, nothing is known.
+        index.quiet_until(wake_at.filter(|_| !paused));
+    }
     Served { outcomes, wake_at }
 }
 

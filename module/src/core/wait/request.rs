@@ -77,7 +77,8 @@ pub trait Object {
 
     /// For an object whose requests name values ([`Request::values`], a grouped MultiLock):
     /// the values whose holds' leases have ended (their waiters may pass now), or
-    /// [`Freed::Gone`] when the object's key is gone. Read on every serving of its queue.
+    /// [`Freed::Gone`] when the object's key is gone. Read when serving its queue, once a lease
+    /// may have ended since the last serving read the next lease end ([`Object::wake_at`]).
     fn lapsed_values(&self, _store: &dyn Store) -> Freed {
         Freed::Lapsed(Vec::new())
     }
