@@ -626,6 +626,95 @@ fn a_waiter_is_not_overtaken_on_its_values_and_does_not_block_others() {
     assert_eq!((held(&h, "a", "later").1, held(&h, "b", "third").1), (1, 1));
 }
 
+/// Past a head that must wait, serving tries only the first waiters of the values that changed:
+/// a waiter that leaves changes the values it wanted for the waiter behind it.
+#[test]
+fn a_waiter_leaving_lets_the_one_behind_it_take_a_free_value() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(acquire(&mut c, "h", 30_000, &["hot"]), Value::Int(1));
+    let _head = park(&s, &mut c, "head", &["hot"], 1);
+    // `first` waits for hot; `behind` for a (free), which `first` wants before it.
+    let mut cmd = cmd!(
+        "RMLOCK.ACQUIRE",
+        G,
+        "first",
+        30_000,
+        "FIELDS",
+        2,
+        "hot",
+        "a"
+    );
+    cmd.arg("BLOCK").arg(margin_ms(150));
+    let first = Pending::send(&s, &cmd);
+    wait_blocked(&mut c, 2);
+    let behind = park(&s, &mut c, "behind", &["a"], 3);
+    assert_eq!(first.reply_within(Duration::from_secs(10)), Value::Nil);
+    // Its timeout hands a on, while the head still waits for hot.
+    assert_eq!(behind.reply_within(Duration::from_secs(10)), Value::Int(1));
+    let h = hgetall(&mut c, G);
+    assert_eq!((held_by(&h, "a"), held_by(&h, "hot")), ("behind", "h"));
+}
+
+/// A lease that ends hands its value to its first waiter past a head that still waits, and
+/// the group's hash expiring (every lease ended) hands every value on, the head's too.
+#[test]
+fn a_lease_end_hands_values_past_a_waiting_head() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let lease = margin_ms(200);
+    assert_eq!(acquire(&mut c, "h", 60_000, &["hot"]), Value::Int(1));
+    assert_eq!(acquire(&mut c, "s", lease, &["a"]), Value::Int(1));
+    let head = park(&s, &mut c, "head", &["hot"], 1);
+    let w = park(&s, &mut c, "w", &["a"], 2);
+    // A newcomer's look at the queue (it serves it first) finds a still held.
+    assert_eq!(acquire(&mut c, "n", 30_000, &["a"]), Value::Nil);
+    // The hash lives on for hot: only a's expire_time passing wakes `w`.
+    assert_eq!(w.reply_within(Duration::from_secs(10)), Value::Int(1));
+    assert_eq!(held_by(&hgetall(&mut c, G), "hot"), "h");
+    assert_eq!(info_int(&mut c, "clients", "blocked_clients"), 1);
+    drop(head);
+    wait_blocked(&mut c, 0);
+
+    let g2 = "grp2";
+    // Without active expiry the hash expires when serving opens it (as it may before the
+    // server's expiry cycle reaches it): no event tells serving what was freed.
+    assert_eq!(
+        raw(&mut c, &cmd!("DEBUG", "SET-ACTIVE-EXPIRE", 0)),
+        Value::Okay
+    );
+    let mut acq = |owner: &str, lease: i64, f: &[&str]| {
+        let mut cmd = cmd!("RMLOCK.ACQUIRE", g2, owner, lease, "FIELDS", f.len());
+        cmd.arg(f);
+        raw(&mut c, &cmd)
+    };
+    assert_eq!(acq("h", lease, &["a", "b"]), Value::Int(1));
+    let park2 = |c: &mut redis::Connection, owner: &str, f: &str, n: i64| {
+        let mut cmd = cmd!("RMLOCK.ACQUIRE", g2, owner, 30_000, "FIELDS", 1, f);
+        cmd.arg("BLOCK").arg(30_000);
+        let p = Pending::send(&s, &cmd);
+        wait_blocked(c, n);
+        p
+    };
+    let w1 = park2(&mut c, "w1", "a", 1);
+    let _w1b = park2(&mut c, "w1b", "a", 2);
+    let w2 = park2(&mut c, "w2", "b", 3);
+    let cmd = cmd!("RMLOCK.ACQUIRE", g2, "n", 30_000, "FIELDS", 1, "b");
+    assert_eq!(
+        raw(&mut c, &cmd),
+        Value::Nil,
+        "b is held, and w2 waits for it"
+    );
+    // Both leases end with the hash: w1 (the head) takes a, w1b waits for it, and w2 takes b
+    // past w1b in the same step, although the hash holds only w1's value by the time w2 is
+    // looked at.
+    assert_eq!(w1.reply_within(Duration::from_secs(10)), Value::Int(1));
+    assert_eq!(w2.reply_within(Duration::from_secs(10)), Value::Int(1));
+    let h = hgetall(&mut c, g2);
+    assert_eq!((held_by(&h, "a"), held_by(&h, "b")), ("w1", "w2"));
+    assert_eq!(info_int(&mut c, "clients", "blocked_clients"), 1);
+}
+
 /// Every string and integer of a reply, flattened in order.
 fn flat(v: &Value) -> Vec<String> {
     match v {

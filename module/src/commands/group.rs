@@ -19,12 +19,21 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let parsed = group::parse_acquire(&argv)?;
     let claimed = wait::claims_any(ctx.db(), argv[1], &parsed.fields);
+    // Read before: what it takes is held until this plus its lease at least.
+    let now = ctx.now_ms();
+    let lease_ms = parsed.lease_ms;
     let a = GroupAcquire {
         owner: argv[2],
         args: parsed,
         claimed,
     };
-    acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
+    let answer = acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first);
+    // A grant is not followed by serving, which reads when the next lease ends: tell the
+    // group's queue, if it has one, that one may end sooner now. (A value a waiter wants is
+    // taken outside serving only by re-entry, which extends its lease, and a waiter joining a
+    // value's list later marks it: this keeps the bound true whatever takes values.)
+    wait::taken(ctx.db(), argv[1], now.saturating_add(lease_ms));
+    answer
 }
 
 /// `RMLOCK.RELEASE group owner lease_ms FIELDS n F1 .. Fn`
@@ -33,6 +42,11 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let (lease_ms, fields) = group::parse_owned(&argv, "rmlock.release")?;
     let mut keys = RedisKeys::command(ctx, GroupLock, args.get(1), &[args.get(2)]);
     let r = group::release(&keys, argv[2], lease_ms, &fields)?;
+    if r.freed > 0 {
+        // Serving the group's queue (when the command settles) looks at these values'
+        // waiters only. Every field is named: one still held costs a failed try at most.
+        wait::freed(ctx.db(), argv[1], &fields);
+    }
     if !r.decision.writes.is_empty() {
         let change = match (r.freed, r.none_left) {
             (0, _) => Change::Wrote,
@@ -70,6 +84,7 @@ pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let mut keys = RedisKeys::command(ctx, GroupLock, args.get(1), &[]);
     let d = group::force_release(&keys, &fields)?;
     if !d.writes.is_empty() {
+        wait::freed(ctx.db(), argv[1], &fields);
         keys.apply(&d, Change::ForceReleased)?;
     }
     Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
@@ -104,7 +119,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: c"write deny-oom blocking",
         acl: c"write slow blocking",
         summary: c"Acquires every value of a grouped MultiLock or none (Redisson 4.x FasterMultiLock layout); with BLOCK waits in a FIFO queue on the server",
-        complexity: c"O(N) where N is the number of fields, plus O(W) for the group's W queued waiters compared with the values claimed before them",
+        complexity: c"O(N) where N is the number of fields; with waiters queued on the group, plus O(log W) per value freed or handed on (W waiters) and O(F) to read the group hash's F fields",
         arity: -7,
         key: KeyAccess::Update,
         args: &[KEY, OWNER, LEASE, FIELDS, BLOCK, SESSION],
@@ -115,7 +130,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: c"write fast",
         acl: c"write fast",
         summary: c"Releases one hold of every value of a grouped MultiLock (or nothing when one is not the owner's); freed values are published and handed to waiters",
-        complexity: c"O(N) where N is the number of fields, plus O(W) for the group's W queued waiters compared with the values claimed before them",
+        complexity: c"O(N) where N is the number of fields; with waiters queued on the group, plus O(log W) per value freed or handed on (W waiters) and O(F) to read the group hash's F fields",
         arity: -7,
         key: KeyAccess::Delete,
         args: &[KEY, OWNER, LEASE, FIELDS],
@@ -137,7 +152,7 @@ pub static COMMANDS: &[CommandSpec] = &[
         flags: c"write fast",
         acl: c"write fast",
         summary: c"Deletes values of a grouped MultiLock whoever holds them, publishes, and hands them to waiters",
-        complexity: c"O(N) where N is the number of fields, plus O(W) for the group's W queued waiters compared with the values claimed before them",
+        complexity: c"O(N) where N is the number of fields; with waiters queued on the group, plus O(log W) per value freed or handed on (W waiters) and O(F) to read the group hash's F fields",
         arity: -5,
         key: KeyAccess::Delete,
         args: &[KEY, FIELDS],

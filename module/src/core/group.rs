@@ -13,6 +13,7 @@ use super::error::CmdError;
 use super::names;
 use super::stats::ObjectKind;
 use super::store::{Int, KeyType, Store, Target};
+use super::wait::by_value::Freed;
 use super::wait::claims::Claims;
 use super::wait::{Acquiring, Decided, Hold, Object, Req, Request, TryGrant};
 use std::borrow::Cow;
@@ -528,9 +529,11 @@ pub fn info(store: &(impl Store + ?Sized), fields: &[&[u8]]) -> Result<Reply, Cm
 /// waiter claims its values. FIFO per value, and disjoint values never wait on each other.
 /// `freed`: the values this step freed, when known; the walk stops once each is granted or
 /// claimed (a waiter behind that point waits on values that did not change, so it could not be
-/// granted before either). `None` walks the whole queue, as serving does (it does not know
-/// what the step freed: `core::wait::grant`'s `serve_past_head` applies this rule to the
-/// queued requests). Returns the granted waiters' indices.
+/// granted before either). `None` walks the whole queue. This is the specification: serving
+/// (`core::wait::grant`'s `serve_past_head`) applies it through the queue's index by value,
+/// trying only the first waiters of the values that changed, and its property tests
+/// (`serving_prop_tests`) check it grants what the whole walk does. Returns the granted
+/// waiters' indices.
 pub fn walk<'v, V: AsRef<[u8]> + 'v>(
     waiters: impl IntoIterator<Item = &'v [V]>,
     free: impl Fn(&[u8]) -> bool,
@@ -648,6 +651,31 @@ impl Object for GroupObject {
             .map(Some)
     }
 
+    /// The values whose holds' leases have ended while the hash lives on for other values
+    /// (their leftover fields name them), read in one `HGETALL`, as [`Object::wake_at`] reads
+    /// the next lease end. The hash gone (expired: every value is free), or not a group's any
+    /// more (its waiters fail): [`Freed::Gone`].
+    fn lapsed_values(&self, store: &dyn Store) -> Freed {
+        if kind(store) != KeyType::Hash {
+            return Freed::Gone;
+        }
+        let all = store.hgetall(&Target::Main);
+        let fields: std::collections::HashMap<&[u8], &[u8]> =
+            all.iter().map(|(f, v)| (&f[..], &v[..])).collect();
+        let now = store.now();
+        let lapsed = all
+            .iter()
+            .filter(|(f, _)| !is_aux(f))
+            .filter(|(f, holder)| {
+                // As `value` reads it: a holder without a readable lease end holds nothing.
+                fields
+                    .get(&expire_field(f, holder)[..])
+                    .and_then(|t| args::parse_i64(t))
+                    .is_none_or(|t| t <= now)
+            });
+        Freed::Lapsed(lapsed.map(|(f, _)| f.clone()).collect())
+    }
+
     // `holders_upto` stays empty: deadlock detection reads holders per key, and a group's
     // holders hold values a waiter may not want (a waiter on `a` does not wait for the holder
     // of `b`): reporting them would refuse waits that are no deadlock.
@@ -713,3 +741,7 @@ impl Hold for GroupRequest {
 
 #[cfg(test)]
 mod group_tests;
+
+/// Property tests: serving through the index by value grants as the whole-queue walk did.
+#[cfg(test)]
+mod serving_prop_tests;

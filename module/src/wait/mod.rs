@@ -192,21 +192,33 @@ pub fn queued_kind(db: i32, key: &[u8]) -> Option<ObjectKind> {
 }
 
 /// Whether a waiter on `key` of database `db` wants one of `values` (a grouped MultiLock's
-/// newcomer waits behind it for those, FIFO per value, and passes it for others).
+/// newcomer waits behind it for those, FIFO per value, and passes it for others): O(values)
+/// look-ups in the queue's index by value.
 pub fn claims_any(db: i32, key: &[u8], values: &[&[u8]]) -> bool {
     if total() == 0 {
         return false;
     }
-    let id = KeyId::new(db, key);
-    state(|s| {
-        let Some(q) = s.queues.get(&id) else {
-            return false;
-        };
-        q.iter().any(|w| {
-            let wanted = w.req.values().unwrap_or_default();
-            wanted.iter().any(|v| values.contains(&&v[..]))
-        })
-    })
+    state(|s| s.queues.wants_any(&KeyId::new(db, key), values))
+}
+
+/// A command freed `values` of the object on `key` of database `db` (a grouped MultiLock's
+/// release or force release): serving its queue looks at their waiters, and at nobody it
+/// has no other reason to (see `core::wait::grant`'s `serve_past_head`).
+pub fn freed(db: i32, key: &[u8], values: &[&[u8]]) {
+    if total() == 0 {
+        return;
+    }
+    state(|s| s.queues.freed(&KeyId::new(db, key), values.iter().copied()));
+}
+
+/// A newcomer may have taken values of the object on `key` of database `db` (a grouped
+/// MultiLock's acquire), each held until `at` at least: serving looks for leases that ended
+/// from then on (see `core::wait::by_value`).
+pub fn taken(db: i32, key: &[u8], at: i64) {
+    if total() == 0 {
+        return;
+    }
+    state(|s| s.queues.taken(&KeyId::new(db, key), at));
 }
 
 /// Queued waiters per object kind.

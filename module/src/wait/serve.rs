@@ -231,7 +231,13 @@ fn revoke(ctx: Ctx, id: &KeyId, req: &Req, reply: &Reply, ticket: undo::Ticket) 
         }
     }
     drop(keys);
-    state(|s| s.check_by(ctx, id, ctx.now_ms()));
+    state(|s| {
+        // The undone grant's values (a grouped MultiLock's) are free again.
+        if let Some(values) = req.values() {
+            s.queues.freed(id, values.iter().map(|v| &v[..]));
+        }
+        s.check_by(ctx, id, ctx.now_ms());
+    });
 }
 
 /// An event touched `key` in `db` (see `intake::key_touched`): a grant on it is final now
@@ -258,6 +264,9 @@ pub fn touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) -> bool
         if q.is_empty() || ours {
             return false;
         }
+        // A write rlock did not make does not say what it freed (Redisson's own unlock
+        // script, a DEL): a grouped MultiLock's queue looks at every value's first waiter.
+        s.queues.changed(&id);
         s.check_by(ctx, &id, ctx.now_ms());
         true
     })
@@ -271,6 +280,7 @@ pub fn db_touched(ctx: Ctx, db: Option<i32>) -> Vec<KeyId> {
     state(|s| {
         let ids = s.queues.ids(db);
         for id in &ids {
+            s.queues.changed(id);
             s.check_by(ctx, id, now);
         }
         ids

@@ -375,12 +375,15 @@ fn serving_hands_off_per_value_past_a_waiting_head() {
     // b alone freed: w1 still waits for a, w2 for w1.
     let d = force_release(&m, &v(&["b"])).unwrap();
     m.apply_ok(&d);
+    q.freed(&id, [&b"b"[..]]);
     assert_eq!(granted(serve(&mut q, &id, &mut m)), Vec::<u32>::new());
     let d = force_release(&m, &v(&["a"])).unwrap();
     m.apply_ok(&d);
+    q.freed(&id, [&b"a"[..]]);
     assert_eq!(granted(serve(&mut q, &id, &mut m)), vec![1]);
     let r = release(&m, b"w1", 1_000, &v(&["a", "b"])).unwrap();
     m.apply_ok(&r.decision);
+    q.freed(&id, v(&["a", "b"]));
     assert_eq!(granted(serve(&mut q, &id, &mut m)), vec![2]);
     assert!(q.get(&id).is_none_or(|q| q.is_empty()));
 }
@@ -411,12 +414,14 @@ proptest! {
                 if holder == b"h" {
                     let d = force_release(&m, &[&field[..]]).unwrap();
                     m.apply_ok(&d);
+                    q.freed(&id, [&field[..]]);
                 } else {
                     // A waiter holds it: it gives all its values back.
                     let h: u32 = std::str::from_utf8(&holder[1..]).unwrap().parse().unwrap();
                     let fields: Vec<&[u8]> = want[h as usize].iter().map(std::slice::from_ref).collect();
                     let r = release(&m, &holder, 1_000, &fields).unwrap();
                     prop_assert_eq!(m.apply_ok(&r.decision), Reply::Int(1));
+                    q.freed(&id, fields.iter().copied());
                     for x in &want[h as usize] { holders.remove(x); }
                 }
             }

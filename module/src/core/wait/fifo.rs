@@ -15,6 +15,7 @@
 //! before: closing a session with 40,000 requests queued on one key took 1.06 s, and queueing
 //! N requests on one key was O(N^2) (each push looked its waiter up by a linear search).
 
+use super::by_value::{ByValue, Freed, Valued};
 use super::schedule::TimerKey;
 use super::HashMap;
 use std::collections::VecDeque;
@@ -191,6 +192,60 @@ pub struct KeyQueue<H, R> {
     pub check: Option<TimerKey>,
     /// The key was seen to expire since the last grant (for the `grants_after_expiry` counter).
     pub expired: bool,
+    /// The waiters by value, when they name values (a grouped MultiLock's): only such queues
+    /// pay for it.
+    by_value: Option<Box<ByValue>>,
+}
+
+impl<H, R: Valued> KeyQueue<H, R> {
+    /// Take the live waiter of slot `pos`, leaving a tombstone, then drop tombstones off the
+    /// ends and compact when they outnumber the live waiters. Every way out of a queue but
+    /// [`Queues::drain`] (which empties it) passes here: the index by value follows.
+    fn take(&mut self, pos: usize) -> Option<Waiter<H, R>> {
+        let serial = self.slots.get(pos)?.serial();
+        let Slot::Live(waiter) = std::mem::replace(&mut self.slots[pos], Slot::Gone(serial)) else {
+            return None; // already a tombstone (replaced by an identical one)
+        };
+        self.live -= 1;
+        if let (Some(index), Some(values)) = (&mut self.by_value, waiter.req.values()) {
+            index.remove(serial, values);
+        }
+        self.tidy();
+        Some(waiter)
+    }
+
+    /// The waiters serving tries past the head of a queue whose waiters name values (see
+    /// [`ByValue::candidates`]), in queue order, but for the waiter `skip` (the head, just
+    /// tried); none for other queues.
+    pub fn candidates(&mut self, freed: Freed, skip: Option<u64>) -> Vec<(H, R)>
+    where
+        H: Copy,
+        R: Clone,
+    {
+        let Some(mut index) = self.by_value.take() else {
+            return Vec::new();
+        };
+        let serials = index.candidates(freed, |s| self.at(self.position(s)?)?.req.values());
+        self.by_value = Some(index);
+        serials
+            .into_iter()
+            .filter(|s| Some(*s) != skip)
+            .filter_map(|s| self.at(self.position(s)?))
+            .map(|w| (w.handle, w.req.clone()))
+            .collect()
+    }
+
+    /// Serving stopped before trying `req`: its values are looked at next time.
+    pub fn untried(&mut self, req: &R) {
+        if let (Some(index), Some(values)) = (&mut self.by_value, req.values()) {
+            index.untried(values);
+        }
+    }
+
+    /// The index by value, if the queue has one.
+    pub fn by_value(&mut self) -> Option<&mut ByValue> {
+        self.by_value.as_deref_mut()
+    }
 }
 
 impl<H, R> KeyQueue<H, R> {
@@ -248,18 +303,6 @@ impl<H, R> KeyQueue<H, R> {
             }
         }
         None
-    }
-
-    /// Take the live waiter of slot `pos`, leaving a tombstone, then drop tombstones off the
-    /// ends and compact when they outnumber the live waiters.
-    fn take(&mut self, pos: usize) -> Option<Waiter<H, R>> {
-        let serial = self.slots.get(pos)?.serial();
-        let Slot::Live(waiter) = std::mem::replace(&mut self.slots[pos], Slot::Gone(serial)) else {
-            return None; // already a tombstone (replaced by an identical one)
-        };
-        self.live -= 1;
-        self.tidy();
-        Some(waiter)
     }
 
     fn tidy(&mut self) {
@@ -364,7 +407,7 @@ impl<H: Grouped, R> Default for Queues<H, R> {
     }
 }
 
-impl<H: Grouped, R> Queues<H, R> {
+impl<H: Grouped, R: Valued> Queues<H, R> {
     /// Queue `waiter` at the tail of `id`'s queue.
     pub fn push(&mut self, id: &KeyId, waiter: Waiter<H, R>) {
         // Reuse the queue's own Rc for the index so the key bytes are stored once per key.
@@ -380,6 +423,7 @@ impl<H: Grouped, R> Queues<H, R> {
                         live: 0,
                         check: None,
                         expired: false,
+                        by_value: None,
                     },
                 );
                 id.clone()
@@ -394,6 +438,10 @@ impl<H: Grouped, R> Queues<H, R> {
             "serials increase"
         );
         self.index.insert(waiter.handle, (id, waiter.serial));
+        if let Some(values) = waiter.req.values() {
+            let index = queue.by_value.get_or_insert_default();
+            index.add(waiter.serial, values);
+        }
         queue.slots.push_back(Slot::Live(waiter));
         queue.live += 1;
     }
@@ -528,6 +576,7 @@ impl<H: Grouped, R> Queues<H, R> {
             return Vec::new();
         };
         queue.live = 0;
+        queue.by_value = None;
         let waiters: Vec<_> = queue
             .slots
             .drain(..)
@@ -541,6 +590,36 @@ impl<H: Grouped, R> Queues<H, R> {
             self.index.remove(&w.handle);
         }
         waiters
+    }
+
+    /// Whether a waiter on `id` wants one of `values` (O(values)).
+    pub fn wants_any(&self, id: &KeyId, values: &[&[u8]]) -> bool {
+        self.keys
+            .get(id)
+            .and_then(|q| q.by_value.as_deref())
+            .is_some_and(|index| index.wants_any(values))
+    }
+
+    /// A command freed `values` of `id`'s object (see [`ByValue::freed`]).
+    pub fn freed<'v>(&mut self, id: &KeyId, values: impl IntoIterator<Item = &'v [u8]>) {
+        if let Some(index) = self.keys.get_mut(id).and_then(|q| q.by_value()) {
+            index.freed(values);
+        }
+    }
+
+    /// A hold of `id`'s object was taken outside serving, ending no sooner than `at` (see
+    /// [`ByValue::lowered`]).
+    pub fn taken(&mut self, id: &KeyId, at: i64) {
+        if let Some(index) = self.keys.get_mut(id).and_then(|q| q.by_value()) {
+            index.lowered(at);
+        }
+    }
+
+    /// `id`'s object may have changed in any way (see [`ByValue::all`]).
+    pub fn changed(&mut self, id: &KeyId) {
+        if let Some(index) = self.keys.get_mut(id).and_then(|q| q.by_value()) {
+            index.all();
+        }
     }
 
     pub fn len(&self, id: &KeyId) -> usize {

@@ -7,7 +7,7 @@
 //! The loop is pure: it reads and writes through [`ObjectKeys`], which the module implements over
 //! Redis and the tests over the in-memory model.
 
-use super::claims::Claims;
+use super::by_value::Freed;
 use super::fifo::{Grouped, KeyId, Queues, Waiter};
 use super::request::{Req, TryGrant};
 use crate::core::decision::{Decision, Reply};
@@ -66,8 +66,34 @@ pub fn serve<H: Grouped>(
     id: &KeyId,
     io: &mut dyn ObjectKeys,
 ) -> Served<H> {
+    serve_by(queues, id, io, serve_past_head)
+}
+
+/// How the waiters past a head that must wait are served (see [`serve_past_head`]); the tests
+/// compare it with the whole-queue walk it replaced.
+pub(crate) type PastHead<H> =
+    fn(&mut Queues<H, Req>, &KeyId, &mut dyn ObjectKeys, Freed, &mut Vec<Outcome<H>>) -> bool;
+
+pub(crate) fn serve_by<H: Grouped>(
+    queues: &mut Queues<H, Req>,
+    id: &KeyId,
+    io: &mut dyn ObjectKeys,
+    past_head: PastHead<H>,
+) -> Served<H> {
     let mut outcomes = Vec::new();
     let mut after_tidy = None;
+    // What time freed, read before the head's grants write the key again (the hash gone: it
+    // expired, every value is free; once the head is granted, it holds only the head's), and
+    // only when a lease may have ended since the last serving read the next one.
+    let now = io.store().now();
+    let freed = queues.get_mut(id).and_then(|q| {
+        let lapsed = q.by_value()?.may_have_lapsed(now);
+        let head = &q.front()?.req;
+        Some(match lapsed {
+            true => head.object().lapsed_values(io.store()),
+            false => Freed::Lapsed(Vec::new()),
+        })
+    });
     if let Some(req) = head(queues, id) {
         // Bring the object up to date first (leases of single holds that ended). An error here
         // (the key is not the object any more) shows again in `try_grant` below, per waiter.
@@ -107,8 +133,8 @@ pub fn serve<H: Grouped>(
             Err(error) => Outcome::Failed { waiter, error },
         });
     }
-    if !paused {
-        paused = serve_past_head(queues, id, io, &mut outcomes);
+    if let Some(freed) = freed.filter(|_| !paused) {
+        paused = past_head(queues, id, io, freed, &mut outcomes);
     }
     if let Some(d) = after_tidy.filter(|d| !d.writes.is_empty()) {
         let _ = io.write_serving(&d);
@@ -118,48 +144,71 @@ pub fn serve<H: Grouped>(
     } else {
         head(queues, id).and_then(|req| req.object().wake_at(io.store()))
     };
+    if let Some(index) = queues.get_mut(id).and_then(|q| q.by_value()) {
+        // The next lease end, read after this step's writes: no lease ends before it unless
+        // a hold is taken outside serving (`Queues::taken`). Paused, nothing is known.
+        index.quiet_until(wake_at.filter(|_| !paused));
+    }
     Served { outcomes, wake_at }
 }
 
 /// Past a head that must wait, for objects whose requests name their values (a grouped
-/// MultiLock, [`super::Request::values`]): each waiter wanting no value claimed by one before
-/// it is tried, in order (FIFO per value; see `core::group::walk`). Serving does not know which
-/// values the step freed, so it walks the whole queue; a waiter behind a claim costs no read.
-/// Returns whether a grant had to wait for a write pause to end.
+/// MultiLock, [`super::Request::values`]): a waiter first in the queue's list of every value it
+/// wants (nobody before it wants one of them: FIFO per value, see `core::group::walk`) is
+/// tried, in queue order. Only waiters first in the list of a value that changed since the
+/// queue was last served can have become grantable, so only they are looked at (the queue's
+/// index by value, `super::by_value`, names them): the values the step freed (a command says
+/// which, `Queues::freed`), those whose first waiter left, and those whose hold's lease ended
+/// (the object reads them, [`super::Object::lapsed_values`]). A step costs what it touches,
+/// not the queue's length. Returns whether a grant had to wait for a write pause to end.
 fn serve_past_head<H: Grouped>(
     queues: &mut Queues<H, Req>,
     id: &KeyId,
     io: &mut dyn ObjectKeys,
+    freed: Freed,
     outcomes: &mut Vec<Outcome<H>>,
 ) -> bool {
-    let Some(q) = queues.get(id) else {
+    let Some(q) = queues.get_mut(id) else {
         return false;
     };
-    if q.front().is_none_or(|w| w.req.values().is_none()) {
+    let Some(head) = q.front().filter(|w| w.req.values().is_some()) else {
         return false;
-    }
-    // Which waiters to try depends on the claims alone (granted or not, a waiter's values are
-    // no one else's in this step), so they are picked in one borrowing pass and only they are
-    // copied out: not the whole queue.
-    let mut claims = Claims::default();
-    let mut tried: Vec<(H, Req)> = Vec::new();
-    for (i, w) in q.iter().enumerate() {
-        let values = w.req.values().unwrap_or_default();
-        if i > 0 && claims.free_of(values) {
-            tried.push((w.handle, w.req.clone()));
+    };
+    // The head was just tried: the loop before stopped at it.
+    let skip = head.serial;
+    let tried = q.candidates(freed, Some(skip));
+    match try_in_order(queues, id, io, &tried, outcomes) {
+        Some(paused) => {
+            if let Some(q) = queues.get_mut(id) {
+                for (_, req) in &tried[paused..] {
+                    q.untried(req);
+                }
+            }
+            true
         }
-        claims.claim(values);
+        None => false,
     }
-    for (handle, req) in tried {
+}
+
+/// Try each of `tried` (waiters past the head) in order, granting or failing it; the index of
+/// the one whose grant a write pause stopped, if any (it and those after it were not tried).
+fn try_in_order<H: Grouped>(
+    queues: &mut Queues<H, Req>,
+    id: &KeyId,
+    io: &mut dyn ObjectKeys,
+    tried: &[(H, Req)],
+    outcomes: &mut Vec<Outcome<H>>,
+) -> Option<usize> {
+    for (i, (handle, req)) in tried.iter().enumerate() {
         let (result, reply) = match req.try_grant(io.store()) {
             TryGrant::Wait => continue,
             TryGrant::Fail(error) => (Err(error), None),
             TryGrant::Grant(decision) => (io.write_serving(&decision), decision.reply),
         };
         if result == Err(CmdError::Paused) {
-            return true;
+            return Some(i);
         }
-        let Some((_, waiter)) = queues.remove(handle) else {
+        let Some((_, waiter)) = queues.remove(*handle) else {
             continue;
         };
         outcomes.push(match result {
@@ -173,5 +222,35 @@ fn serve_past_head<H: Grouped>(
             Err(error) => Outcome::Failed { waiter, error },
         });
     }
-    false
+    None
+}
+
+/// The serving past the head that [`serve_past_head`] replaced, kept as the tests' reference:
+/// the whole queue walked in order with the values claimed by the waiters before (the rule of
+/// `core::group::walk`), each waiter wanting no claimed value tried.
+#[cfg(test)]
+pub(crate) fn walk_past_head<H: Grouped>(
+    queues: &mut Queues<H, Req>,
+    id: &KeyId,
+    io: &mut dyn ObjectKeys,
+    _freed: Freed,
+    outcomes: &mut Vec<Outcome<H>>,
+) -> bool {
+    use super::claims::Claims;
+    let Some(q) = queues.get(id) else {
+        return false;
+    };
+    if q.front().is_none_or(|w| w.req.values().is_none()) {
+        return false;
+    }
+    let mut claims = Claims::default();
+    let mut tried: Vec<(H, Req)> = Vec::new();
+    for (i, w) in q.iter().enumerate() {
+        let values = w.req.values().unwrap_or_default();
+        if i > 0 && claims.free_of(values) {
+            tried.push((w.handle, w.req.clone()));
+        }
+        claims.claim(values);
+    }
+    try_in_order(queues, id, io, &tried, outcomes).is_some()
 }

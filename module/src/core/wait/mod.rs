@@ -3,6 +3,7 @@
 //! (deadlines, re-checks). The skin (`wait/`) parks and wakes clients around these; objects
 //! only say, through [`Request`], whether a waiter can be granted now and what granting writes.
 
+pub mod by_value;
 pub mod claims;
 pub mod deadlock;
 pub mod fifo;

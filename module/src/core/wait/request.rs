@@ -2,6 +2,7 @@
 //! lock, semaphore, latch) implements [`Request`] for its queued request and [`Object`] for
 //! what it does around its queue; the mechanism never looks inside.
 
+use super::by_value::{Freed, Valued};
 use crate::core::args::WaitArgs;
 use crate::core::decision::{Decision, Reply};
 use crate::core::error::CmdError;
@@ -74,6 +75,14 @@ pub trait Object {
         Vec::new()
     }
 
+    /// For an object whose requests name values ([`Request::values`], a grouped MultiLock):
+    /// the values whose holds' leases have ended (their waiters may pass now), or
+    /// [`Freed::Gone`] when the object's key is gone. Read when serving its queue, once a lease
+    /// may have ended since the last serving read the next lease end ([`Object::wake_at`]).
+    fn lapsed_values(&self, _store: &dyn Store) -> Freed {
+        Freed::Lapsed(Vec::new())
+    }
+
     /// What the object publishes once its queue took its share of what a command freed (the
     /// semaphore: the count left, as Redisson's release script does); made after serving, so
     /// it reads what is left then. Most objects announce nothing beyond their writes.
@@ -123,6 +132,13 @@ pub trait Request: Debug {
     /// must wait holds everyone behind it.
     fn values(&self) -> Option<&[Box<[u8]>]> {
         None
+    }
+}
+
+/// The queues index requests that name values by value (`super::by_value`).
+impl Valued for Req {
+    fn values(&self) -> Option<&[Box<[u8]>]> {
+        (**self).values()
     }
 }
 
