@@ -85,8 +85,9 @@ pub(crate) fn serve_by<H: Grouped>(
     // What time freed, read before the head's grants write the key again (the hash gone: it
     // expired, every value is free; once the head is granted, it holds only the head's), and
     // only when a lease may have ended since the last serving read the next one.
-    let now = io.store().now();
-    let freed = queues.get_mut(id).and_then(|q| {
+    let valued = queues.may_be_valued();
+    let now = if valued { io.store().now() } else { 0 };
+    let freed = valued.then(|| queues.get_mut(id)).flatten().and_then(|q| {
         let lapsed = q.by_value()?.may_have_lapsed(now);
         let head = &q.front()?.req;
         Some(match lapsed {
@@ -144,7 +145,11 @@ pub(crate) fn serve_by<H: Grouped>(
     } else {
         head(queues, id).and_then(|req| req.object().wake_at(io.store()))
     };
-    if let Some(index) = queues.get_mut(id).and_then(|q| q.by_value()) {
+    if let Some(index) = valued
+        .then(|| queues.get_mut(id))
+        .flatten()
+        .and_then(|q| q.by_value())
+    {
         // The next lease end, read after this step's writes: no lease ends before it unless
         // a hold is taken outside serving (`Queues::taken`). Paused, nothing is known.
         index.quiet_until(wake_at.filter(|_| !paused));
