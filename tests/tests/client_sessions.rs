@@ -368,6 +368,21 @@ fn a_sync_wait_past_its_first_50_ms_lets_its_connection_go_and_is_granted_throug
     assert_quiet(&mut c, &[key.to_string()]);
 }
 
+/// The id of the client's connection parked on a wait: its only blocked connection but its
+/// listener (`rlock-session`).
+fn parked_connection(c: &mut redis::Connection) -> Option<i64> {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(c).unwrap();
+    list.lines()
+        .filter(|l| l.contains(" name=rlock ") && l.contains(" flags=b "))
+        .find_map(|l| {
+            l.strip_prefix("id=")?
+                .split(' ')
+                .next()?
+                .parse::<i64>()
+                .ok()
+        })
+}
+
 #[test]
 fn a_sync_wait_cut_while_parked_is_withdrawn_and_queued_again() {
     let s = Server::start();
@@ -394,18 +409,7 @@ fn a_sync_wait_cut_while_parked_is_withdrawn_and_queued_again() {
         wait_until(Duration::from_secs(5), "the wait parked", || {
             rlock_stat(&mut c, "session_requests_parked") == 1
         });
-        // The parked connection: the client's only blocked connection but its listener.
-        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
-        let parked = list
-            .lines()
-            .filter(|l| l.contains(" name=rlock ") && l.contains(" flags=b "))
-            .find_map(|l| {
-                l.strip_prefix("id=")?
-                    .split(' ')
-                    .next()?
-                    .parse::<i64>()
-                    .ok()
-            });
+        let parked = parked_connection(&mut c);
         if let Some(id) = parked {
             // Killed while parked (the lock is held: nothing was granted to it).
             if int(&mut c, &cmd!("CLIENT", "KILL", "ID", id)) == 1 {
@@ -739,17 +743,7 @@ fn a_semaphore_wait_cut_while_parked_is_queued_again_and_no_permit_is_in_doubt()
         wait_until(Duration::from_secs(5), "the wait parked", || {
             rlock_stat(&mut c, "session_requests_parked") == 1
         });
-        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut c).unwrap();
-        let parked = list
-            .lines()
-            .filter(|l| l.contains(" name=rlock ") && l.contains(" flags=b "))
-            .find_map(|l| {
-                l.strip_prefix("id=")?
-                    .split(' ')
-                    .next()?
-                    .parse::<i64>()
-                    .ok()
-            });
+        let parked = parked_connection(&mut c);
         let cancels = calls(&mut c, "rsession.cancel");
         let Some(id) = parked else {
             assert_eq!(int(&mut c, &cmd!("RSEM.RELEASE", key)), 0);

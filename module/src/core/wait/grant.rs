@@ -123,16 +123,7 @@ pub(crate) fn serve_by<H: Grouped>(
             break;
         }
         let waiter = queues.pop_front(id).expect("the head was just read");
-        outcomes.push(match result {
-            Ok(token) => Outcome::Granted {
-                waiter,
-                reply: with_token(reply.unwrap_or(Reply::Nil), token),
-                after_expiry: queues
-                    .get_mut(id)
-                    .is_some_and(|q| std::mem::take(&mut q.expired)),
-            },
-            Err(error) => Outcome::Failed { waiter, error },
-        });
+        outcomes.push(outcome(queues, id, waiter, result, reply));
     }
     if let Some(freed) = freed.filter(|_| !paused) {
         paused = past_head(queues, id, io, freed, &mut outcomes);
@@ -155,6 +146,27 @@ pub(crate) fn serve_by<H: Grouped>(
         index.quiet_until(wake_at.filter(|_| !paused));
     }
     Served { outcomes, wake_at }
+}
+
+/// What a waiter taken off the queue gets: its grant (with the fencing token the write made,
+/// and whether the key had expired since the last grant) or the error of trying.
+fn outcome<H: Grouped>(
+    queues: &mut Queues<H, Req>,
+    id: &KeyId,
+    waiter: Waiter<H, Req>,
+    result: Result<Option<i64>, CmdError>,
+    reply: Option<Reply>,
+) -> Outcome<H> {
+    match result {
+        Ok(token) => Outcome::Granted {
+            waiter,
+            reply: with_token(reply.unwrap_or(Reply::Nil), token),
+            after_expiry: queues
+                .get_mut(id)
+                .is_some_and(|q| std::mem::take(&mut q.expired)),
+        },
+        Err(error) => Outcome::Failed { waiter, error },
+    }
 }
 
 /// Past a head that must wait, for objects whose requests name their values (a grouped
@@ -216,16 +228,7 @@ fn try_in_order<H: Grouped>(
         let Some((_, waiter)) = queues.remove(*handle) else {
             continue;
         };
-        outcomes.push(match result {
-            Ok(token) => Outcome::Granted {
-                waiter,
-                reply: with_token(reply.unwrap_or(Reply::Nil), token),
-                after_expiry: queues
-                    .get_mut(id)
-                    .is_some_and(|q| std::mem::take(&mut q.expired)),
-            },
-            Err(error) => Outcome::Failed { waiter, error },
-        });
+        outcomes.push(outcome(queues, id, waiter, result, reply));
     }
     None
 }
