@@ -251,6 +251,11 @@ pub(crate) trait Scripted: Sync {
     async fn took_effect(&self, ctx: &Context) -> Result<Option<Value>>;
     /// A grant nobody will receive: give it back.
     async fn give_back(&self, ctx: &Context);
+    /// After a granting reply: whether the grant still stands (a script whose grant can vanish
+    /// right after it, see the grouped multi-lock's); `false` tries again as if it were busy.
+    async fn confirm(&self) -> Result<bool> {
+        Ok(true)
+    }
     /// How much it takes (a semaphore's permits): a message carrying a count wakes the waiters
     /// whose need fits in it.
     fn need(&self) -> u64 {
@@ -314,7 +319,8 @@ async fn scripted_untraced<S: Scripted>(
             w.attempted();
         }
         let retry_in = match tried {
-            Try::Granted => return Ok(Some(reply)),
+            Try::Granted if s.confirm().await? => return Ok(Some(reply)),
+            Try::Granted => Some(Duration::ZERO),
             Try::Busy(ttl) => ttl,
         };
         let left = until.left();
