@@ -89,11 +89,22 @@ enum View {
 }
 
 fn view(store: &(impl Store + ?Sized), owner: &[u8]) -> View {
-    match kind(store) {
+    match store.kind(&Target::Main) {
         KeyType::Empty => View::Free,
-        KeyType::Hash => View::Held {
-            mine: store.hget_int(&Target::Main, owner),
-        },
+        KeyType::Hash => {
+            let mine = store.hget_int(&Target::Main, owner);
+            // A hash whose only field is this owner's is a lock: a read-write lock's hash has
+            // its `mode` field besides its holders'. Known from the hash's length without
+            // looking `mode` up (a second hash read: 740 instructions of every release,
+            // callgrind). An owner named `mode` is looked up as `kind` does.
+            let only_mine = mine != Int::Absent
+                && owner != names::RWLOCK_MODE
+                && store.hlen(&Target::Main) == 1;
+            if !only_mine && store.hget_int(&Target::Main, names::RWLOCK_MODE) != Int::Absent {
+                return View::WrongType;
+            }
+            View::Held { mine }
+        }
         _ => View::WrongType,
     }
 }
