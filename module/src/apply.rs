@@ -5,9 +5,9 @@
 
 use crate::core::decision::{count_message, Decision, Write};
 use crate::core::error::CmdError;
-use crate::core::fencing;
 use crate::core::store::{Int, KeyType, Store, Target};
 use crate::core::wait::ObjectKeys;
+use crate::core::{fencing, names};
 use crate::ffi::ctx::IncrFailed;
 use crate::ffi::{IntStr, Key, OwnedStr};
 use crate::keys::RedisKeys;
@@ -107,6 +107,9 @@ impl RedisKeys {
                     self.notify(notify, raw::REDISMODULE_NOTIFY_GENERIC, c"expire", key);
                 }
                 Write::Publish { channel, message } => self.publish(channel, *message),
+                Write::PublishOn { prefix, message } => {
+                    names::prefixed_with(prefix, self.name.bytes(), |ch| self.publish(ch, *message))
+                }
                 Write::IncrBy { key, by } => {
                     self.incr_by(key, *by)?;
                     let by = itoa::Buffer::new().format(*by).as_bytes().to_vec();

@@ -247,9 +247,9 @@ fn empties(store: &(impl Store + ?Sized), writes: &[Write]) -> bool {
     !gone.is_empty() && gone.len() == store.hlen(&Target::Main)
 }
 
-fn publish(name: &[u8]) -> Write<'static> {
-    Write::Publish {
-        channel: names::prefixed(names::LOCK_CHANNEL, name),
+fn publish() -> Write<'static> {
+    Write::PublishOn {
+        prefix: names::LOCK_CHANNEL,
         message: 0,
     }
 }
@@ -411,7 +411,7 @@ pub fn release<'a>(
         writes = vec![Write::Del { key: Target::Main }];
     }
     if freed > 0 {
-        writes.push(publish(store.key_name()));
+        writes.push(publish());
     }
     let none_left = all && holds_none_but(store, owner, fields);
     Ok(Released {
@@ -489,7 +489,7 @@ pub fn force_release<'a>(
     if empties(store, &writes) {
         writes = vec![Write::Del { key: Target::Main }];
     }
-    writes.push(publish(store.key_name()));
+    writes.push(publish());
     Ok(Decision::new(writes, Reply::Int(removed)))
 }
 

@@ -263,6 +263,10 @@ impl ObjectKeys for Mem {
                 Write::Publish { channel, message } => {
                     self.published.push((channel.clone(), *message))
                 }
+                Write::PublishOn { prefix, message } => {
+                    let channel = super::names::prefixed(prefix, &self.main);
+                    self.published.push((channel, *message))
+                }
                 Write::IncrBy { key, by } => {
                     let name = self.name(key);
                     let (n, at) = match self.live(&name) {

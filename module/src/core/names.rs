@@ -14,17 +14,39 @@ const TIMEOUT_SUFFIX: &[u8] = b"timeout";
 pub const RWLOCK_MODE: &[u8] = b"mode";
 
 pub fn prefixed(prefix: &str, name: &[u8]) -> Vec<u8> {
+    let [a, b, c] = hash_tagged(name);
     let mut out = Vec::with_capacity(prefix.len() + name.len() + 3);
-    out.extend_from_slice(prefix.as_bytes());
-    if name.contains(&b'{') {
-        out.push(b':');
-        out.extend_from_slice(name);
-    } else {
-        out.extend_from_slice(b":{");
-        out.extend_from_slice(name);
-        out.push(b'}');
+    for part in [prefix.as_bytes(), a, b, c] {
+        out.extend_from_slice(part);
     }
     out
+}
+
+/// What follows a prefix: `:{name}`, or `:name` when the name has a hash tag already.
+fn hash_tagged(name: &[u8]) -> [&[u8]; 3] {
+    if name.contains(&b'{') {
+        [b":", name, b""]
+    } else {
+        [b":{", name, b"}"]
+    }
+}
+
+/// [`prefixed`], passed to `f` from a buffer on the stack when it fits (a channel name made
+/// per release: no allocation).
+pub fn prefixed_with<R>(prefix: &str, name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    const ROOM: usize = 192;
+    let len = prefix.len() + name.len() + 3;
+    if len > ROOM {
+        return f(&prefixed(prefix, name));
+    }
+    let [a, b, c] = hash_tagged(name);
+    let mut buf = [0u8; ROOM];
+    let mut at = 0;
+    for part in [prefix.as_bytes(), a, b, c] {
+        buf[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    f(&buf[..at])
 }
 
 /// `suffixName(name, parts...)`: the parts are joined as they are (Redisson builds the suffix
@@ -101,6 +123,23 @@ mod tests {
             b"redisson_lock__channel:{app}:myLock"
         );
         assert_eq!(prefixed(FENCE_TOKEN, b"x"), b"redisson_lock_token:{x}");
+    }
+
+    #[test]
+    fn prefixed_on_the_stack_is_prefixed() {
+        let long = vec![b'k'; 300];
+        for name in [
+            &b"myLock"[..],
+            b"{app}:myLock",
+            b"",
+            &long,
+            &long[..189],
+            &long[..190],
+        ] {
+            for prefix in [LOCK_CHANNEL, RWLOCK_CHANNEL] {
+                prefixed_with(prefix, name, |ch| assert_eq!(ch, prefixed(prefix, name)));
+            }
+        }
     }
 
     #[test]

@@ -293,8 +293,8 @@ pub(super) fn free(store: &(impl Store + ?Sized), h: &Holders) -> Vec<Write<'sta
         }
     }
     writes.push(Write::Del { key: Target::Main });
-    writes.push(Write::Publish {
-        channel: names::prefixed(names::RWLOCK_CHANNEL, store.key_name()),
+    writes.push(Write::PublishOn {
+        prefix: names::RWLOCK_CHANNEL,
         message: (h.mode == Some(Mode::Write)) as i64,
     });
     writes
