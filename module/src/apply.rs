@@ -264,7 +264,7 @@ impl RedisKeys {
             return;
         }
         match key {
-            Target::Main => self.ctx.notify(class, event, self.name),
+            Target::Main => self.ctx.notify(class, event, self.name.get()),
             Target::Aux(name) => {
                 let name = OwnedStr::new(name);
                 self.ctx.notify(class, event, name.get());

@@ -6,7 +6,7 @@ use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, KeyType, Store, Target};
 use crate::core::wait::{KeyId, Req};
-use crate::ffi::{Ctx, Key, OwnedStr, RStr};
+use crate::ffi::{Ctx, Key, OwnedStr, RStr, ReadStr};
 
 const HINTS: usize = 2;
 
@@ -15,14 +15,14 @@ pub struct RedisKeys {
     /// A command's key: the kind of object it names. Its writes are marked for the settle step
     /// after the command (`settle`); a timer's or an event's job marks its own (`marks`).
     pub(crate) object: Option<ObjectKind>,
-    pub(crate) name: RStr,
+    pub(crate) name: ReadStr,
     pub(crate) main: Key,
     /// Argument strings (the owner) the rules pass back as hash fields: reused as they are
     /// instead of copied into new Redis strings. Inline (a heap vector cost an allocation per
     /// command); a command has at most [`HINTS`], more would only be made afresh. Each with
     /// where its bytes are, read once: a field is matched by address at every read and write
     /// (`RM_StringPtrLen` twice a match cost 60 instructions each time, callgrind).
-    hints: [Option<(RStr, *const u8, usize)>; HINTS],
+    hints: [Option<ReadStr>; HINTS],
     /// Outside a client command (timers, events): a write that creates a key checks first that
     /// no expired copy of it is still stored, which happens while writes are paused.
     pub(crate) guard_pause: bool,
@@ -38,18 +38,22 @@ pub struct RedisKeys {
 impl RedisKeys {
     /// The key of a command (argv[1]), a `kind` object; `hints`: other argv strings the rules
     /// may use as fields.
-    pub fn command(ctx: Ctx, kind: ObjectKind, name: RStr, hints: &[RStr]) -> RedisKeys {
+    /// Inlined into each command (out of line, its result is copied out of the call: 110
+    /// instructions a command, callgrind).
+    #[inline(always)]
+    pub fn command(
+        ctx: Ctx,
+        kind: ObjectKind,
+        name: impl Into<ReadStr>,
+        hints: &[RStr],
+    ) -> RedisKeys {
+        let name = name.into();
         RedisKeys {
             ctx,
             object: Some(kind),
             name,
-            main: Key::open(ctx, name, true),
-            hints: std::array::from_fn(|i| {
-                hints.get(i).map(|h| {
-                    let b = h.bytes();
-                    (*h, b.as_ptr(), b.len())
-                })
-            }),
+            main: Key::open(ctx, name.get(), true),
+            hints: std::array::from_fn(|i| hints.get(i).map(|h| h.read())),
             guard_pause: false,
             absent: Default::default(),
             command: true,
@@ -62,7 +66,7 @@ impl RedisKeys {
         RedisKeys {
             ctx,
             object: None,
-            name,
+            name: name.read(),
             main: Key::open(ctx, name, false),
             hints: [None; HINTS],
             guard_pause: false,
@@ -98,7 +102,7 @@ impl RedisKeys {
         RedisKeys {
             ctx,
             object: None,
-            name,
+            name: name.read(),
             main: Key::open(ctx, name, write),
             hints: [None; HINTS],
             guard_pause: write,
@@ -110,15 +114,21 @@ impl RedisKeys {
 
     /// `bytes` as a Redis string: a hinted argv string when it is one, else a new string.
     pub(crate) fn string(&self, bytes: &[u8]) -> Field {
-        match self
-            .hints
-            .iter()
-            .flatten()
-            .find(|(_, ptr, len)| std::ptr::eq(*ptr, bytes.as_ptr()) && *len == bytes.len())
-        {
-            Some((h, _, _)) => Field::Borrowed(*h),
+        match self.hints.iter().flatten().find(|h| h.is(bytes)) {
+            Some(h) => Field::Borrowed(h.get()),
             None => Field::Owned(OwnedStr::new(bytes)),
         }
+    }
+
+    /// `s` with its bytes: those read already when it is a hint (the command's owner), else
+    /// read now.
+    pub(crate) fn hinted(&self, s: RStr) -> ReadStr {
+        self.hints
+            .iter()
+            .flatten()
+            .find(|h| h.get().0 == s.0)
+            .copied()
+            .unwrap_or_else(|| s.read())
     }
 
     /// Read `key` through `f`, opening an auxiliary key for reading.

@@ -7,7 +7,7 @@
 
 use crate::core::stats::ObjectKind;
 use crate::core::wait::{KeyId, Object, Req};
-use crate::ffi::RStr;
+use crate::ffi::ReadStr;
 use std::cell::RefCell;
 
 /// What a command's write did to its object, beyond the write itself.
@@ -28,7 +28,7 @@ pub enum Change {
     /// `owner` (an argv string of the command) released its last hold of a side (`exclusive`:
     /// a lock or a write lock; else a read lock): its watched holds there stop being watched,
     /// and the queue is served.
-    Released { owner: RStr, exclusive: bool },
+    Released { owner: ReadStr, exclusive: bool },
     /// Every hold ended at once: watched holds are looked at, the queue is served.
     ForceReleased,
     /// A lease was renewed; a shorter one moves the object's next change earlier, so the
@@ -47,7 +47,7 @@ pub enum Change {
 /// read lock.
 #[derive(Clone, Copy)]
 pub struct HoldBy {
-    pub owner: RStr,
+    pub owner: ReadStr,
     pub exclusive: bool,
 }
 
@@ -70,7 +70,7 @@ pub enum Mark {
     /// A command's write to `name` (a key of the command, alive until it returns) of a `kind`
     /// object; `deleted`: the write deleted the key.
     Command {
-        name: RStr,
+        name: ReadStr,
         kind: ObjectKind,
         change: Change,
         deleted: bool,
@@ -102,12 +102,12 @@ thread_local! {
 /// returns) did to its `kind` object. `RedisKeys::apply` calls it for every command write;
 /// an object passed without a write (an open latch) is noted the same way. `deleted`: the
 /// write deleted the key.
-pub fn mark(name: RStr, kind: ObjectKind, change: Change, deleted: bool) {
+pub fn mark(name: impl Into<ReadStr>, kind: ObjectKind, change: Change, deleted: bool) {
     if matches!(change, Change::Wrote) {
         return;
     }
     push(Mark::Command {
-        name,
+        name: name.into(),
         kind,
         change,
         deleted,

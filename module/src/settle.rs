@@ -12,7 +12,7 @@ use crate::core::error::CmdError;
 use crate::core::objects;
 use crate::core::stats::{Counted, ObjectKind};
 use crate::core::wait::KeyId;
-use crate::ffi::{Answer, Ctx, RStr};
+use crate::ffi::{Answer, Ctx, RStr, ReadStr};
 use crate::keys::RedisKeys;
 use crate::marks::{self, Background, Mark};
 pub use crate::marks::{mark, Change, HoldBy};
@@ -89,7 +89,7 @@ fn settle_background(ctx: Ctx, id: &KeyId, what: Background) {
 /// session watches holds and what they need is not known without it (the uncontended path
 /// only counts; a watched lock's grant and its last release open nothing: callgrind counted
 /// 1,100 instructions per opening).
-fn settle_command(ctx: Ctx, name: RStr, kind: ObjectKind, change: Change, deleted: bool) {
+fn settle_command(ctx: Ctx, name: ReadStr, kind: ObjectKind, change: Change, deleted: bool) {
     let open = || RedisKeys::command(ctx, kind, name, &[]);
     let serve = |keys: Option<RedisKeys>| -> bool {
         if wait::total() == 0 {
@@ -139,7 +139,7 @@ fn settle_command(ctx: Ctx, name: RStr, kind: ObjectKind, change: Change, delete
             if wait::undo_pending() {
                 wait::hold_ended(ctx.db(), name.bytes(), None);
             }
-            observe::force_released(ctx, name);
+            observe::force_released(ctx, name.get());
             let keys = sessions::watching().then(|| {
                 let keys = open();
                 sessions::after_write(ctx, &keys);

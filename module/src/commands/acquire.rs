@@ -45,9 +45,10 @@ pub fn acquire<'a>(
             reentry,
             own_lease_ms,
         } => {
-            let hold = owner
-                .zip(a.hold())
-                .map(|(owner, exclusive)| HoldBy { owner, exclusive });
+            let hold = owner.zip(a.hold()).map(|(owner, exclusive)| HoldBy {
+                owner: keys.hinted(owner),
+                exclusive,
+            });
             // A hold an owner keeps is watched by the session the acquire named.
             let watch = hold.and(session).map(|s| (s, a.request()));
             let own_lease = own_lease_ms.map(|ms| {

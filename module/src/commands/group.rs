@@ -51,7 +51,7 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         let change = match (r.freed, r.none_left) {
             (0, _) => Change::Wrote,
             (_, true) => Change::Released {
-                owner: args.get(2),
+                owner: keys.hinted(args.get(2)),
                 exclusive: true,
             },
             // Some values freed, others still held by the owner: their waiters are served.

@@ -34,7 +34,7 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let (d, full) = lock::release(&keys, argv[2])?;
     let change = match full {
         true => Change::Released {
-            owner: args.get(2),
+            owner: keys.hinted(args.get(2)),
             exclusive: true,
         },
         false => Change::Wrote,

@@ -35,7 +35,7 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     // Freed, or turned into a read lock after a downgrade: queued readers may go.
     let change = match released.last {
         true => Change::Released {
-            owner: args.get(2),
+            owner: keys.hinted(args.get(2)),
             exclusive: mode == Mode::Write,
         },
         false => Change::Wrote,

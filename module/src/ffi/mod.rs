@@ -56,6 +56,16 @@ pub use raw::{RedisModuleCtx, RedisModuleString};
 pub struct RStr(pub(crate) *mut RedisModuleString);
 
 impl RStr {
+    /// The string with where its bytes are, read once (see [`ReadStr`]).
+    pub fn read(self) -> ReadStr {
+        let b = self.bytes();
+        ReadStr {
+            s: self,
+            ptr: b.as_ptr(),
+            len: b.len(),
+        }
+    }
+
     pub fn bytes<'a>(self) -> &'a [u8] {
         let mut len = 0usize;
         // SAFETY: the string is alive for the current call; Redis returns its buffer and length.
@@ -143,6 +153,41 @@ impl Drop for OwnedStr {
 pub fn random_bytes(buf: &mut [u8]) {
     // SAFETY: Redis writes exactly `buf.len()` bytes into the buffer.
     unsafe { api!(RedisModule_GetRandomBytes)(buf.as_mut_ptr(), buf.len()) };
+}
+
+/// A Redis string we do not own, with where its bytes are, read once: reading them again is a
+/// call into Redis (`RM_StringPtrLen`, about 25 instructions), and a command's key name and
+/// owner were read several times per command (its settle step's tracking and publishing).
+#[derive(Clone, Copy)]
+pub struct ReadStr {
+    s: RStr,
+    ptr: *const u8,
+    len: usize,
+}
+
+impl From<RStr> for ReadStr {
+    fn from(s: RStr) -> ReadStr {
+        s.read()
+    }
+}
+
+impl ReadStr {
+    pub fn get(self) -> RStr {
+        self.s
+    }
+
+    pub fn bytes<'a>(self) -> &'a [u8] {
+        // SAFETY: `ptr` and `len` are what `RStr::bytes` returned for `s` (a valid slice, or
+        // the empty slice's dangling pointer with length 0); the string is alive and
+        // unchanged as long as an `RStr` of it may be used (argv: the call; an `OwnedStr`:
+        // its owner), which is what `RStr::bytes`'s own slice relies on.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// Whether `bytes` are this string's own (the same place and length).
+    pub fn is(self, bytes: &[u8]) -> bool {
+        std::ptr::eq(self.ptr, bytes.as_ptr()) && self.len == bytes.len()
+    }
 }
 
 /// The argument vector of a command call.

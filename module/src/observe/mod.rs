@@ -32,7 +32,7 @@ use crate::core::stats::{Counter, ObjectKind};
 use crate::core::wait::KeyId;
 use crate::ffi::boundary::InfoWriter;
 use crate::ffi::clock::now_us;
-use crate::ffi::{Ctx, RStr};
+use crate::ffi::{Ctx, RStr, ReadStr};
 use crate::timers;
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -140,7 +140,7 @@ pub fn granted(id: &KeyId, kind: ObjectKind, queued_us: u64, hold: Option<(&[u8]
 }
 
 /// `owner` took its exclusive or shared side of `key` (the command's) at once.
-pub fn took(ctx: Ctx, key: RStr, kind: ObjectKind, owner: RStr, exclusive: bool) {
+pub fn took(ctx: Ctx, key: ReadStr, kind: ObjectKind, owner: ReadStr, exclusive: bool) {
     if cap() == 0 {
         // Tracking is off (`rlock.top-max-holds 0`): the uncontended path pays nothing more,
         // not even the clock.
@@ -169,7 +169,7 @@ fn start(s: &mut State, hold: HoldId, kind: ObjectKind, now: u64) {
 }
 
 /// `owner` released the last of its exclusive or shared side of `key` (the command's).
-pub fn released(ctx: Ctx, key: RStr, owner: RStr, exclusive: bool) {
+pub fn released(ctx: Ctx, key: ReadStr, owner: ReadStr, exclusive: bool) {
     if TRACKED.load(Relaxed) == 0 {
         return;
     }
