@@ -19,7 +19,7 @@ use crate::protocols::owner;
 use crate::report::{ms, percentile, Report, Table};
 use redis::{AsyncConnectionConfig, Connection, Value};
 use rlock_tests::wait_until;
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 pub fn run(b: &Bench, r: &mut Report) {
@@ -276,7 +276,7 @@ fn through_sessions(
     warm.unlock().unwrap();
     let mem0 = settled_memory(&mut c);
     let conns0 = info_int(&mut c, "clients", "connected_clients");
-    let (tx, rx) = std::sync::mpsc::channel::<(bool, Instant)>();
+    let grants = Arc::new(Collected::new(w / 2, w / 2));
     let check = Arc::new(Exclusion::default());
     let tasks: Vec<_> = keys
         .iter()
@@ -284,7 +284,7 @@ fn through_sessions(
         .chain((0..w / 2).map(|_| (hot.clone(), true)))
         .map(|(k, is_hot)| {
             let lock = client.async_lock(k);
-            let (tx, check) = (tx.clone(), check.clone());
+            let (grants, check) = (grants.clone(), check.clone());
             rt.spawn(async move {
                 let g = lock.guard().await.expect("wait through the session");
                 // The hot lock's holders: inside from the grant until the release is sent.
@@ -293,11 +293,18 @@ fn through_sessions(
                 critical();
                 drop(held);
                 g.unlock().await.expect("release");
-                let _ = tx.send((is_hot, at));
+                grants.record(is_hot, at);
             })
         })
         .collect();
-    let mut out = finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0));
+    let mut out = finish(
+        &mut c,
+        rt,
+        (&hot, &keys, &who),
+        tasks,
+        &grants,
+        (mem0, conns0),
+    );
     drop(client);
     out.violations = checked(&check, w / 2);
     out
@@ -334,7 +341,7 @@ fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
     });
     let mem0 = settled_memory(&mut c);
     let conns0 = info_int(&mut c, "clients", "connected_clients") - w as i64;
-    let (tx, rx) = std::sync::mpsc::channel::<(bool, Instant)>();
+    let grants = Arc::new(Collected::new(w / 2, w / 2));
     let check = Arc::new(Exclusion::default());
     let targets = keys
         .iter()
@@ -344,7 +351,7 @@ fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
         .zip(conns)
         .enumerate()
         .map(|(i, ((k, is_hot), mut conn))| {
-            let (tx, check) = (tx.clone(), check.clone());
+            let (grants, check) = (grants.clone(), check.clone());
             let me = owner(100_000 + i);
             rt.spawn(async move {
                 let got: Option<i64> = redis::cmd("RLOCK.ACQUIRE")
@@ -368,11 +375,18 @@ fn raw_block(b: &Bench, rt: &tokio::runtime::Runtime, w: usize) -> Measured {
                     .query_async(&mut conn)
                     .await
                     .expect("raw release");
-                let _ = tx.send((is_hot, at));
+                grants.record(is_hot, at);
             })
         })
         .collect();
-    let mut out = finish(&mut c, rt, (&hot, &keys, &who), tasks, rx, (mem0, conns0));
+    let mut out = finish(
+        &mut c,
+        rt,
+        (&hot, &keys, &who),
+        tasks,
+        &grants,
+        (mem0, conns0),
+    );
     out.violations = checked(&check, w / 2);
     out
 }
@@ -391,7 +405,7 @@ fn finish(
     rt: &tokio::runtime::Runtime,
     (hot, keys, who): (&str, &[String], &str),
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    rx: std::sync::mpsc::Receiver<(bool, Instant)>,
+    grants: &Collected,
     (mem0, conns0): (i64, i64),
 ) -> Measured {
     let w = tasks.len();
@@ -400,7 +414,7 @@ fn finish(
     });
     let mem1 = settled_memory(c);
     let conns1 = info_int(c, "clients", "connected_clients");
-    let grants = release_and_collect(c, hot, keys, who, rx, w);
+    let grants = release_and_collect(c, hot, keys, who, grants);
     rt.block_on(async {
         for t in tasks {
             t.await.unwrap();
@@ -415,26 +429,75 @@ fn release_and_collect(
     hot: &str,
     keys: &[String],
     who: &str,
-    rx: std::sync::mpsc::Receiver<(bool, Instant)>,
-    w: usize,
+    grants: &Collected,
 ) -> (Instant, Grants, Instant) {
-    let mut g = Grants {
-        distinct: Vec::with_capacity(w / 2),
-        hot: Vec::with_capacity(w / 2),
-    };
     let released = release_all(c, keys, who);
-    while g.distinct.len() < keys.len() {
-        let (is_hot, at) = rx.recv_timeout(Duration::from_secs(60)).expect("a grant");
-        assert!(!is_hot, "the hot lock is still held");
-        g.distinct.push(at);
-    }
+    let (distinct, hot_early) = grants.wait(false, Duration::from_secs(60));
+    assert_eq!(hot_early, 0, "the hot lock is still held");
     let hot_released = release_all(c, &[hot.to_string()], who);
-    while g.hot.len() < w / 2 {
-        let (is_hot, at) = rx.recv_timeout(Duration::from_secs(120)).expect("a grant");
-        assert!(is_hot);
-        g.hot.push(at);
+    grants.wait(true, Duration::from_secs(120));
+    let hot = grants.take_hot();
+    (released, Grants { distinct, hot }, hot_released)
+}
+
+/// When each task was granted, as the tasks record it: a list behind a mutex, and one wake-up
+/// of the benchmark's thread when a phase's last grant is in. (A channel woke that thread for
+/// every grant: 5,000 wake-ups of a thread competing for the cores with the server and the
+/// tasks, during the very grants being timed.)
+struct Collected {
+    seen: Mutex<Grants>,
+    all_in: Condvar,
+    distinct: usize,
+    hot: usize,
+}
+
+impl Collected {
+    fn new(distinct: usize, hot: usize) -> Collected {
+        Collected {
+            seen: Mutex::new(Grants {
+                distinct: Vec::with_capacity(distinct),
+                hot: Vec::with_capacity(hot),
+            }),
+            all_in: Condvar::new(),
+            distinct,
+            hot,
+        }
     }
-    (released, g, hot_released)
+
+    fn record(&self, is_hot: bool, at: Instant) {
+        let mut g = self.seen.lock().unwrap();
+        let (v, want) = if is_hot {
+            (&mut g.hot, self.hot)
+        } else {
+            (&mut g.distinct, self.distinct)
+        };
+        v.push(at);
+        if v.len() == want {
+            self.all_in.notify_all();
+        }
+    }
+
+    /// Wait until every grant of one side (the hot lock's or the distinct locks') is in; the
+    /// distinct grants so far (all of them once they are in) and how many hot ones came.
+    fn wait(&self, hot: bool, timeout: Duration) -> (Vec<Instant>, usize) {
+        let g = self.seen.lock().unwrap();
+        let (mut g, waited) = self
+            .all_in
+            .wait_timeout_while(g, timeout, |g| {
+                if hot {
+                    g.hot.len() < self.hot
+                } else {
+                    g.distinct.len() < self.distinct
+                }
+            })
+            .unwrap();
+        assert!(!waited.timed_out(), "timed out waiting for the grants");
+        (std::mem::take(&mut g.distinct), g.hot.len())
+    }
+
+    fn take_hot(&self) -> Vec<Instant> {
+        std::mem::take(&mut self.seen.lock().unwrap().hot)
+    }
 }
 
 fn measured(
