@@ -92,6 +92,20 @@ pub fn run(b: &Bench, r: &mut Report) {
     );
     row(
         &mut t,
+        &format!(
+            "{} distinct locks released at once, release to last grant: server CPU ms / this process' CPU ms / RSESSION.READ calls",
+            w / 2
+        ),
+        [
+            own.release_cost.show(),
+            shared.release_cost.show(),
+            raw.release_cost.show(),
+            String::new(),
+            String::new(),
+        ],
+    );
+    row(
+        &mut t,
         &format!("hot lock hand-offs/s ({} waiters, each once)", w / 2),
         [
             format!("{:.0}", own.hot_rate),
@@ -192,6 +206,7 @@ struct Measured {
     bytes_per_wait: f64,
     conns_per_wait: f64,
     release: Latency,
+    release_cost: Spent,
     hot_rate: f64,
     /// Two tasks inside the hot lock at once (the exclusion checker).
     violations: u64,
@@ -430,14 +445,65 @@ fn release_and_collect(
     keys: &[String],
     who: &str,
     grants: &Collected,
-) -> (Instant, Grants, Instant) {
+) -> (Instant, Grants, Instant, Spent) {
+    let before = Spent::now(c);
     let released = release_all(c, keys, who);
     let (distinct, hot_early) = grants.wait(false, Duration::from_secs(60));
+    let spent = Spent::now(c).since(&before);
     assert_eq!(hot_early, 0, "the hot lock is still held");
     let hot_released = release_all(c, &[hot.to_string()], who);
     grants.wait(true, Duration::from_secs(120));
     let hot = grants.take_hot();
-    (released, Grants { distinct, hot }, hot_released)
+    (released, Grants { distinct, hot }, hot_released, spent)
+}
+
+/// What the distinct locks' release and grants cost, from the release to the last grant in:
+/// the server's CPU (`INFO cpu`: every command of the phase, the waiters' own releases
+/// included), this process' CPU (the waiters' side: the client, or the raw connections, and
+/// the tasks), and the `RSESSION.READ` calls that brought the outcomes.
+#[derive(Clone, Copy, Default)]
+struct Spent {
+    server_ms: f64,
+    process_ms: f64,
+    reads: u64,
+}
+
+impl Spent {
+    fn now(c: &mut Connection) -> Spent {
+        let reads = crate::bench::commandstats(c)
+            .get("rsession.read")
+            .map_or(0, |(calls, _)| *calls);
+        Spent {
+            server_ms: crate::bench::server_cpu(c) * 1000.0,
+            process_ms: process_cpu_ms(),
+            reads,
+        }
+    }
+
+    fn since(&self, before: &Spent) -> Spent {
+        Spent {
+            server_ms: self.server_ms - before.server_ms,
+            process_ms: self.process_ms - before.process_ms,
+            reads: self.reads - before.reads,
+        }
+    }
+
+    fn show(&self) -> String {
+        format!(
+            "{:.1} / {:.1} / {}",
+            self.server_ms, self.process_ms, self.reads
+        )
+    }
+}
+
+/// CPU time this process has used (user + system), in ms.
+fn process_cpu_ms() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid, writable rusage; RUSAGE_SELF always exists.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
+    ms(u.ru_utime) + ms(u.ru_stime)
 }
 
 /// When each task was granted, as the tasks record it: a list behind a mutex, and one wake-up
@@ -501,7 +567,7 @@ impl Collected {
 }
 
 fn measured(
-    (released, g, hot_released): &(Instant, Grants, Instant),
+    (released, g, hot_released, spent): &(Instant, Grants, Instant, Spent),
     bytes: i64,
     conns: i64,
     w: usize,
@@ -517,6 +583,7 @@ fn measured(
         bytes_per_wait: bytes as f64 / w as f64,
         conns_per_wait: conns.max(0) as f64 / w as f64,
         release: Latency::of(lat),
+        release_cost: *spent,
         hot_rate: g.hot.len() as f64 / span.as_secs_f64().max(1e-9),
         violations: 0,
     }
