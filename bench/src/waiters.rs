@@ -115,6 +115,18 @@ pub fn run(b: &Bench, r: &mut Report) {
             x(shared.hot_rate, raw.hot_rate),
         ],
     );
+    let per = |c: (f64, f64, f64)| format!("{:.1} / {:.1} / {:.2}", c.0, c.1, c.2);
+    row(
+        &mut t,
+        "hot lock, per hand-off: server CPU µs / this process' CPU µs / RSESSION.READ calls",
+        [
+            per(own.hot_cost),
+            per(shared.hot_cost),
+            per(raw.hot_cost),
+            String::new(),
+            String::new(),
+        ],
+    );
     row(
         &mut t,
         &format!(
@@ -207,6 +219,8 @@ struct Measured {
     conns_per_wait: f64,
     release: Latency,
     release_cost: Spent,
+    /// The hot lock's phase, per hand-off (CPU in µs, reads per hand-off).
+    hot_cost: (f64, f64, f64),
     hot_rate: f64,
     /// Two tasks inside the hot lock at once (the exclusion checker).
     violations: u64,
@@ -445,16 +459,19 @@ fn release_and_collect(
     keys: &[String],
     who: &str,
     grants: &Collected,
-) -> (Instant, Grants, Instant, Spent) {
+) -> (Instant, Grants, Instant, [Spent; 2]) {
     let before = Spent::now(c);
     let released = release_all(c, keys, who);
     let (distinct, hot_early) = grants.wait(false, Duration::from_secs(60));
     let spent = Spent::now(c).since(&before);
     assert_eq!(hot_early, 0, "the hot lock is still held");
+    let before = Spent::now(c);
     let hot_released = release_all(c, &[hot.to_string()], who);
     grants.wait(true, Duration::from_secs(120));
+    let hot_spent = Spent::now(c).since(&before);
     let hot = grants.take_hot();
-    (released, Grants { distinct, hot }, hot_released, spent)
+    let g = Grants { distinct, hot };
+    (released, g, hot_released, [spent, hot_spent])
 }
 
 /// What the distinct locks' release and grants cost, from the release to the last grant in:
@@ -492,6 +509,16 @@ impl Spent {
         format!(
             "{:.1} / {:.1} / {}",
             self.server_ms, self.process_ms, self.reads
+        )
+    }
+
+    /// Per one of `n`: server and process CPU in µs, and reads.
+    fn per(&self, n: usize) -> (f64, f64, f64) {
+        let n = n.max(1) as f64;
+        (
+            self.server_ms * 1000.0 / n,
+            self.process_ms * 1000.0 / n,
+            self.reads as f64 / n,
         )
     }
 }
@@ -567,7 +594,7 @@ impl Collected {
 }
 
 fn measured(
-    (released, g, hot_released, spent): &(Instant, Grants, Instant, Spent),
+    (released, g, hot_released, [spent, hot_spent]): &(Instant, Grants, Instant, [Spent; 2]),
     bytes: i64,
     conns: i64,
     w: usize,
@@ -584,6 +611,7 @@ fn measured(
         conns_per_wait: conns.max(0) as f64 / w as f64,
         release: Latency::of(lat),
         release_cost: *spent,
+        hot_cost: hot_spent.per(g.hot.len()),
         hot_rate: g.hot.len() as f64 / span.as_secs_f64().max(1e-9),
         violations: 0,
     }
