@@ -33,6 +33,7 @@ impl Session {
             grace_ms,
             listener: 0,
             reader: None,
+            ends_at: None,
             expiry: None,
             watched: 0,
             watch_keys: Vec::new(),
@@ -115,10 +116,9 @@ pub fn read(ctx: Ctx, id: u32, r: &ReadArgs) -> Result<Answer, CmdError> {
                 grant_final,
             )));
         };
-        // Parked: the session lives while its listener waits.
-        if let Some(t) = sess.expiry.take() {
-            timers::cancel(t);
-        }
+        // Parked: the session lives while its listener waits (its expiry job, if it comes
+        // meanwhile, finds the reader and does nothing).
+        sess.ends_at = None;
         let bc = ctx.block();
         let timeout = (ms > 0).then(|| {
             timers::schedule(ctx, ctx.now_ms() + ms, move |ctx| {
@@ -199,7 +199,7 @@ pub fn info(ctx: Ctx, id: u32) -> Result<Reply, CmdError> {
             ("grace_ms", Reply::Int(sess.grace_ms)),
             (
                 "expires_in_ms",
-                Reply::Int(sess.expiry.map_or(-1, |t| (t.at_ms - now).max(0))),
+                Reply::Int(sess.ends_at.map_or(-1, |at| (at - now).max(0))),
             ),
             ("queued", Reply::Int(sess.queued.len() as i64)),
             ("pending", Reply::Int(sess.outcomes.len() as i64)),

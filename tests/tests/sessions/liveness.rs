@@ -97,6 +97,35 @@ fn a_listener_that_stops_reading_loses_its_session_after_the_grace_period() {
     assert!(e.starts_with("NOSESSION"), "{e}");
 }
 
+/// Each read moves the session's end to a grace period after it, past the end its expiry job
+/// was armed for: that job, when it comes, looks again then instead of ending the session.
+#[test]
+fn reads_keep_a_session_past_the_end_its_first_read_set() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let grace = rlock_tests::margin_ms(300);
+    let mut l = Listener::open(&s, "busy", grace);
+    let opened = Instant::now();
+    // Reads every 50 ms for four grace periods: the session lives throughout.
+    while opened.elapsed() < Duration::from_millis(4 * grace as u64) {
+        assert_eq!(l.read(), vec![]);
+        let info = session_info(&mut c, "busy");
+        assert!(field_int(&info, "expires_in_ms") > 0, "{info:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(l.read(), vec![]);
+    let last_read = Instant::now();
+    wait_until(Duration::from_secs(5), "session expired", || {
+        error_text(&raw(&mut c, &cmd!("RSESSION.INFO", "busy"))).is_some()
+    });
+    let after = last_read.elapsed();
+    assert!(
+        after >= Duration::from_millis(grace as u64 - 2),
+        "{after:?}"
+    );
+    assert_eq!(rlock_stat(&mut c, "sessions_expired"), 1);
+}
+
 #[test]
 fn a_parked_listener_keeps_its_session_beyond_the_grace_period() {
     let (s, mut c, l) = start(200);

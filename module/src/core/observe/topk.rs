@@ -12,9 +12,14 @@
 //! to two windows, and a key that went quiet leaves the report within two windows.
 //!
 //! Cost: a kept key is one hash look-up and an add. A new key, once the sketch is full, also
-//! scans the kept counts for the smallest: they lie in one contiguous array (`capacity` is
-//! small and fixed, 256 in `observe`), so the scan is a few hundred nanoseconds, bounded
-//! whatever the stream; only waits on a key not among the kept ones pay it.
+//! looks for a slot holding the smallest count. Counts never fall, so the smallest count seen
+//! last is a lower bound of the smallest now, and a slot still holding it holds a smallest:
+//! the look goes on from the slot after the last one replaced and stops at the first such
+//! slot. A stream of new keys (hand-offs on thousands of distinct locks) finds one at once,
+//! where a scan of every count cost 2,400 instructions a grant (callgrind, 5,000 distinct
+//! locks handed on); at worst (the smallest count rose) it is one pass over the counts, which
+//! lie in one contiguous array (`capacity` is small and fixed, 256 in `observe`): bounded
+//! whatever the stream.
 
 use crate::core::wait::HashMap;
 use std::hash::Hash;
@@ -38,6 +43,10 @@ pub struct SpaceSaving<K> {
     /// A key was ever replaced: from then on a key not kept may have been counted up to the
     /// smallest kept count (before, a key not kept was never seen).
     evicted: bool,
+    /// At most the smallest kept count (exact when last found: counts never fall).
+    low: u64,
+    /// Where the next look for a smallest count starts.
+    cursor: usize,
 }
 
 impl<K: Eq + Hash + Clone> SpaceSaving<K> {
@@ -48,6 +57,8 @@ impl<K: Eq + Hash + Clone> SpaceSaving<K> {
             counts: Vec::new(),
             index: HashMap::default(),
             evicted: false,
+            low: 0,
+            cursor: 0,
         }
     }
 
@@ -62,13 +73,7 @@ impl<K: Eq + Hash + Clone> SpaceSaving<K> {
             self.counts.push(Count { count: 1, error: 0 });
             return;
         }
-        let (slot, min) = self
-            .counts
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, c)| c.count)
-            .map(|(i, c)| (i, c.count))
-            .expect("a full sketch keeps at least one key");
+        let (slot, min) = self.smallest();
         self.index.remove(&self.keys[slot]);
         self.index.insert(key.clone(), slot as u32);
         self.keys[slot] = key.clone();
@@ -77,6 +82,27 @@ impl<K: Eq + Hash + Clone> SpaceSaving<K> {
             error: min,
         };
         self.evicted = true;
+    }
+
+    /// A slot holding the smallest count, and that count: the first slot from `cursor` on that
+    /// still holds `low` (no count is below it), else the smallest found in one pass.
+    fn smallest(&mut self) -> (usize, u64) {
+        let n = self.counts.len();
+        let mut best = (self.cursor % n, u64::MAX);
+        for k in 0..n {
+            let i = (self.cursor + k) % n;
+            let c = self.counts[i].count;
+            if c <= self.low {
+                best = (i, c);
+                break;
+            }
+            if c < best.1 {
+                best = (i, c);
+            }
+        }
+        self.low = best.1;
+        self.cursor = (best.0 + 1) % n;
+        best
     }
 
     /// What a key not kept may have been counted: 0 until a key was replaced, then the
@@ -294,6 +320,22 @@ mod tests {
                 }
                 let c = s.get(k);
                 prop_assert!(c.count >= *t && c.count - c.error <= *t, "{} {:?} truth {}", k, c, t);
+            }
+        }
+
+        /// A new key takes the place of a key with the smallest count, as a scan of every
+        /// count finds it (the look from the last replaced slot, stopping at the smallest
+        /// count seen last, must not settle for a larger one).
+        #[test]
+        fn a_new_key_replaces_a_smallest_count(stream in prop::collection::vec(0u8..60, 0..2000), cap in 1usize..20) {
+            let mut s = SpaceSaving::new(cap);
+            for k in &stream {
+                let new = !s.index.contains_key(k) && s.len() == cap;
+                let min = s.counts.iter().map(|c| c.count).min().unwrap_or(0);
+                s.add(k);
+                if new {
+                    prop_assert_eq!(s.get(k), Count { count: min + 1, error: min });
+                }
             }
         }
 
