@@ -177,7 +177,7 @@ fn run_placed(b: &crate::bench::Bench, r: &mut Report, p: Placement) {
                 continue;
             }
             let prefix = format!("c6:s{i}:{k}");
-            sums[0][i].add(sync_pair(b, path, &prefix, &session, slice));
+            sums[0][i].add(sync_pair(b, path, &prefix, &session, Stop::for_(slice)));
         }
         for &i in &order {
             let path = PATHS[i];
@@ -190,14 +190,14 @@ fn run_placed(b: &crate::bench::Bench, r: &mut Report, p: Placement) {
             // In a task of its own, as application code runs (a task's owner is the task).
             let s = rt
                 .block_on(rt.spawn(async move {
-                    async_pair(&client, &url, path, &prefix, &session, slice).await
+                    async_pair(&client, &url, path, &prefix, &session, Stop::for_(slice)).await
                 }))
                 .unwrap();
             sums[1][i].add(s);
         }
     }
     let at = |p: Path| PATHS.iter().position(|q| *q == p).unwrap();
-    for (api, sums, goal) in [("sync", &sums[0], 0.9), ("async (tokio)", &sums[1], 0.9)] {
+    for (api, sums, goal) in [("sync", &sums[0], 0.95), ("async (tokio)", &sums[1], 0.95)] {
         for (path, name, raw, target) in Path::rows() {
             if api == "sync" && path == Path::OnCallersRuntime {
                 continue;
@@ -231,6 +231,77 @@ fn run_placed(b: &crate::bench::Bench, r: &mut Report, p: Placement) {
         .arg(&session)
         .query(&mut b.conn());
     r.tables.push(t);
+}
+
+/// `rlock-bench --pairs API PATH N`: `N` pairs of one path of this section and nothing else
+/// (API `sync` or `async`; PATH `raw`, `raw-one`, `raw-watched`, `lock`, `lock-one`, `lease`),
+/// for counting what the client itself spends per pair: the server is another process, so
+/// `valgrind --tool=callgrind rlock-bench --pairs sync lock 20000` counts this process alone,
+/// and the difference between two counts of pairs is the cost of the pairs between them.
+pub fn profile(b: &crate::bench::Bench, api: &str, path: &str, pairs: u64) {
+    let path = match path {
+        "raw" => Path::Raw { one_key: false },
+        "raw-one" => Path::Raw { one_key: true },
+        "raw-watched" => Path::RawWatched,
+        "lock" => Path::Default { one_key: false },
+        "lock-one" => Path::Default { one_key: true },
+        "lease" => Path::Lease,
+        other => panic!("--pairs: unknown path {other:?}"),
+    };
+    let session = format!("{}-bench-raw", owner(62));
+    let _: redis::Value = redis::cmd("RSESSION.OPEN")
+        .arg(&session)
+        .arg(60_000)
+        .query(&mut b.conn())
+        .expect("RSESSION.OPEN for the raw watched pairs");
+    let stop = Stop {
+        run: Duration::MAX,
+        pairs,
+    };
+    let s = match api {
+        "sync" => sync_pair(b, path, "c6:p", &session, stop),
+        "async" => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let (client, url) = (b.client.clone(), b.url.clone());
+            rt.block_on(rt.spawn(async move {
+                async_pair(&client, &url, path, "c6:p", &session, stop).await
+            }))
+            .unwrap()
+        }
+        other => panic!("--pairs: unknown API {other:?}"),
+    };
+    let (rate, cpu) = s.rates();
+    eprintln!("{pairs} pairs: {rate:.0} pairs/s, {cpu:.1} CPU µs/pair");
+    // Per thread: what it ran (ms) and how often it was switched out (woken that often).
+    for t in placement::threads() {
+        let read = |f: &str| std::fs::read_to_string(format!("/proc/self/task/{t}/{f}"));
+        let (Ok(stat), Ok(status)) = (read("schedstat"), read("status")) else {
+            continue;
+        };
+        let ns: u64 = stat
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let field = |k: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map_or("?", str::trim)
+                .to_string()
+        };
+        eprintln!(
+            "  thread {t} {}: {:.1} ms, {} voluntary / {} involuntary switches",
+            field("Name:"),
+            ns as f64 / 1e6,
+            field("voluntary_ctxt_switches:"),
+            field("nonvoluntary_ctxt_switches:")
+        );
+    }
 }
 
 /// CPU time spent so far by this process' live threads (schedstat's first field, in ns).
@@ -276,11 +347,31 @@ fn measured(pairs: u64, elapsed: Duration, cpu: Duration) -> Sum {
     }
 }
 
-/// `pair(n)` run for `run`.
-fn rate(run: Duration, mut pair: impl FnMut(u64)) -> Sum {
+/// How long a slice runs: for `run`, or `pairs` pairs at most (`rlock-bench --pairs`).
+#[derive(Clone, Copy)]
+struct Stop {
+    run: Duration,
+    pairs: u64,
+}
+
+impl Stop {
+    fn for_(run: Duration) -> Stop {
+        Stop {
+            run,
+            pairs: u64::MAX,
+        }
+    }
+
+    fn goes_on(self, start: Instant, n: u64) -> bool {
+        n < self.pairs && start.elapsed() < self.run
+    }
+}
+
+/// `pair(n)` run until `stop`.
+fn rate(stop: Stop, mut pair: impl FnMut(u64)) -> Sum {
     let (start, cpu) = (Instant::now(), process_cpu());
     let mut n = 0;
-    while start.elapsed() < run {
+    while stop.goes_on(start, n) {
         pair(n);
         n += 1;
     }
@@ -307,13 +398,7 @@ fn raw_acquire(key: &str, who: &str, watch: Option<(&str, u64, bool)>) -> redis:
 }
 
 /// One slice of `path` through the sync API (raw: a blocking connection of its own).
-fn sync_pair(
-    b: &crate::bench::Bench,
-    path: Path,
-    prefix: &str,
-    session: &str,
-    run: Duration,
-) -> Sum {
+fn sync_pair(b: &crate::bench::Bench, path: Path, prefix: &str, session: &str, run: Stop) -> Sum {
     match path {
         Path::Raw { .. } | Path::RawWatched => {
             let mut c = b.conn();
@@ -346,12 +431,12 @@ fn sync_pair(
 
 /// Like [`rate`], for an async pair.
 async fn rate_async<F: std::future::Future<Output = ()>>(
-    run: Duration,
+    stop: Stop,
     mut pair: impl FnMut(u64) -> F,
 ) -> Sum {
     let (start, cpu) = (Instant::now(), process_cpu());
     let mut n = 0;
-    while start.elapsed() < run {
+    while stop.goes_on(start, n) {
         pair(n).await;
         n += 1;
     }
@@ -365,7 +450,7 @@ async fn async_pair(
     path: Path,
     prefix: &str,
     session: &str,
-    run: Duration,
+    run: Stop,
 ) -> Sum {
     match path {
         Path::Raw { .. } | Path::RawWatched => {

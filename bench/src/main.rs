@@ -1,7 +1,7 @@
 //! `make bench`: rlock's native commands against Redisson's Lua protocol and the raw-command
 //! ceiling, side by side in one run against one redis-server started here.
 //!
-//! Usage: `rlock-bench [--quick] [--out DIR] [--only NAME,...]`. Prints a markdown table of absolute figures and
+//! Usage: `rlock-bench [--quick] [--out DIR] [--only NAME,...] [--pairs API PATH N]`. Prints a markdown table of absolute figures and
 //! ratios and writes it with an SVG chart to DIR (default `bench/results`). `--quick` is a
 //! smoke run for CI; its figures are not meaningful, but mutual exclusion is still checked and
 //! a violation fails the run.
@@ -41,6 +41,7 @@ use std::time::Instant;
 fn main() {
     let mut quick = false;
     let mut only: Option<Vec<String>> = None;
+    let mut pairs: Option<(String, String, u64)> = None;
     let mut out = rlock_tests::workspace_root().join("bench/results");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -52,12 +53,19 @@ fn main() {
                 let names = args.next().expect("--only needs scenario names");
                 only = Some(names.split(',').map(str::to_string).collect());
             }
+            // N pairs of one path of section 6 and nothing else: see `client::profile`.
+            "--pairs" => {
+                let mut next = || args.next().expect("--pairs needs API PATH N");
+                let (api, path) = (next(), next());
+                let n = next().parse().expect("--pairs: N is a number");
+                pairs = Some((api, path, n));
+            }
             "-h" | "--help" => {
-                println!("usage: rlock-bench [--quick] [--out DIR] [--only NAME,...]");
+                println!("usage: rlock-bench [--quick] [--out DIR] [--only NAME,...] [--pairs API PATH N]");
                 return;
             }
             other => {
-                eprintln!("unknown argument {other:?}; usage: rlock-bench [--quick] [--out DIR] [--only NAME,...]");
+                eprintln!("unknown argument {other:?}; usage: rlock-bench [--quick] [--out DIR] [--only NAME,...] [--pairs API PATH N]");
                 std::process::exit(2);
             }
         }
@@ -80,6 +88,9 @@ fn main() {
         sizes: if quick { Sizes::quick() } else { Sizes::full() },
     };
 
+    if let Some((api, path, n)) = pairs {
+        return client::profile(&bench, &api, &path, n);
+    }
     let mut report = Report::default();
     type Step = fn(&Bench, &mut Report);
     let steps: [(&str, Step); 16] = [

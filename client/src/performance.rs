@@ -120,3 +120,24 @@
 //! registration, hold registry, future moves), a few tenths of a µs each, as that code runs
 //! cold after every blocking read. Removing one layer (the boxed send of a blocking request)
 //! moved nothing beyond the noise.
+//!
+//! **Counted per pair** (`rlock-bench --pairs API PATH N` runs one path of section 6 alone;
+//! `valgrind --tool=callgrind` on it counts this process only, the server being another; the
+//! difference between N = 2,000 and 6,000 sync pairs, or 1,500 and 4,000 async, is the cost of
+//! the pairs between). The raw pair: 23.4k instructions sync, 28.9k async, most of it redis-rs
+//! (its reader zero-fills 8 KB per reply: 10.8k per pair). `lock()` + `unlock()` added 8.0k
+//! sync and 11.1k async; now 7.3k and 7.1k: the async owner is cached per task (formatting it
+//! on every call, the task id written out and parsed back into a number, then the owner, with
+//! their allocations, was about 3k per pair), and a single server's protocol is one load
+//! instead of a read lock, an address clone and a hash three times a pair, and a queued wait
+//! registers with one look at the session (0.7k together, and fewer atomic writes to lines
+//! every calling thread shares). What is left, sync, over the raw pair:
+//! the request's layers (send, wait, retry, pool checkout: about 2.4k), moves of the call's
+//! future (0.95k), the session's words in the acquire (1.1k, which the raw pair with the same
+//! words pays too), the hold registry (0.9k: four look-ups of a hashed hold id) and the
+//! session registration of a wait that may queue (0.5k).
+//!
+//! Contending threads pay more than these counts say: in section 2 (which shows the server's
+//! and this process' CPU per hand-off) the client's process spends 2–8 µs more per hand-off
+//! than raw `BLOCK` clients and the server 0–7 µs more (the session's parked request: a timer
+//! per park, the watch of each hold), on a 2-core machine shared with other work.

@@ -77,6 +77,11 @@ const OUTCOME_LATE: Duration = Duration::from_millis(25);
 pub(crate) trait Attempt: Sync {
     /// The key that routes it.
     fn key(&self) -> &str;
+    /// The key, shared: a queued wait's slot keeps it (objects that have it shared already
+    /// give it without copying).
+    fn shared_key(&self) -> Arc<str> {
+        Arc::from(self.key())
+    }
     /// The object's kind, as metrics label it (`lock`, `read lock`, `semaphore`, ...).
     fn kind(&self) -> &'static str;
     /// The command. The wait path passes `None` and appends the session options itself;
@@ -600,21 +605,41 @@ async fn send_at<'a, A: Attempt>(
     asking: bool,
 ) -> RedisResult<Sent<'a, A>> {
     let listener = ctx.sessions.at(&ctx.transport, addr)?;
-    let name = listener.ready().await?;
     let mut cmd = a.command(None);
     let transport = &ctx.transport;
-    let to = addr.clone();
-    let Some(timeout_ms) = until.queue_ms() else {
+    // The address goes with the send (which may outlive this call: see `Queued`); one server
+    // is reached without it, and each clone was two atomic writes to a count every calling
+    // thread shares.
+    let to = (!transport.is_single()).then(|| addr.clone());
+    // A wait is registered before it is sent (its outcome may reach the listener before the
+    // reply here), which takes the session open: at once when it is (the usual case: one look
+    // at the session), else once the listener has opened it.
+    let ticket = match until {
+        Until::Now => None,
+        Until::At(_) | Until::Forever => {
+            let register = || listener.register(a.shared_key(), wire::object_of(&cmd));
+            Some(match register() {
+                Ok(t) => t,
+                Err(_) => {
+                    listener.ready().await?;
+                    register()?
+                }
+            })
+        }
+    };
+    let (Some(ticket), Some(timeout_ms)) = (ticket, until.queue_ms()) else {
+        let name = listener.ready().await?;
         wire::name_session(&mut cmd, &name, None);
         let mut attempt = Attempting {
             ctx,
             a,
-            sending: InFlight::new(async move { transport.send_at(io, &to, &cmd, asking).await }),
+            sending: InFlight::new(async move {
+                let to = to.as_deref().unwrap_or_default();
+                transport.send_at(io, to, &cmd, asking).await
+            }),
         };
         return Ok(Sent::Reply(attempt.sending.reply().await?));
     };
-    // Registered before sending: the outcome may reach the listener before the reply here.
-    let ticket = listener.register(a.key(), wire::object_of(&cmd))?;
     let queue = wire::Queue {
         request: ticket.request,
         timeout_ms,
@@ -627,7 +652,10 @@ async fn send_at<'a, A: Attempt>(
         io,
         ticket,
         armed: true,
-        sending: InFlight::new(async move { transport.send_at(io, &to, &cmd, asking).await }),
+        sending: InFlight::new(async move {
+            let to = to.as_deref().unwrap_or_default();
+            transport.send_at(io, to, &cmd, asking).await
+        }),
     };
     match queued.sending.reply().await {
         Ok(v) if wire::is_queued(&v) => Ok(Sent::Queued(queued)),

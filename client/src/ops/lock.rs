@@ -212,6 +212,10 @@ impl Attempt for Acquire<'_> {
         self.t.name
     }
 
+    fn shared_key(&self) -> Arc<str> {
+        self.t.name.clone()
+    }
+
     fn kind(&self) -> &'static str {
         self.t.flavor.kind().name
     }

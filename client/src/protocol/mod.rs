@@ -5,6 +5,7 @@
 
 use parking_lot::RwLock;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use redis::{Cmd, Value};
@@ -21,6 +22,31 @@ pub(crate) struct Protocols {
     asked: Protocol,
     /// Per node address, once detected (Auto only).
     by_node: RwLock<HashMap<Arc<str>, Protocol, foldhash::fast::RandomState>>,
+    /// The one node's, once detected, when the deployment is a single server (its address
+    /// never changes): read with one plain load. Every call asks (an acquire and its release
+    /// three times), and the look-up in `by_node` took a read lock, cloned the address and
+    /// hashed it: atomic writes to lines every calling thread shares, which bounced between
+    /// the CPUs of threads contending on one lock (see `performance.rs`).
+    single: AtomicU8,
+}
+
+/// [`Protocols::single`] before detection.
+const UNKNOWN: u8 = 0;
+
+fn to_u8(p: Protocol) -> u8 {
+    match p {
+        Protocol::Auto => UNKNOWN,
+        Protocol::Module => 1,
+        Protocol::Redisson => 2,
+    }
+}
+
+fn from_u8(v: u8) -> Option<Protocol> {
+    match v {
+        1 => Some(Protocol::Module),
+        2 => Some(Protocol::Redisson),
+        _ => None,
+    }
 }
 
 impl Protocols {
@@ -28,6 +54,7 @@ impl Protocols {
         Protocols {
             asked,
             by_node: RwLock::new(HashMap::default()),
+            single: AtomicU8::new(UNKNOWN),
         }
     }
 
@@ -43,6 +70,12 @@ impl Protocols {
         if self.asked != Protocol::Auto {
             return Ok(self.asked);
         }
+        let single = transport.is_single();
+        if single {
+            if let Some(p) = from_u8(self.single.load(Ordering::Acquire)) {
+                return Ok(p);
+            }
+        }
         if let Some(p) = self.by_node.read().get(&transport.addr_of(key)) {
             return Ok(*p);
         }
@@ -56,6 +89,9 @@ impl Protocols {
             }
             let p = detect(transport, bg, io, &addr).await?;
             self.by_node.write().insert(addr, p);
+            if single {
+                self.single.store(to_u8(p), Ordering::Release);
+            }
             Ok(p)
         })
         .await

@@ -222,7 +222,7 @@ impl Listener {
     /// pause).
     pub(crate) fn register(
         self: &Arc<Self>,
-        key: &str,
+        key: Arc<str>,
         object: Option<&'static str>,
     ) -> RedisResult<Ticket> {
         let (tx, rx) = oneshot::channel();
@@ -231,11 +231,7 @@ impl Listener {
             return Err(server_error("NOSESSION the session is being opened again"));
         };
         let request = self.next_request.fetch_add(1, Ordering::Relaxed);
-        let slot = Slot {
-            tx,
-            key: Arc::from(key),
-            object,
-        };
+        let slot = Slot { tx, key, object };
         self.slots.lock().insert(request, slot);
         drop(open);
         Ok(Ticket {

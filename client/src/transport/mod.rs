@@ -94,6 +94,11 @@ impl Transport {
         })
     }
 
+    /// Whether the deployment is one server at one address (every key is served there).
+    pub(crate) fn is_single(&self) -> bool {
+        matches!(self.via, Via::Single(_))
+    }
+
     /// The address to name in an error about `key`.
     pub(crate) fn addr_of(&self, key: &str) -> Arc<str> {
         match &self.via {
@@ -224,7 +229,8 @@ impl Transport {
     }
 
     /// `cmd` to the node at `addr` (after `ASKING` when `asking`), one attempt: for commands
-    /// that must reach a given node (a wait queued in the session there, its cancel).
+    /// that must reach a given node (a wait queued in the session there, its cancel). One
+    /// server ([`Transport::is_single`]) has one node: `addr` is not read then.
     pub(crate) async fn send_at(
         &self,
         io: Io,
