@@ -11,11 +11,12 @@
 //! a watched acquire + release cost 8,900 instructions more than the plain pair with three maps
 //! keyed by the key and a boxed job per watch.
 
+use super::by_key::ByKey;
 use super::{push, state, Looks, State, Tracked, Watched, LOST, STATE};
 use crate::core::decision::Reply;
 use crate::core::store::{KeyType, Store, Target};
 use crate::core::wait::session_rules::{New, OutcomeKind};
-use crate::core::wait::{fifo, Deadline, KeyId, KeyRef, KeyView, Req};
+use crate::core::wait::{Deadline, KeyId, KeyRef, KeyView, Req};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
 use crate::timers;
@@ -80,7 +81,6 @@ impl State {
                 self.looks.cancel(d);
             }
         }
-        fifo::shrink(&mut self.tracked);
     }
 
     /// Session `session` watches one hold less (its `watch_keys` keep the key until the list
@@ -121,7 +121,7 @@ impl State {
         if sess.watch_keys.len() >= 2 * sess.watched as usize + 32 {
             compact(&mut sess.watch_keys, session, &self.tracked);
         }
-        let w = self.tracked.entry(id.clone()).or_default();
+        let w = self.tracked.get_or_default(id);
         let same = |t: &Tracked| {
             t.session == session && t.req.kind() == req.kind() && t.req.show() == req.show()
         };
@@ -138,7 +138,7 @@ impl State {
 
 /// Drop from a session's `watch_keys` the keys where it watches nothing any more, and the
 /// repeated ones (amortised O(1) per watch: run when the list is twice its watched holds).
-fn compact(keys: &mut Vec<KeyId>, session: u32, tracked: &super::HashMap<KeyId, Watched>) {
+fn compact(keys: &mut Vec<KeyId>, session: u32, tracked: &ByKey<Watched>) {
     keys.sort_unstable();
     keys.dedup();
     keys.retain(|id| {
@@ -277,7 +277,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
     }
     // (`kept` stay counted in their sessions' `watched`: they were never un-noted.)
     state(|s| {
-        let w = s.tracked.entry(id.clone()).or_default();
+        let w = s.tracked.get_or_default(id);
         w.holds.extend(kept);
         if let Some(at) = next {
             s.looks.at(ctx, id, &mut w.check, at.saturating_add(1));

@@ -25,6 +25,7 @@
 //! Rooms: this file keeps session state (queued requests, outcomes, liveness, parked readers);
 //! `holds` watches holds for loss; the `RSESSION.*` handlers are `commands::session`.
 
+mod by_key;
 pub mod calls;
 mod holds;
 
@@ -117,7 +118,7 @@ struct State {
     next_id: u32,
     /// Parked readers by blocked-client id.
     readers: HashMap<usize, u32>,
-    tracked: HashMap<KeyId, Watched>,
+    tracked: by_key::ByKey<Watched>,
     looks: Looks,
 }
 
