@@ -254,18 +254,24 @@ impl<T> Deadlines<T> {
         self.heap[i] = e;
     }
 
+    /// The lesser of `i`'s children, if it has any.
+    fn lesser_child(&self, i: usize) -> Option<usize> {
+        let (l, n) = (2 * i + 1, self.heap.len());
+        if l >= n {
+            return None;
+        }
+        Some(if l + 1 < n && self.key(l + 1) < self.key(l) {
+            l + 1
+        } else {
+            l
+        })
+    }
+
     /// Put `e` at `i`, sifted down while a child is less.
     fn down(&mut self, mut i: usize, e: (i64, u64, u32)) {
-        let n = self.heap.len();
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let Some(c) = self.lesser_child(i) else {
                 break;
-            }
-            let c = if l + 1 < n && self.key(l + 1) < self.key(l) {
-                l + 1
-            } else {
-                l
             };
             if (e.0, e.1) <= self.key(c) {
                 break;
@@ -280,16 +286,9 @@ impl<T> Deadlines<T> {
     /// goes down to a leaf along the lesser children, one comparison a level, and `e` rises
     /// from there (Floyd's way: `e`, the last and mostly the latest, rarely rises far).
     fn refill(&mut self, mut i: usize, e: (i64, u64, u32)) {
-        let n = self.heap.len();
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let Some(c) = self.lesser_child(i) else {
                 break;
-            }
-            let c = if l + 1 < n && self.key(l + 1) < self.key(l) {
-                l + 1
-            } else {
-                l
             };
             self.heap[i] = self.heap[c];
             i = c;
