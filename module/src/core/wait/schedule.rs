@@ -269,10 +269,7 @@ impl<T> Deadlines<T> {
 
     /// Put `e` at `i`, sifted down while a child is less.
     fn down(&mut self, mut i: usize, e: (i64, u64, u32)) {
-        loop {
-            let Some(c) = self.lesser_child(i) else {
-                break;
-            };
+        while let Some(c) = self.lesser_child(i) {
             if (e.0, e.1) <= self.key(c) {
                 break;
             }
@@ -286,10 +283,7 @@ impl<T> Deadlines<T> {
     /// goes down to a leaf along the lesser children, one comparison a level, and `e` rises
     /// from there (Floyd's way: `e`, the last and mostly the latest, rarely rises far).
     fn refill(&mut self, mut i: usize, e: (i64, u64, u32)) {
-        loop {
-            let Some(c) = self.lesser_child(i) else {
-                break;
-            };
+        while let Some(c) = self.lesser_child(i) {
             self.heap[i] = self.heap[c];
             i = c;
         }
