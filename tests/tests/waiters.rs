@@ -148,6 +148,34 @@ fn block_timeout_replies_nil_and_leaves_no_queue_entry() {
     assert!(!exists(&mut c, "lk"));
 }
 
+/// A wait's nil never comes before its timeout has passed. The server's millisecond clock is
+/// rounded down and its alarm fires at the exact millisecond, so a deadline of "now + timeout"
+/// ended up to 1 ms early (by how far into its millisecond the command arrived): over 20 short
+/// waits, most would be. Timed from before each send, which is before the server sees it.
+#[test]
+fn a_block_wait_never_times_out_before_its_timeout() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 60_000)),
+        1
+    );
+    let mut w = s.conn();
+    for i in 0..20 {
+        let sent = Instant::now();
+        let reply = raw(
+            &mut w,
+            &cmd!("RLOCK.ACQUIRE", "lk", "w", 5_000, "BLOCK", 20),
+        );
+        let waited = sent.elapsed();
+        assert_eq!(reply, Value::Nil, "wait {i}");
+        assert!(
+            waited >= Duration::from_millis(20),
+            "wait {i} timed out after only {waited:?}"
+        );
+    }
+}
+
 #[test]
 fn block_zero_waits_until_released() {
     let s = Server::start();

@@ -86,10 +86,15 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
     state(|s| {
         s.serial += 1;
         let serial = s.serial;
+        // `now_ms` is whole milliseconds, rounded down, and the alarm fires at the exact
+        // millisecond: one more keeps the nil from coming before `timeout_ms` has passed (up
+        // to 1 ms early otherwise), as Redis' own blocking commands never time out early.
         let deadline = (timeout_ms > 0).then(|| {
-            timers::schedule(ctx, ctx.now_ms() + timeout_ms, move |ctx| {
-                deadline(ctx, handle, serial)
-            })
+            timers::schedule(
+                ctx,
+                (ctx.now_ms() + timeout_ms).saturating_add(1),
+                move |ctx| deadline(ctx, handle, serial),
+            )
         });
         let waiter = Waiter {
             handle,
