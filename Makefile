@@ -40,7 +40,7 @@ test: deps
 # CI runs the full suite on the four servers other than Debian's (`make test` ran that one):
 # about 5 minutes of tests per server on a 2-core machine (about 20 in CI).
 # The client's test files also run on servers without the module (Redisson's protocol), on
-# every server of the run, or on those of REDISSON_SERVERS="redis-8.2 valkey-9.1" (CI's choice,
+# every server of the run, or on those of REDISSON_SERVERS="valkey-9.1" (CI's choice,
 # to stay under its hour: `make test` covers Debian's Redis 7.0 that way too).
 matrix: deps
 	cargo build --release -p rlock-module

@@ -8,7 +8,7 @@
 # into the cache on first use. RLOCK_MODULE must name the built module (the Makefile sets it).
 # MATRIX_CARGO_ARGS adds cargo test arguments, e.g. "--test servers" for one test file.
 # MATRIX_SKIP names test targets (files of tests/tests) left out on the servers named in
-# MATRIX_SKIP_ON: CI leaves the long torture and soak runs to `make test` and two of the four
+# MATRIX_SKIP_ON: CI leaves the long torture and soak runs to `make test` and one of the four
 # servers, to stay under its hour.
 # CLIENT_TESTS (the Makefile sets it: "--test client_sync --test ...") are run a second time on
 # the servers named in REDISSON_SERVERS (default: every server of the run), those servers
