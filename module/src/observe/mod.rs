@@ -289,18 +289,15 @@ pub fn keys_left(left: impl Fn(&[u8]) -> bool) {
 /// most first, among those `visible` lets through.
 pub fn contended(handoffs: bool, n: usize, visible: impl Fn(&Spot) -> bool) -> Vec<(Spot, Count)> {
     let now = now_ms();
-    let all = state(|s| {
+    // `visible` (an ACL check) calls into Redis, never into rlock: safe inside the borrow.
+    state(|s| {
         let sketch = if handoffs {
             &mut s.handed
         } else {
             &mut s.waited
         };
-        sketch.top(usize::MAX, now)
-    });
-    all.into_iter()
-        .filter(|(k, _)| visible(k))
-        .take(n)
-        .collect()
+        sketch.top_where(n, now, visible)
+    })
 }
 
 /// `INFO rlock`'s distributions, after the counters: per kind, how many waits and holds were

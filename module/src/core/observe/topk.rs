@@ -116,13 +116,15 @@ impl<K: Eq + Hash + Clone> SpaceSaving<K> {
 
     /// The count of `key`: its own if kept, else the bounds any key not kept has.
     pub fn get(&self, key: &K) -> Count {
-        match self.index.get(key) {
-            Some(&i) => self.counts[i as usize],
-            None => {
-                let f = self.floor();
-                Count { count: f, error: f }
-            }
-        }
+        self.counted(key).unwrap_or_else(|| {
+            let f = self.floor();
+            Count { count: f, error: f }
+        })
+    }
+
+    /// The count of `key` if it is kept.
+    fn counted(&self, key: &K) -> Option<Count> {
+        self.index.get(key).map(|&i| self.counts[i as usize])
     }
 
     pub fn len(&self) -> usize {
@@ -185,23 +187,46 @@ impl<K: Eq + Hash + Clone + Ord> Recent<K> {
     /// replaced there: that window adds its floor to both the count and the error, so every
     /// reported count stays an upper bound and `count - error` a lower bound of the truth.
     pub fn top(&mut self, n: usize, now_ms: i64) -> Vec<(K, Count)> {
+        self.top_where(n, now_ms, |_| true)
+    }
+
+    /// As [`Recent::top`], among the keys `keep` lets through.
+    ///
+    /// Bounded by the sketches' size whatever the windows hold: each window's floor is found
+    /// once (it was found again for every key kept in one window only, a scan of the other's
+    /// 256 counts each: about 1.2 million instructions a `RLOCK.TOP` against 250,000 once both
+    /// windows had replaced keys, callgrind), and only the `n` keys reported are copied.
+    pub fn top_where(
+        &mut self,
+        n: usize,
+        now_ms: i64,
+        keep: impl Fn(&K) -> bool,
+    ) -> Vec<(K, Count)> {
         self.roll(now_ms);
-        let mut seen: HashMap<&K, ()> = HashMap::default();
-        let mut all: Vec<(K, Count)> = Vec::new();
-        for (k, _) in self.previous.iter().chain(self.current.iter()) {
-            if seen.insert(k, ()).is_some() {
-                continue;
-            }
-            let (p, c) = (self.previous.get(k), self.current.get(k));
-            let sum = Count {
-                count: p.count + c.count,
-                error: p.error + c.error,
-            };
-            all.push((k.clone(), sum));
+        let plus = |a: Count, b: Count| Count {
+            count: a.count + b.count,
+            error: a.error + b.error,
+        };
+        let floor = |w: &SpaceSaving<K>| {
+            let f = w.floor();
+            Count { count: f, error: f }
+        };
+        let (previous_floor, current_floor) = (floor(&self.previous), floor(&self.current));
+        let mut all: Vec<(&K, Count)> = Vec::with_capacity(self.kept());
+        for (k, &p) in self.previous.iter() {
+            all.push((k, plus(p, self.current.counted(k).unwrap_or(current_floor))));
         }
-        all.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
-        all.truncate(n);
-        all
+        for (k, &c) in self.current.iter() {
+            if self.previous.counted(k).is_none() {
+                all.push((k, plus(previous_floor, c)));
+            }
+        }
+        all.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(b.0)));
+        all.into_iter()
+            .filter(|(k, _)| keep(k))
+            .take(n)
+            .map(|(k, c)| (k.clone(), c))
+            .collect()
     }
 
     /// What the report covers now: from `started_ms - window_ms` (the previous window's start).
@@ -359,6 +384,39 @@ mod tests {
                 let t = stream.iter().filter(|(kk, at)| *kk == k && *at >= since).count() as u64;
                 prop_assert!(c.count >= t && c.count - c.error <= t, "{} {:?} truth {}", k, c, t);
             }
+        }
+
+        /// `top_where` reports what the report of every key, each window's count looked up
+        /// key by key and then filtered, would: the same keys, counts and order, whatever the
+        /// windows hold (both with replaced keys included) and whatever is filtered out.
+        #[test]
+        fn top_where_is_the_filtered_full_report(
+            stream in prop::collection::vec((0u8..40, 0i64..2000), 0..1500),
+            cap in 1usize..12,
+            n in 0usize..15,
+            hidden in 0u8..5,
+        ) {
+            let mut stream = stream;
+            stream.sort_by_key(|(_, t)| *t);
+            let mut s = Recent::new(cap, 1000, 0);
+            for (k, t) in &stream {
+                s.add(k, *t);
+            }
+            let now = stream.last().map_or(0, |(_, t)| *t);
+            let keep = |k: &u8| k % 5 != hidden;
+            let got = s.top_where(n, now, keep);
+            // The model: each key once, both windows' `get` (the floor for a key not kept).
+            let mut all: Vec<(u8, Count)> = Vec::new();
+            for (k, _) in s.previous.iter().chain(s.current.iter()) {
+                if all.iter().any(|(kk, _)| kk == k) {
+                    continue;
+                }
+                let (p, c) = (s.previous.get(k), s.current.get(k));
+                all.push((*k, Count { count: p.count + c.count, error: p.error + c.error }));
+            }
+            all.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
+            let want: Vec<(u8, Count)> = all.into_iter().filter(|(k, _)| keep(k)).take(n).collect();
+            prop_assert_eq!(got, want);
         }
     }
 }
