@@ -45,7 +45,7 @@ impl RedisKeys {
         ctx: Ctx,
         kind: ObjectKind,
         name: impl Into<ReadStr>,
-        hints: &[RStr],
+        hints: &[ReadStr],
     ) -> RedisKeys {
         let name = name.into();
         RedisKeys {
@@ -53,7 +53,7 @@ impl RedisKeys {
             object: Some(kind),
             name,
             main: Key::open(ctx, name.get(), true),
-            hints: std::array::from_fn(|i| hints.get(i).map(|h| h.read())),
+            hints: std::array::from_fn(|i| hints.get(i).copied()),
             guard_pause: false,
             absent: Default::default(),
             command: true,
@@ -118,17 +118,6 @@ impl RedisKeys {
             Some(h) => Field::Borrowed(h.get()),
             None => Field::Owned(OwnedStr::new(bytes)),
         }
-    }
-
-    /// `s` with its bytes: those read already when it is a hint (the command's owner), else
-    /// read now.
-    pub(crate) fn hinted(&self, s: RStr) -> ReadStr {
-        self.hints
-            .iter()
-            .flatten()
-            .find(|h| h.get().0 == s.0)
-            .copied()
-            .unwrap_or_else(|| s.read())
     }
 
     /// Read `key` through `f`, opening an auxiliary key for reading.
