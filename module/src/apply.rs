@@ -258,11 +258,17 @@ impl RedisKeys {
     }
 
     /// The keyspace event a native command would raise, when `notify-keyspace-events` enables
-    /// its class (otherwise no client could receive it, and raising it costs a context).
+    /// its class (otherwise no client could receive it, and raising it costs a context). The
+    /// check inline: a call per write to find nothing enabled cost 13 instructions each
+    /// (callgrind).
+    #[inline(always)]
     fn notify(&self, enabled: c_int, class: c_int, event: &CStr, key: &Target) {
-        if enabled & class == 0 {
-            return;
+        if enabled & class != 0 {
+            self.raise(class, event, key);
         }
+    }
+
+    fn raise(&self, class: c_int, event: &CStr, key: &Target) {
         match key {
             Target::Main => self.ctx.notify(class, event, self.name.get()),
             Target::Aux(name) => {

@@ -59,6 +59,12 @@ mod events;
 #[cfg(not(test))]
 #[allow(unsafe_code)] // the one room that talks to Redis' C API
 mod ffi;
+/// The allocator's cache of small blocks (`ffi/alloc.rs`) is plain Rust over any allocator:
+/// unit-tested on its own, as the rest of `ffi/` needs a running Redis.
+#[cfg(test)]
+#[allow(unsafe_code)]
+#[path = "ffi/alloc.rs"]
+mod ffi_alloc;
 #[cfg(not(test))]
 mod info;
 #[cfg(not(test))]

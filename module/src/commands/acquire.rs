@@ -4,13 +4,12 @@
 //! replied, anything else waits (or replies nil). An object's handler only parses.
 
 use crate::core::args::{WaitArgs, WaitMode};
-use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::store::Store;
 use crate::core::wait::grant::with_token;
 use crate::core::wait::{Acquiring, Decided, KeyId, Req};
-use crate::ffi::{Answer, Ctx, RStr};
+use crate::ffi::{Answer, Ctx, ReadStr};
 use crate::keys::RedisKeys;
 use crate::settle::{Change, HoldBy};
 use crate::{config, sessions, slotwatch, wait};
@@ -22,8 +21,8 @@ use crate::{config, sessions, slotwatch, wait};
 /// tidying around it).
 pub fn acquire<'a>(
     ctx: Ctx,
-    key: RStr,
-    owner: Option<RStr>,
+    key: ReadStr,
+    owner: Option<ReadStr>,
     a: &impl Acquiring<'a>,
     serve_first: fn(&mut RedisKeys) -> Result<bool, CmdError>,
 ) -> Result<Answer, CmdError> {
@@ -45,10 +44,9 @@ pub fn acquire<'a>(
             reentry,
             own_lease_ms,
         } => {
-            let hold = owner.zip(a.hold()).map(|(owner, exclusive)| HoldBy {
-                owner: keys.hinted(owner),
-                exclusive,
-            });
+            let hold = owner
+                .zip(a.hold())
+                .map(|(owner, exclusive)| HoldBy { owner, exclusive });
             // A hold an owner keeps is watched by the session the acquire named.
             let watch = hold.and(session).map(|s| (s, a.request()));
             let own_lease = own_lease_ms.map(|ms| {
@@ -62,7 +60,7 @@ pub fn acquire<'a>(
                 hold,
             };
             let token = keys.apply(&decision, took)?;
-            let reply = decision.reply.unwrap_or(Reply::Nil);
+            let reply = decision.reply.unwrap_or_default();
             Ok(Answer::Reply(with_token(reply, token)))
         }
         Decided::Busy | Decided::TidyFirst(_) => {

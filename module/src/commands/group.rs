@@ -27,7 +27,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         args: parsed,
         claimed,
     };
-    let answer = acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first);
+    let answer = acquire::acquire(ctx, argv.str(1), Some(argv.str(2)), &a, serve_first);
     // A grant is not followed by serving, which reads when the next lease ends: tell the
     // group's queue, if it has one, that one may end sooner now. (A value a waiter wants is
     // taken outside serving only by re-entry, which extends its lease, and a waiter joining a
@@ -40,7 +40,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
 pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let (lease_ms, fields) = group::parse_owned(&argv, "rmlock.release")?;
-    let mut keys = RedisKeys::command(ctx, GroupLock, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, GroupLock, argv.str(1), &[argv.str(2)]);
     let r = group::release(&keys, argv[2], lease_ms, &fields)?;
     if r.freed > 0 {
         // Serving the group's queue (when the command settles) looks at these values'
@@ -51,7 +51,7 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         let change = match (r.freed, r.none_left) {
             (0, _) => Change::Wrote,
             (_, true) => Change::Released {
-                owner: keys.hinted(args.get(2)),
+                owner: argv.str(2),
                 exclusive: true,
             },
             // Some values freed, others still held by the owner: their waiters are served.
@@ -62,19 +62,19 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         };
         keys.apply(&r.decision, change)?;
     }
-    Ok(Answer::Reply(r.decision.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(r.decision.reply.unwrap_or_default()))
 }
 
 /// `RMLOCK.RENEW group owner lease_ms FIELDS n F1 .. Fn`
 pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let (lease_ms, fields) = group::parse_owned(&argv, "rmlock.renew")?;
-    let mut keys = RedisKeys::command(ctx, GroupLock, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, GroupLock, argv.str(1), &[argv.str(2)]);
     let d = group::renew(&keys, argv[2], lease_ms, &fields)?;
     if d.reply == Some(Reply::Int(1)) {
         keys.apply(&d, Change::Renewed { own_lease: None })?;
     }
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RMLOCK.FORCERELEASE group FIELDS n F1 .. Fn`
@@ -87,7 +87,7 @@ pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         wait::freed(ctx.db(), argv[1], &fields);
         keys.apply(&d, Change::ForceReleased)?;
     }
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RMLOCK.INFO group FIELDS n F1 .. Fn`

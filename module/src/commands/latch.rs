@@ -32,7 +32,7 @@ pub fn try_set_count(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         },
     };
     keys.apply(&d, change)?;
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RLATCH.COUNTDOWN key`
@@ -49,7 +49,7 @@ pub fn count_down(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         false => Change::Wrote,
     };
     keys.apply(&d, change)?;
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RLATCH.AWAIT key [BLOCK timeout_ms] [SESSION s [QUEUE request timeout_ms]]`

@@ -2,7 +2,6 @@
 
 use super::acquire::{self, serve_first};
 use super::{BLOCK, KEY, LEASE, OWNER, SESSION};
-use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::lock::{self, LockAcquire};
 use crate::core::names;
@@ -23,37 +22,37 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         owner: argv[2],
         args: parsed,
     };
-    acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
+    acquire::acquire(ctx, argv.str(1), Some(argv.str(2)), &a, serve_first)
 }
 
 /// `RLOCK.RELEASE key owner`
 pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     lock::parse_release(&argv)?;
-    let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, Lock, argv.str(1), &[argv.str(2)]);
     let (d, full) = lock::release(&keys, argv[2])?;
     let change = match full {
         true => Change::Released {
-            owner: keys.hinted(args.get(2)),
+            owner: argv.str(2),
             exclusive: true,
         },
         false => Change::Wrote,
     };
     keys.apply(&d, change)?;
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RLOCK.RENEW key owner lease_ms`
 pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let lease_ms = lock::parse_renew(&argv)?;
-    let mut keys = RedisKeys::command(ctx, Lock, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, Lock, argv.str(1), &[argv.str(2)]);
     let d = lock::renew(&keys, argv[2], lease_ms)?;
     if !d.writes.is_empty() {
         // A shorter lease moves the lock's expiry earlier: serving re-arms the queue's check.
         keys.apply(&d, Change::Renewed { own_lease: None })?;
     }
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RLOCK.FORCERELEASE key`
@@ -64,7 +63,7 @@ pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if !d.writes.is_empty() {
         keys.apply(&d, Change::ForceReleased)?;
     }
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RLOCK.INFO key`

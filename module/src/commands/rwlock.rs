@@ -2,7 +2,6 @@
 
 use super::acquire::{self, serve_first};
 use super::{BLOCK, KEY, LEASE, OWNER, SESSION};
-use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::objects;
 use crate::core::rwlock::{self, Mode, RwLockAcquire};
@@ -23,32 +22,32 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         owner: argv[2],
         args: parsed,
     };
-    acquire::acquire(ctx, args.get(1), Some(args.get(2)), &a, serve_first)
+    acquire::acquire(ctx, argv.str(1), Some(argv.str(2)), &a, serve_first)
 }
 
 /// `RRWLOCK.RELEASE key owner READ|WRITE`
 pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let mode = rwlock::parse_release(&argv)?;
-    let mut keys = RedisKeys::command(ctx, RwLock, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, RwLock, argv.str(1), &[argv.str(2)]);
     let (d, released) = rwlock::release(&keys, argv[2], mode)?;
     // Freed, or turned into a read lock after a downgrade: queued readers may go.
     let change = match released.last {
         true => Change::Released {
-            owner: keys.hinted(args.get(2)),
+            owner: argv.str(2),
             exclusive: mode == Mode::Write,
         },
         false => Change::Wrote,
     };
     keys.apply(&d, change)?;
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RRWLOCK.RENEW key owner lease_ms`
 pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let argv = args.bytes();
     let lease_ms = rwlock::parse_renew(&argv)?;
-    let mut keys = RedisKeys::command(ctx, RwLock, args.get(1), &[args.get(2)]);
+    let mut keys = RedisKeys::command(ctx, RwLock, argv.str(1), &[argv.str(2)]);
     let d = rwlock::renew(&keys, argv[2], lease_ms)?;
     if !d.writes.is_empty() {
         // A shorter lease moves the next change of the lock earlier: serving the queue
@@ -58,7 +57,7 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         let own_lease = Some((at, objects::of(RwLock)));
         keys.apply(&d, Change::Renewed { own_lease })?;
     }
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RRWLOCK.FORCERELEASE key`
@@ -69,7 +68,7 @@ pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if !d.writes.is_empty() {
         keys.apply(&d, Change::ForceReleased)?;
     }
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RRWLOCK.INFO key`

@@ -40,7 +40,7 @@ const FREED_ANNOUNCED: Change = Change::Freed {
 /// The reply of a command that added permits: the count left once waiters took theirs.
 fn left(ctx: Ctx, key: RStr) -> Result<Reply, CmdError> {
     let d = semaphore::announce(&RedisKeys::read(ctx, key), false)?;
-    Ok(d.reply.unwrap_or(Reply::Nil))
+    Ok(d.reply.unwrap_or_default())
 }
 
 /// `RSEM.ACQUIRE key [PERMITS n] [LEASE ms | NOLEASE] [BLOCK timeout_ms] [SESSION s [QUEUE
@@ -57,7 +57,7 @@ pub fn acquire(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
             max_leased,
         ));
     }
-    acquire::acquire(ctx, args.get(1), None, &a, prepare)
+    acquire::acquire(ctx, argv.str(1), None, &a, prepare)
 }
 
 /// `RSEM.RELEASE key [PERMITS n] [XX]` / `RSEM.RELEASE key ID id [id ...]`
@@ -94,7 +94,7 @@ pub fn renew(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         // (else a waiter would wait for the end the lease had before).
         keys.apply(&d, Change::Renewed { own_lease: None })?;
     }
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RSEM.TRYSETPERMITS key n [PX ttl_ms]`
@@ -109,7 +109,7 @@ pub fn try_set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     if !d.writes.is_empty() {
         keys.apply(&d, FREED_ANNOUNCED)?;
     }
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RSEM.SETPERMITS key total`
@@ -119,7 +119,7 @@ pub fn set_permits(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     prepare(&mut keys)?;
     let d = semaphore::set_permits(&keys, total)?;
     if d.writes.is_empty() {
-        return Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)));
+        return Ok(Answer::Reply(d.reply.unwrap_or_default()));
     }
     // Redisson's script publishes whenever it writes, fewer permits included.
     keys.apply(&d, FREED_ANNOUNCED)?;
@@ -156,7 +156,7 @@ pub fn drain(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         announce: false,
     };
     keys.apply(&d, drained)?;
-    Ok(Answer::Reply(d.reply.unwrap_or(Reply::Nil)))
+    Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
 /// `RSEM.AVAILABLE key`

@@ -129,7 +129,7 @@ impl Mem {
     /// Apply and return the resolved reply; panics on error.
     pub fn apply_ok(&mut self, d: &Decision) -> Reply {
         let token = self.write_serving(d).expect("decision applies");
-        super::wait::grant::with_token(d.reply.clone().unwrap_or(Reply::Nil), token)
+        super::wait::grant::with_token(d.reply.clone().unwrap_or_default(), token)
     }
 }
 

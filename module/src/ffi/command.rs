@@ -290,18 +290,29 @@ fn dispatch(index: usize, ctx: Ctx, args: &Args) {
                 Some(around) => around(ctx, key, &mut || h(ctx, args)),
                 None => h(ctx, args),
             };
-            match (answer, key) {
-                (Ok(Answer::ReadAfter(read)), Some(key)) => read(ctx, key).map(Answer::Reply),
-                (Ok(Answer::ReadAfter(_)), None) => Err(CmdError::Internal),
-                (other, _) => other,
+            // Not a match on `(answer, key)`: building and taking apart that pair cost 26
+            // instructions a command (callgrind).
+            if let Ok(Answer::ReadAfter(read)) = answer {
+                return match key {
+                    Some(key) => read(ctx, key).map(Answer::Reply),
+                    None => Err(CmdError::Internal),
+                };
             }
+            answer
         })
     }) else {
         ctx.reply_error(&CmdError::Internal.to_string());
         return;
     };
     match result {
-        Ok(Answer::Reply(r)) => ctx.reply(&r),
+        Ok(Answer::Reply(r)) => {
+            ctx.reply(&r);
+            // An integer (most replies) owns nothing: not dropped, it costs no call to the
+            // reply's drop glue (28 instructions, callgrind).
+            if matches!(r, Reply::Int(_)) {
+                std::mem::forget(r);
+            }
+        }
         Ok(Answer::Parked) => {}
         Ok(Answer::ReadAfter(_)) => ctx.reply_error(&CmdError::Internal.to_string()),
         Err(e) => {

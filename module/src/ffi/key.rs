@@ -5,6 +5,7 @@
 use super::{Ctx, OwnedStr, RStr, RedisModuleString};
 use crate::core::store::{Int, KeyType};
 use redis_module::raw;
+use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
@@ -13,6 +14,11 @@ pub struct Key {
     ptr: *mut raw::RedisModuleKey,
     /// The name, when the module created it for this key (auxiliary keys).
     _name: Option<OwnedStr>,
+    /// The type last read, until this handle writes: a lock's release asks it three times
+    /// (`RM_KeyType` and its wrapper, about 20 instructions each, callgrind). As Redis' own
+    /// handle keeps the value it found at opening, this does not see writes made to the key
+    /// through another handle or a command while it is open, and nothing here makes any.
+    kind: Cell<Option<KeyType>>,
 }
 
 impl Key {
@@ -25,7 +31,11 @@ impl Key {
         }
         // SAFETY: ctx and name are valid for this call; the handle is closed in Drop.
         let ptr = unsafe { api!(RedisModule_OpenKey)(ctx.0, name.0, mode) }.cast();
-        Key { ptr, _name: None }
+        Key {
+            ptr,
+            _name: None,
+            kind: Cell::new(None),
+        }
     }
 
     /// Open a key named by bytes (an auxiliary key).
@@ -40,14 +50,24 @@ impl Key {
         if self.ptr.is_null() {
             return KeyType::Empty;
         }
+        if let Some(kind) = self.kind.get() {
+            return kind;
+        }
         // SAFETY: open key handle.
-        match unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize {
+        let kind = match unsafe { api!(RedisModule_KeyType)(self.ptr) } as isize {
             raw::REDISMODULE_KEYTYPE_EMPTY => KeyType::Empty,
             raw::REDISMODULE_KEYTYPE_HASH => KeyType::Hash,
             raw::REDISMODULE_KEYTYPE_STRING => KeyType::String,
             raw::REDISMODULE_KEYTYPE_ZSET => KeyType::ZSet,
             _ => KeyType::Other,
-        }
+        };
+        self.kind.set(Some(kind));
+        kind
+    }
+
+    /// This handle writes: the type is read again next time.
+    fn written(&self) {
+        self.kind.set(None);
     }
 
     /// The string in hash field `field`, freed by the caller's `f` reading it in place.
@@ -98,6 +118,7 @@ impl Key {
 
     /// Set hash field `field` to `value` (creating the hash if the key is empty).
     pub fn hash_set(&self, field: RStr, value: RStr) {
+        self.written();
         // SAFETY: variadic (field, value, NULL terminator) per RM_HashSet; key open for writing.
         unsafe {
             api!(RedisModule_HashSet)(
@@ -112,6 +133,7 @@ impl Key {
 
     /// Delete hash field `field` (Redis deletes the key when its last field goes).
     pub fn hash_del(&self, field: RStr) {
+        self.written();
         // SAFETY: REDISMODULE_HASH_DELETE as the value deletes the field, per RM_HashSet.
         unsafe {
             api!(RedisModule_HashSet)(
@@ -231,6 +253,7 @@ impl Key {
 
     /// Replace the key with a string (dropping any TTL, as SET does).
     pub fn string_set(&self, value: RStr) {
+        self.written();
         // SAFETY: key open for writing.
         unsafe { api!(RedisModule_StringSet)(self.ptr, value.0) };
     }
@@ -256,6 +279,7 @@ impl Key {
 
     /// `ZADD key score member` (creating the sorted set when the key is empty).
     pub fn zset_add(&self, score: f64, member: RStr) {
+        self.written();
         let mut flags: c_int = 0;
         // SAFETY: key open for writing and empty or a sorted set (the rules check the type);
         // `flags` is a valid in/out pointer for the call.
@@ -267,6 +291,7 @@ impl Key {
         if self.kind() != KeyType::ZSet {
             return false; // RM_ZsetRem reads the value's type without a NULL check on 7.0
         }
+        self.written();
         let mut deleted: c_int = 0;
         // SAFETY: key open for writing and holding a sorted set (checked above).
         unsafe { api!(RedisModule_ZsetRem)(self.ptr, member.0, &mut deleted) };
@@ -326,6 +351,7 @@ impl Key {
     }
 
     pub fn delete(&self) {
+        self.written();
         if !self.ptr.is_null() {
             // SAFETY: key open for writing.
             unsafe { api!(RedisModule_DeleteKey)(self.ptr) };

@@ -160,7 +160,7 @@ fn outcome<H: Grouped>(
     match result {
         Ok(token) => Outcome::Granted {
             waiter,
-            reply: with_token(reply.unwrap_or(Reply::Nil), token),
+            reply: with_token(reply.unwrap_or_default(), token),
             after_expiry: queues
                 .get_mut(id)
                 .is_some_and(|q| std::mem::take(&mut q.expired)),
