@@ -305,7 +305,9 @@ impl Live {
         }
         // Beside the key's other holds (readers), by hold fingerprint; or alone, its others
         // dropped. Two holds sharing a fingerprint (odds 2^-64) would hide each other: the
-        // newcomer is not tracked then.
+        // newcomer is not tracked then. (The room reserved at the start may be gone: dropping
+        // the last holds gives a large table back.)
+        self.index.reserve_one();
         let (pos, v) = match self.find(key_fp, id.db, id.key) {
             Ok(found) => found,
             Err(vacant) => {

@@ -202,6 +202,30 @@ fn slots_are_reused_and_a_stale_place_finds_nothing() {
     assert_eq!(t.slots.made(), 1);
 }
 
+#[test]
+fn an_exclusive_grant_that_empties_a_large_table_is_tracked() {
+    // Over 1,024 slots made, then the last hold dropped by a grant on its key: the table is
+    // given back in the middle of the grant, which then tracks the new hold in a fresh one.
+    let mut t = Live::default();
+    let keys: Vec<String> = (0..1100).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        t.start(id(k, "old"), Lock, 1, 10_000);
+    }
+    for k in &keys[1..] {
+        assert!(t.end(id(k, "old")).is_some());
+    }
+    assert_eq!(
+        t.start(id("k0", "new"), Lock, 2, 10_000),
+        (Start::Tracked, 1)
+    );
+    t.check();
+    assert_eq!(walk_all(&mut t), [("k0".into(), "new".into(), 2)]);
+    // The same with readers: a writer drops both.
+    t.start(read("k0", "r"), RwLock, 3, 10_000);
+    assert_eq!(t.len(), 2);
+    t.check();
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Start(u8, u8, bool),
