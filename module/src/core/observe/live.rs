@@ -492,7 +492,15 @@ impl Live {
                 }
             }
         }
-        self.free_slot(i)
+        let ended = self.free_slot(i);
+        if self.len == 0 && self.slots.made() > 1024 {
+            // After a burst ended by force releases, expiries, a flush: give the slab, the
+            // index and the groups back. (Not at a release, as before this index: a lock's
+            // holds come and go, and a table given back at each emptying is built again by the
+            // next burst, about 250 instructions per grant while it grows.)
+            self.clear();
+        }
+        ended
     }
 
     /// Free live slot `i` (out of the index already).
@@ -500,10 +508,6 @@ impl Live {
     fn free_slot(&mut self, i: u32) -> Ended {
         let ended = self.slots.free(i);
         self.len -= 1;
-        if self.len == 0 && self.slots.made() > 1024 {
-            // After a burst: give the slab, the index and the groups back.
-            self.clear();
-        }
         ended
     }
 
