@@ -13,7 +13,7 @@
 //! key's name, one probe of one open-addressed array ([`index`]: each bucket the hash's low
 //! bits beside a slot number) and a slot written or freed ([`slots`]: key and owner copied
 //! in, compared in place when short; no allocation when they fit in 64 bytes). Tracking adds
-//! about 460 instructions to a pipelined acquire + release pair (`scripts/instructions.sh`),
+//! about 450 instructions to a pipelined acquire + release pair (`scripts/instructions.sh`),
 //! of the 13,200 the pair takes; the two clock readings, the thread-local state and the
 //! module API calls around the table are about 120 of them. (Before: a `HashMap` by key
 //! beside the slots, 620; a first design, with a map by hold and one by key and the holds
