@@ -10,14 +10,19 @@
 //! exclusive one, is granted again on the key ([`Live::start`]).
 //!
 //! Cost: this sits on every acquire and release, so a lock's start or end is one hash of its
-//! key, one probe of one map and a slot written or freed: about 250 instructions each
-//! (callgrind), of the 8,000 an `RLOCK.ACQUIRE` takes. (A first design, with a map by hold and
-//! one by key and the holds linked in start order, took about twice that.) The map is by key: a
-//! key with one hold (every lock) points at its slot; a key with more (readers) has a small map
-//! of its own, by hold, so a read hold among thousands is still found in O(1). Start order is
-//! not kept: the report sorts the tracked holds by start (O(n log n) in the holds tracked, at
-//! most `rlock.top-max-holds`), which costs an operator's call, not every grant. A full table
-//! refuses new holds and so keeps the oldest ones, which the report wants.
+//! key's name, one probe of one open-addressed array ([`index`]: each bucket the hash's low
+//! bits beside a slot number) and a slot written or freed ([`slots`]: key and owner copied
+//! in, compared in place when short; no allocation when they fit in 64 bytes). Tracking adds
+//! about 450 instructions to a pipelined acquire + release pair (`scripts/instructions.sh`),
+//! of the 13,200 the pair takes; the two clock readings, the thread-local state and the
+//! module API calls around the table are about 120 of them. (Before: a `HashMap` by key
+//! beside the slots, 620; a first design, with a map by hold and one by key and the holds
+//! linked in start order, about twice that.) The index is by key: a key with one hold (every lock) leads to its
+//! slot; a key with more (readers) leads to a small map of its own, by hold, so a read hold
+//! among thousands is still found in O(1). Start order is not kept: the report sorts the
+//! tracked holds by start (O(n log n) in the holds tracked, at most `rlock.top-max-holds`),
+//! which costs an operator's call, not every grant. A full table refuses new holds and so
+//! keeps the oldest ones, which the report wants.
 //!
 //! Tried and not kept: a short list of holds granted a moment ago in front of the table, where
 //! a pipelined pair's release finds its acquire with a copy and a compare, the table's readers
@@ -27,12 +32,14 @@
 //! module API calls around it. Not worth a second structure with its own ordering rules.
 
 use crate::core::stats::ObjectKind;
-use std::collections::hash_map::Entry;
-use std::hash::BuildHasher;
+use index::Index;
+use slots::Slab;
+use std::hash::{BuildHasher, Hasher};
 
-/// Bytes of key and owner kept in the slot itself: a Redisson owner is a 36-byte UUID, a colon
-/// and a thread id, so most holds allocate nothing.
-const INLINE: usize = 64;
+mod index;
+mod slots;
+
+pub use slots::Place;
 
 /// Which hold: `owner`'s exclusive or shared hold of `key` in database `db`.
 #[derive(Clone, Copy, Debug)]
@@ -54,14 +61,6 @@ pub struct Held {
     pub since_us: u64,
 }
 
-/// Where a tracked hold sits, while it is tracked there (a slot reused later, or the same hold
-/// started again, has another generation).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Place {
-    slot: u32,
-    gen: u32,
-}
-
 /// What [`Live::start`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Start {
@@ -80,126 +79,8 @@ pub struct Ended {
     pub since_us: u64,
 }
 
-struct Slot {
-    gen: u32,
-    live: bool,
-    exclusive: bool,
-    kind: ObjectKind,
-    db: i32,
-    key_len: u32,
-    since_us: u64,
-    key_fp: u64,
-    /// The key's bytes, then the owner's.
-    bytes: Bytes,
-}
-
-/// A hold's key and owner: in the slot when they fit (copied with two `memcpy`s), else on the
-/// heap.
-enum Bytes {
-    Inline { len: u8, buf: [u8; INLINE] },
-    Heap(Box<[u8]>),
-}
-
-impl Bytes {
-    fn get(&self) -> &[u8] {
-        match self {
-            Bytes::Inline { len, buf } => &buf[..*len as usize],
-            Bytes::Heap(b) => b,
-        }
-    }
-
-    fn set(&mut self, key: &[u8], owner: &[u8]) {
-        let n = key.len() + owner.len();
-        if n <= INLINE {
-            if !matches!(self, Bytes::Inline { .. }) {
-                *self = Bytes::Inline {
-                    len: 0,
-                    buf: [0; INLINE],
-                };
-            }
-            if let Bytes::Inline { len, buf } = self {
-                buf[..key.len()].copy_from_slice(key);
-                buf[key.len()..n].copy_from_slice(owner);
-                *len = n as u8;
-            }
-        } else {
-            *self = Bytes::Heap([key, owner].concat().into_boxed_slice());
-        }
-    }
-}
-
-impl Slot {
-    fn key(&self) -> &[u8] {
-        &self.bytes.get()[..self.key_len as usize]
-    }
-
-    fn owner(&self) -> &[u8] {
-        &self.bytes.get()[self.key_len as usize..]
-    }
-
-    fn on(&self, db: i32, key: &[u8]) -> bool {
-        self.live && self.db == db && self.key() == key
-    }
-
-    fn is(&self, id: &HoldId) -> bool {
-        // The cheap fields first: the bytes are compared only for the hold itself.
-        if !self.live || self.exclusive != id.exclusive || self.db != id.db {
-            return false;
-        }
-        let (kl, b) = (self.key_len as usize, self.bytes.get());
-        kl == id.key.len()
-            && b.len() == kl + id.owner.len()
-            && b[..kl] == *id.key
-            && b[kl..] == *id.owner
-    }
-}
-
-/// Slots in chunks of a fixed size: growing never moves a slot (a `Vec` of slots copied them
-/// all at each doubling: 230 instructions per `RLOCK.ACQUIRE` while 5,000 holds piled up).
-#[derive(Default)]
-struct Slab {
-    chunks: Vec<Vec<Slot>>,
-    len: u32,
-}
-
-const CHUNK: u32 = 256;
-
-impl Slab {
-    fn push(&mut self, slot: Slot) -> u32 {
-        if self.len.is_multiple_of(CHUNK) {
-            self.chunks.push(Vec::with_capacity(CHUNK as usize));
-        }
-        self.chunks
-            .last_mut()
-            .expect("a chunk with room")
-            .push(slot);
-        self.len += 1;
-        self.len - 1
-    }
-
-    fn get(&self, i: u32) -> Option<&Slot> {
-        self.chunks
-            .get((i / CHUNK) as usize)?
-            .get((i % CHUNK) as usize)
-    }
-}
-
-impl std::ops::Index<u32> for Slab {
-    type Output = Slot;
-    fn index(&self, i: u32) -> &Slot {
-        &self.chunks[(i / CHUNK) as usize][(i % CHUNK) as usize]
-    }
-}
-
-impl std::ops::IndexMut<u32> for Slab {
-    fn index_mut(&mut self, i: u32) -> &mut Slot {
-        &mut self.chunks[(i / CHUNK) as usize][(i % CHUNK) as usize]
-    }
-}
-
 /// A map by fingerprint. A fingerprint is a hash already (foldhash's): the map takes it as
-/// its hash instead of hashing it again (about 15 instructions per probe, on every grant and
-/// release tracked).
+/// its hash instead of hashing it again.
 type ByFp<V> = std::collections::HashMap<u64, V, std::hash::BuildHasherDefault<Fingerprint>>;
 
 /// The "hasher" of [`ByFp`]: the fingerprint itself.
@@ -223,134 +104,94 @@ impl std::hash::Hasher for Fingerprint {
     }
 }
 
-/// The holds of one key fingerprint (almost always one key).
-enum Holders {
+/// The holds of a key with more than one (readers): by hold fingerprint ([`Live::hold_fp`]).
+struct Group {
+    /// One of them, to tell the group's key.
+    any: u32,
+    holds: ByFp<u32>,
+}
+
+/// An index entry's value: a key's one hold (its slot + 1) or its group (this bit and the
+/// group's number).
+const GROUP: u32 = 1 << 31;
+
+/// What a key's index entry leads to.
+#[derive(Clone, Copy)]
+enum Entry {
     One(u32),
-    /// By hold fingerprint ([`Live::hold_fp`]).
-    Many(Box<ByFp<u32>>),
+    Group(u32),
+}
+
+impl Entry {
+    #[inline]
+    fn of(value: u32) -> Entry {
+        match value & GROUP {
+            0 => Entry::One(value - 1),
+            _ => Entry::Group(value & !GROUP),
+        }
+    }
+
+    fn value(self) -> u32 {
+        match self {
+            Entry::One(slot) => slot + 1,
+            Entry::Group(g) => g | GROUP,
+        }
+    }
+}
+
+/// The index entry of `key` of `db`.
+struct KeyOf<'a> {
+    live: &'a Live,
+    db: i32,
+    key: &'a [u8],
+}
+
+impl index::Which for KeyOf<'_> {
+    #[inline(always)]
+    fn is(&self, v: u32) -> bool {
+        self.live.slots[self.live.any_slot(v)].on(self.db, self.key)
+    }
 }
 
 #[derive(Default)]
 pub struct Live {
-    /// Holders by key fingerprint.
-    keys: ByFp<Holders>,
-    store: Store,
-    hasher: foldhash::fast::RandomState,
-}
-
-/// The slots: apart from `keys`, so that one probe of `keys` (an entry held open) can add or
-/// free a slot.
-#[derive(Default)]
-struct Store {
+    /// Each key with tracked holds, by the hash of its database and key.
+    index: Index,
     slots: Slab,
-    free: Vec<u32>,
+    groups: Vec<Option<Group>>,
+    free_groups: Vec<u32>,
+    /// Holds tracked.
     len: usize,
-}
-
-impl Store {
-    fn alloc(&mut self, id: &HoldId, kind: ObjectKind, now_us: u64, key_fp: u64) -> u32 {
-        let fill = |s: &mut Slot| {
-            s.live = true;
-            s.exclusive = id.exclusive;
-            s.kind = kind;
-            s.db = id.db;
-            s.key_len = id.key.len() as u32;
-            s.since_us = now_us;
-            s.key_fp = key_fp;
-            s.bytes.set(id.key, id.owner);
-        };
-        let i = match self.free.pop() {
-            Some(i) => {
-                fill(&mut self.slots[i]);
-                i
-            }
-            None => {
-                let mut s = Slot {
-                    gen: 0,
-                    live: false,
-                    exclusive: false,
-                    kind,
-                    db: 0,
-                    key_len: 0,
-                    since_us: 0,
-                    key_fp: 0,
-                    bytes: Bytes::Inline {
-                        len: 0,
-                        buf: [0; INLINE],
-                    },
-                };
-                fill(&mut s);
-                self.slots.push(s)
-            }
-        };
-        self.len += 1;
-        i
-    }
-
-    fn restart(&mut self, i: u32, kind: ObjectKind, now_us: u64) {
-        let s = &mut self.slots[i];
-        s.since_us = now_us;
-        s.kind = kind;
-    }
-
-    /// Free slot `i` (already out of `keys`).
-    fn free_slot(&mut self, i: u32) -> Ended {
-        let s = &mut self.slots[i];
-        let ended = Ended {
-            kind: s.kind,
-            since_us: s.since_us,
-        };
-        s.live = false;
-        s.gen = s.gen.wrapping_add(1);
-        if matches!(s.bytes, Bytes::Heap(_)) {
-            // A long key's buffer is not kept for whichever hold reuses the slot.
-            s.bytes = Bytes::Inline {
-                len: 0,
-                buf: [0; INLINE],
-            };
-        }
-        self.free.push(i);
-        self.len -= 1;
-        ended
-    }
-
-    /// Every live slot, with its place.
-    fn live(&self) -> impl Iterator<Item = (Place, &Slot)> {
-        self.slots
-            .chunks
-            .iter()
-            .flatten()
-            .enumerate()
-            .filter_map(|(i, s)| {
-                s.live.then_some((
-                    Place {
-                        slot: i as u32,
-                        gen: s.gen,
-                    },
-                    s,
-                ))
-            })
-    }
-
-    fn get(&self, place: Place) -> Option<&Slot> {
-        self.slots
-            .get(place.slot)
-            .filter(|s| s.live && s.gen == place.gen)
-    }
+    hasher: foldhash::fast::RandomState,
+    /// Tests: keep only this many low bits of each key's hash (0: all), to make keys collide.
+    #[cfg(test)]
+    fp_bits: u32,
 }
 
 impl Live {
     /// Holds tracked now.
     pub fn len(&self) -> usize {
-        self.store.len
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.store.len == 0
+        self.len == 0
     }
 
-    fn key_fp(&self, db: i32, key: &[u8]) -> u64 {
-        self.hasher.hash_one((db, key))
+    /// The hash of a key's name. The database is left out (a key of one name in several
+    /// databases shares its hash; the index tells them apart by the slot's database), which
+    /// saves a round of mixing on every grant and release.
+    #[inline]
+    fn key_fp(&self, key: &[u8]) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        h.write(key);
+        let fp = h.finish();
+        #[cfg(test)]
+        let fp = match self.fp_bits {
+            0 => fp,
+            bits => fp & ((1 << bits) - 1),
+        };
+        fp
     }
 
     fn hold_fp(&self, key_fp: u64, exclusive: bool, owner: &[u8]) -> u64 {
@@ -358,8 +199,39 @@ impl Live {
     }
 
     fn slot_hold_fp(&self, i: u32) -> u64 {
-        let s = &self.store.slots[i];
+        let s = &self.slots[i];
         self.hold_fp(s.key_fp, s.exclusive, s.owner())
+    }
+
+    /// The slot that tells the key of an index entry.
+    #[inline(always)]
+    fn any_slot(&self, value: u32) -> u32 {
+        match Entry::of(value) {
+            Entry::One(j) => j,
+            Entry::Group(g) => self.group(g).any,
+        }
+    }
+
+    fn group(&self, g: u32) -> &Group {
+        self.groups[g as usize].as_ref().expect("a live group")
+    }
+
+    fn group_mut(&mut self, g: u32) -> &mut Group {
+        self.groups[g as usize].as_mut().expect("a live group")
+    }
+
+    /// Where the index entry of `key` of `db` (hashed `key_fp`) is and its value, or the empty
+    /// bucket where it would go.
+    #[inline(always)]
+    fn find(&self, key_fp: u64, db: i32, key: &[u8]) -> Result<(usize, u32), usize> {
+        self.index.find(
+            key_fp,
+            KeyOf {
+                live: self,
+                db,
+                key,
+            },
+        )
     }
 
     /// Track `id`, a `kind` hold granted at `now_us`, unless `len() >= cap` (a hold tracked
@@ -373,105 +245,142 @@ impl Live {
         now_us: u64,
         cap: usize,
     ) -> (Start, usize) {
-        let key_fp = self.key_fp(id.db, id.key);
-        // The common case in one probe: the key's first hold.
-        if let Entry::Vacant(e) = self.keys.entry(key_fp) {
-            if self.store.len >= cap {
-                return (Start::Full, 0);
+        self.index.reserve_one();
+        let key_fp = self.key_fp(id.key);
+        match self.find(key_fp, id.db, id.key) {
+            // The common case: the key's first hold.
+            Err(vacant) => {
+                if self.len >= cap {
+                    return (Start::Full, 0);
+                }
+                let i = self.slots.alloc(&id, kind, now_us, key_fp);
+                self.index.insert(vacant, key_fp, Entry::One(i).value());
+                self.len += 1;
+                (Start::Tracked, 0)
             }
-            e.insert(Holders::One(self.store.alloc(&id, kind, now_us, key_fp)));
-            return (Start::Tracked, 0);
+            Ok((_, v)) => self.start_beside(v, key_fp, id, kind, now_us, cap),
         }
-        // The same hold again (it ended unseen), or holds an exclusive grant proves ended.
-        let mut dropped = 0;
+    }
+
+    /// [`Live::start`] on a key with tracked holds (its entry's value `v`): the same hold again
+    /// (it ended unseen), holds an exclusive grant proves ended, or a reader beside others.
+    #[cold]
+    fn start_beside(
+        &mut self,
+        v: u32,
+        key_fp: u64,
+        id: HoldId,
+        kind: ObjectKind,
+        now_us: u64,
+        cap: usize,
+    ) -> (Start, usize) {
         let fp = self.hold_fp(key_fp, id.exclusive, id.owner);
-        let (same, stale): (Option<u32>, Vec<u32>) = match &self.keys[&key_fp] {
-            Holders::One(j) => {
-                let s = &self.store.slots[*j];
-                let stale = id.exclusive && !s.is(&id) && s.on(id.db, id.key);
-                (
-                    s.is(&id).then_some(*j),
-                    if stale { vec![*j] } else { Vec::new() },
-                )
-            }
-            Holders::Many(m) => {
-                let same = m.get(&fp).copied().filter(|&j| self.store.slots[j].is(&id));
+        let (same, stale): (Option<u32>, Vec<u32>) = match Entry::of(v) {
+            Entry::One(j) => match self.slots[j].owned_as(&id) {
+                true => (Some(j), Vec::new()),
+                false => (None, if id.exclusive { vec![j] } else { Vec::new() }),
+            },
+            Entry::Group(g) => {
+                let m = &self.group(g).holds;
+                let same = m.get(&fp).copied().filter(|&j| self.slots[j].owned_as(&id));
                 let stale = match id.exclusive {
-                    true => m
-                        .values()
-                        .copied()
-                        .filter(|&j| Some(j) != same && self.store.slots[j].on(id.db, id.key))
-                        .collect(),
+                    true => m.values().copied().filter(|&j| Some(j) != same).collect(),
                     false => Vec::new(),
                 };
                 (same, stale)
             }
         };
+        let dropped = stale.len();
         for j in stale {
             self.remove_slot(j);
-            dropped += 1;
         }
         if let Some(j) = same {
-            self.store.restart(j, kind, now_us);
+            let s = &mut self.slots[j];
+            s.since_us = now_us;
+            s.kind = kind;
             return (Start::Restarted, dropped);
         }
-        if self.store.len >= cap {
+        if self.len >= cap {
             return (Start::Full, dropped);
         }
-        // Beside the key's other holds (readers), by hold fingerprint. Two holds sharing one
-        // (odds 2^-64) would hide each other: the newcomer is not tracked then.
-        let first = match self.keys.get(&key_fp) {
-            None => None,
-            Some(Holders::One(j)) => Some((self.slot_hold_fp(*j), *j)),
-            Some(Holders::Many(m)) if m.contains_key(&fp) => return (Start::Full, dropped),
-            Some(Holders::Many(_)) => None,
+        // Beside the key's other holds (readers), by hold fingerprint; or alone, its others
+        // dropped. Two holds sharing a fingerprint (odds 2^-64) would hide each other: the
+        // newcomer is not tracked then. (The room reserved at the start may be gone: dropping
+        // the last holds gives a large table back.)
+        self.index.reserve_one();
+        let (pos, v) = match self.find(key_fp, id.db, id.key) {
+            Ok(found) => found,
+            Err(vacant) => {
+                let i = self.slots.alloc(&id, kind, now_us, key_fp);
+                self.index.insert(vacant, key_fp, Entry::One(i).value());
+                self.len += 1;
+                return (Start::Tracked, dropped);
+            }
         };
-        if first.is_some_and(|(f, _)| f == fp) {
-            return (Start::Full, dropped);
+        match Entry::of(v) {
+            Entry::One(j) => {
+                let first = self.slot_hold_fp(j);
+                if first == fp {
+                    return (Start::Full, dropped);
+                }
+                let i = self.slots.alloc(&id, kind, now_us, key_fp);
+                let group = Group {
+                    any: j,
+                    holds: [(first, j), (fp, i)].into_iter().collect(),
+                };
+                let g = match self.free_groups.pop() {
+                    Some(g) => {
+                        self.groups[g as usize] = Some(group);
+                        g
+                    }
+                    None => {
+                        self.groups.push(Some(group));
+                        (self.groups.len() - 1) as u32
+                    }
+                };
+                self.index.set(pos, Entry::Group(g).value());
+            }
+            Entry::Group(g) => {
+                if self.group(g).holds.contains_key(&fp) {
+                    return (Start::Full, dropped);
+                }
+                let i = self.slots.alloc(&id, kind, now_us, key_fp);
+                self.group_mut(g).holds.insert(fp, i);
+            }
         }
-        let i = self.store.alloc(&id, kind, now_us, key_fp);
-        match (self.keys.get_mut(&key_fp), first) {
-            (None, _) => {
-                self.keys.insert(key_fp, Holders::One(i));
-            }
-            (Some(holders), Some((f, j))) => {
-                *holders = Holders::Many(Box::new([(f, j), (fp, i)].into_iter().collect()));
-            }
-            (Some(Holders::Many(m)), None) => {
-                m.insert(fp, i);
-            }
-            (Some(Holders::One(_)), None) => unreachable!("a single holder is `first`"),
-        }
+        self.len += 1;
         (Start::Tracked, dropped)
     }
 
     /// Stop tracking `id` (its owner released it): when it started, if it was tracked.
     pub fn end(&mut self, id: HoldId) -> Option<Ended> {
-        let key_fp = self.key_fp(id.db, id.key);
-        let Entry::Occupied(e) = self.keys.entry(key_fp) else {
+        if self.len == 0 {
             return None;
-        };
-        // A lock's hold in one probe.
-        if let Holders::One(j) = *e.get() {
-            if !self.store.slots[j].is(&id) {
-                return None;
-            }
-            e.remove();
-            return Some(self.store.free_slot(j));
         }
-        let fp = self.hold_fp(key_fp, id.exclusive, id.owner);
-        let j = match &self.keys[&key_fp] {
-            Holders::Many(m) => *m.get(&fp)?,
-            Holders::One(_) => return None,
-        };
-        self.store.slots[j].is(&id).then(|| self.remove_slot(j))
+        let key_fp = self.key_fp(id.key);
+        let (pos, v) = self.find(key_fp, id.db, id.key).ok()?;
+        match Entry::of(v) {
+            // A lock's hold: its key's only one.
+            Entry::One(j) => {
+                if !self.slots[j].owned_as(&id) {
+                    return None;
+                }
+                self.index.remove(pos);
+                Some(self.free_slot(j))
+            }
+            Entry::Group(g) => {
+                let fp = self.hold_fp(key_fp, id.exclusive, id.owner);
+                let j = *self.group(g).holds.get(&fp)?;
+                self.slots[j].owned_as(&id).then(|| self.remove_slot(j))
+            }
+        }
     }
 
     /// Stop tracking every hold on `key` of `db` (force release, expiry, deletion), each
     /// handed to `ended`.
     pub fn end_key(&mut self, db: i32, key: &[u8], mut ended: impl FnMut(Ended)) {
-        for (place, _) in self.holds_on(db, key) {
-            ended(self.remove_slot(place.slot));
+        for j in self.slots_on(db, key) {
+            ended(self.remove_slot(j));
         }
     }
 
@@ -479,7 +388,7 @@ impl Live {
     /// left the node), each handed to `ended`.
     pub fn end_where(&mut self, which: impl Fn(i32, &[u8]) -> bool, mut ended: impl FnMut(Ended)) {
         let gone: Vec<u32> = self
-            .store
+            .slots
             .live()
             .filter(|(_, s)| which(s.db, s.key()))
             .map(|(p, _)| p.slot)
@@ -491,24 +400,29 @@ impl Live {
 
     /// Whether any hold on `key` of `db` is tracked.
     pub fn has_key(&self, db: i32, key: &[u8]) -> bool {
-        !self.is_empty() && !self.holds_on(db, key).is_empty()
+        !self.is_empty() && self.find(self.key_fp(key), db, key).is_ok()
+    }
+
+    /// The slots of the holds on `key` of `db`.
+    fn slots_on(&self, db: i32, key: &[u8]) -> Vec<u32> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        match self.find(self.key_fp(key), db, key) {
+            Err(_) => Vec::new(),
+            Ok((_, v)) => match Entry::of(v) {
+                Entry::One(j) => vec![j],
+                Entry::Group(g) => self.group(g).holds.values().copied().collect(),
+            },
+        }
     }
 
     /// The tracked holds on `key` of `db`, copied out (to be looked at in the keys).
     pub fn holds_on(&self, db: i32, key: &[u8]) -> Vec<(Place, Held)> {
-        let slots: Vec<u32> = match self.keys.get(&self.key_fp(db, key)) {
-            None => Vec::new(),
-            Some(Holders::One(j)) => vec![*j],
-            Some(Holders::Many(m)) => m.values().copied().collect(),
-        };
-        slots
+        self.slots_on(db, key)
             .into_iter()
-            .filter(|&j| self.store.slots[j].on(db, key))
             .filter_map(|j| {
-                let place = Place {
-                    slot: j,
-                    gen: self.store.slots[j].gen,
-                };
+                let place = self.slots.place(j);
                 self.get(place).map(|h| (place, h))
             })
             .collect()
@@ -516,7 +430,7 @@ impl Live {
 
     /// The tracked hold at `place`, if it is still tracked there.
     pub fn get(&self, place: Place) -> Option<Held> {
-        self.store.get(place).map(|s| Held {
+        self.slots.at(place).map(|s| Held {
             db: s.db,
             key: s.key().to_vec(),
             owner: s.owner().to_vec(),
@@ -528,64 +442,97 @@ impl Live {
 
     /// Stop tracking the hold at `place` (it was found ended), if it is still tracked there.
     pub fn remove(&mut self, place: Place) -> Option<Ended> {
-        self.store.get(place)?;
+        self.slots.at(place)?;
         Some(self.remove_slot(place.slot))
     }
 
     /// Where every tracked hold is, oldest first (ties in slot order): O(n log n) in the holds
     /// tracked. Read each with [`Live::get`]: holds removed meanwhile read as `None`.
     pub fn oldest_first(&self) -> Vec<Place> {
-        let mut all: Vec<(u64, Place)> = self.store.live().map(|(p, s)| (s.since_us, p)).collect();
+        let mut all: Vec<(u64, Place)> = self.slots.live().map(|(p, s)| (s.since_us, p)).collect();
         all.sort_unstable_by_key(|(since, p)| (*since, p.slot));
         all.into_iter().map(|(_, p)| p).collect()
     }
 
     /// Forget everything (module load).
     pub fn clear(&mut self) {
-        *self = Live::default();
+        *self = Live {
+            hasher: self.hasher.clone(),
+            #[cfg(test)]
+            fp_bits: self.fp_bits,
+            ..Live::default()
+        };
     }
 
-    /// Take live slot `i` out of `keys` and free it.
+    /// Take live slot `i` out of the index and free it.
     fn remove_slot(&mut self, i: u32) -> Ended {
-        let key_fp = self.store.slots[i].key_fp;
-        let fp = match self.keys.get(&key_fp) {
-            Some(Holders::Many(_)) => Some(self.slot_hold_fp(i)),
-            _ => None,
-        };
-        if let Entry::Occupied(mut e) = self.keys.entry(key_fp) {
-            match e.get_mut() {
-                Holders::One(j) => {
-                    if *j == i {
-                        e.remove();
+        let s = &self.slots[i];
+        if let Ok((pos, v)) = self.find(s.key_fp, s.db, s.key()) {
+            match Entry::of(v) {
+                Entry::One(j) => {
+                    if j == i {
+                        self.index.remove(pos);
                     }
                 }
-                Holders::Many(m) => {
-                    if let Some(fp) = fp.filter(|fp| m.get(fp) == Some(&i)) {
-                        m.remove(&fp);
+                Entry::Group(g) => {
+                    let fp = self.slot_hold_fp(i);
+                    let m = self.group_mut(g);
+                    if m.holds.get(&fp) == Some(&i) {
+                        m.holds.remove(&fp);
                     }
-                    match m.len() {
-                        0 => {
-                            e.remove();
-                        }
-                        1 => {
-                            let last = *m.values().next().expect("one left");
-                            e.insert(Holders::One(last));
-                        }
-                        _ => {}
+                    if m.holds.len() == 1 {
+                        // Back to one hold: the entry leads to it.
+                        let last = *m.holds.values().next().expect("one left");
+                        self.groups[g as usize] = None;
+                        self.free_groups.push(g);
+                        self.index.set(pos, Entry::One(last).value());
+                    } else if m.any == i {
+                        m.any = *m.holds.values().next().expect("holds left");
                     }
                 }
             }
         }
-        let ended = self.store.free_slot(i);
-        if self.store.len == 0 && self.store.slots.len > 1024 {
-            // After a burst: give the slab and the maps back.
-            let hasher = self.hasher.clone();
-            *self = Live {
-                hasher,
-                ..Live::default()
-            };
+        let ended = self.free_slot(i);
+        if self.len == 0 && self.slots.made() > 1024 {
+            // After a burst ended by force releases, expiries, a flush: give the slab, the
+            // index and the groups back. (Not at a release, as before this index: a lock's
+            // holds come and go, and a table given back at each emptying is built again by the
+            // next burst, about 250 instructions per grant while it grows.)
+            self.clear();
         }
         ended
+    }
+
+    /// Free live slot `i` (out of the index already).
+    #[inline]
+    fn free_slot(&mut self, i: u32) -> Ended {
+        let ended = self.slots.free(i);
+        self.len -= 1;
+        ended
+    }
+
+    /// Tests: the index leads to every live slot, once, from its key; `len` counts them.
+    #[cfg(test)]
+    fn check(&self) {
+        self.index.check();
+        let live: Vec<u32> = self.slots.live().map(|(p, _)| p.slot).collect();
+        assert_eq!(live.len(), self.len);
+        let mut keys = std::collections::HashSet::new();
+        for &i in &live {
+            let s = &self.slots[i];
+            assert_eq!(s.key_fp, self.key_fp(s.key()));
+            assert!(
+                self.slots_on(s.db, s.key()).contains(&i),
+                "slot {i} is found by its key"
+            );
+            keys.insert((s.db, s.key().to_vec()));
+        }
+        assert_eq!(self.index.len(), keys.len(), "one entry per key");
+        let groups = self.groups.iter().flatten().count();
+        assert_eq!(groups + self.free_groups.len(), self.groups.len());
+        for g in self.groups.iter().flatten() {
+            assert!(g.holds.len() >= 2 && g.holds.values().any(|&j| j == g.any));
+        }
     }
 }
 

@@ -199,7 +199,31 @@ fn slots_are_reused_and_a_stale_place_finds_nothing() {
     t.end(id("a", "o"));
     t.start(id("b", "o"), Lock, 2, 100);
     assert_eq!(t.get(place), None, "the slot holds another hold now");
-    assert_eq!(t.store.slots.len, 1);
+    assert_eq!(t.slots.made(), 1);
+}
+
+#[test]
+fn an_exclusive_grant_that_empties_a_large_table_is_tracked() {
+    // Over 1,024 slots made, then the last hold dropped by a grant on its key: the table is
+    // given back in the middle of the grant, which then tracks the new hold in a fresh one.
+    let mut t = Live::default();
+    let keys: Vec<String> = (0..1100).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        t.start(id(k, "old"), Lock, 1, 10_000);
+    }
+    for k in &keys[1..] {
+        assert!(t.end(id(k, "old")).is_some());
+    }
+    assert_eq!(
+        t.start(id("k0", "new"), Lock, 2, 10_000),
+        (Start::Tracked, 1)
+    );
+    t.check();
+    assert_eq!(walk_all(&mut t), [("k0".into(), "new".into(), 2)]);
+    // The same with readers: a writer drops both.
+    t.start(read("k0", "r"), RwLock, 3, 10_000);
+    assert_eq!(t.len(), 2);
+    t.check();
 }
 
 #[derive(Debug, Clone)]
@@ -221,14 +245,21 @@ fn op() -> impl Strategy<Value = Op> {
 
 proptest! {
     /// Against a plain list in start order: the same holds, the same order, the same
-    /// start times, the cap kept.
+    /// start times, the cap kept. Keys 0, 2, 4 are in database 0 and 1, 3, 5 in database 1,
+    /// with the same names in pairs; with `bits`, keys' hashes keep that many bits (0: all), so
+    /// that keys collide in the index.
     #[test]
-    fn behaves_as_a_list_in_start_order(ops in prop::collection::vec(op(), 0..300), cap in 1usize..12) {
-        let mut t = Live::default();
+    fn behaves_as_a_list_in_start_order(
+        ops in prop::collection::vec(op(), 0..300),
+        cap in 1usize..12,
+        bits in 0u32..3,
+    ) {
+        let mut t = Live { fp_bits: bits, ..Live::default() };
         let mut model: Vec<(u8, u8, bool, u64)> = Vec::new();
-        let keys: Vec<String> = (0..6).map(|k| format!("key:{k}")).collect();
+        let keys: Vec<String> = (0..6).map(|k| format!("key:{}", k / 2)).collect();
+        let db = |k: u8| i32::from(k % 2);
         let owners: Vec<String> = (0..4).map(|o| format!("owner:{o}")).collect();
-        let hid = |k: u8, o: u8, x: bool| HoldId { db: 0, key: keys[k as usize].as_bytes(), owner: owners[o as usize].as_bytes(), exclusive: x };
+        let hid = |k: u8, o: u8, x: bool| HoldId { db: db(k), key: keys[k as usize].as_bytes(), owner: owners[o as usize].as_bytes(), exclusive: x };
         for (now, op) in ops.into_iter().enumerate() {
             let now = now as u64;
             match op {
@@ -261,7 +292,7 @@ proptest! {
                 }
                 Op::EndKey(k) => {
                     let mut got = Vec::new();
-                    t.end_key(0, keys[k as usize].as_bytes(), |e| got.push(e.since_us));
+                    t.end_key(db(k), keys[k as usize].as_bytes(), |e| got.push(e.since_us));
                     got.sort_unstable();
                     let want: Vec<u64> = model.iter().filter(|m| m.0 == k).map(|m| m.3).collect();
                     model.retain(|m| m.0 != k);
@@ -273,7 +304,16 @@ proptest! {
                     prop_assert!(seen.iter().take(n).all(|p| t.get(*p).is_some()));
                 }
             }
+            t.check();
             prop_assert_eq!(t.len(), model.len());
+            for k in 0..6u8 {
+                let mut on: Vec<u64> = t.holds_on(db(k), keys[k as usize].as_bytes()).into_iter().map(|(_, h)| h.since_us).collect();
+                on.sort_unstable();
+                let mut want: Vec<u64> = model.iter().filter(|m| m.0 == k).map(|m| m.3).collect();
+                want.sort_unstable();
+                prop_assert_eq!(t.has_key(db(k), keys[k as usize].as_bytes()), !want.is_empty());
+                prop_assert_eq!(on, want);
+            }
         }
         let got: Vec<(String, String, u64)> = walk_all(&mut t);
         let want: Vec<(String, String, u64)> = model.iter().map(|m| (keys[m.0 as usize].clone(), owners[m.1 as usize].clone(), m.3)).collect();
