@@ -321,6 +321,18 @@ mod tests {
         assert!(c.count - c.error <= 13, "{c:?}");
     }
 
+    /// A sketch of 1 s windows fed `stream` (keys at their times, sorted here), the stream
+    /// sorted, and the time of its last event.
+    fn windows_of(mut stream: Vec<(u8, i64)>, cap: usize) -> (Recent<u8>, Vec<(u8, i64)>, i64) {
+        stream.sort_by_key(|(_, t)| *t);
+        let mut s = Recent::new(cap, 1000, 0);
+        for (k, t) in &stream {
+            s.add(k, *t);
+        }
+        let now = stream.last().map_or(0, |(_, t)| *t);
+        (s, stream, now)
+    }
+
     proptest! {
         /// Space-Saving's guarantees: memory never exceeds the capacity; a kept key's count
         /// bounds its true count from above by at most its error; any key more frequent than
@@ -371,13 +383,7 @@ mod tests {
             stream in prop::collection::vec((0u8..30, 0i64..2000), 0..1500),
             cap in 1usize..12,
         ) {
-            let mut stream = stream;
-            stream.sort_by_key(|(_, t)| *t);
-            let mut s = Recent::new(cap, 1000, 0);
-            for (k, t) in &stream {
-                s.add(k, *t);
-            }
-            let now = stream.last().map_or(0, |(_, t)| *t);
+            let (mut s, stream, now) = windows_of(stream, cap);
             let top = s.top(usize::MAX, now);
             let since = s.since_ms();
             for (k, c) in top {
@@ -396,13 +402,7 @@ mod tests {
             n in 0usize..15,
             hidden in 0u8..5,
         ) {
-            let mut stream = stream;
-            stream.sort_by_key(|(_, t)| *t);
-            let mut s = Recent::new(cap, 1000, 0);
-            for (k, t) in &stream {
-                s.add(k, *t);
-            }
-            let now = stream.last().map_or(0, |(_, t)| *t);
+            let (mut s, _, now) = windows_of(stream, cap);
             let keep = |k: &u8| k % 5 != hidden;
             let got = s.top_where(n, now, keep);
             // The model: each key once, both windows' `get` (the floor for a key not kept).
