@@ -84,8 +84,10 @@ impl PartialEq for HoldId {
 impl Eq for HoldId {}
 
 impl std::hash::Hash for HoldId {
+    /// Key and holder only: ids that are equal have equal ones (the kind adds little to tell
+    /// holds apart, and the registry hashes an id four times per lock and unlock).
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        (self.kind.name, &self.key, &self.holder).hash(h);
+        (&self.key, &self.holder).hash(h);
     }
 }
 
@@ -105,6 +107,9 @@ pub(crate) enum Witness {
     /// (tokio has no stable hook for a task's end), so such an orphan is not released, only
     /// reported and no longer renewed.
     Handles(Vec<Weak<()>>),
+    /// [`Witness::Handles`] of one handle, as every acquire gives it (without a list to
+    /// allocate per acquire).
+    Handle(Weak<()>),
 }
 
 impl Witness {
@@ -113,6 +118,16 @@ impl Witness {
             Witness::Explicit => true,
             Witness::Thread(t) => t.strong_count() > 0,
             Witness::Handles(hs) => hs.iter().any(|h| h.strong_count() > 0),
+            Witness::Handle(h) => h.strong_count() > 0,
+        }
+    }
+
+    /// The handles of a handles witness.
+    fn into_handles(self) -> Vec<Weak<()>> {
+        match self {
+            Witness::Handles(hs) => hs,
+            Witness::Handle(h) => vec![h],
+            Witness::Explicit | Witness::Thread(_) => Vec::new(),
         }
     }
 
@@ -121,9 +136,14 @@ impl Witness {
     fn merge(&mut self, other: Witness) {
         *self = match (std::mem::replace(self, Witness::Explicit), other) {
             (Witness::Thread(a), Witness::Thread(_)) => Witness::Thread(a),
-            (Witness::Handles(mut a), Witness::Handles(b)) => {
+            (Witness::Handle(a), Witness::Handle(b)) if a.ptr_eq(&b) => Witness::Handle(a),
+            (
+                a @ (Witness::Handles(_) | Witness::Handle(_)),
+                b @ (Witness::Handles(_) | Witness::Handle(_)),
+            ) => {
+                let mut a = a.into_handles();
                 a.retain(|w| w.strong_count() > 0);
-                for w in b {
+                for w in b.into_handles() {
                     if !a.iter().any(|x| x.ptr_eq(&w)) {
                         a.push(w);
                     }

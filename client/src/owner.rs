@@ -198,7 +198,7 @@ impl OwnerPolicy {
             OwnerPolicy::Thread => Witness::Thread(thread_alive()),
             // Outside a task the owner is the thread (see `task_number`).
             OwnerPolicy::Task if tokio::task::try_id().is_none() => Witness::Thread(thread_alive()),
-            OwnerPolicy::Task => Witness::Handles(vec![Arc::downgrade(anchor)]),
+            OwnerPolicy::Task => Witness::Handle(Arc::downgrade(anchor)),
             OwnerPolicy::Fixed(_) => Witness::Explicit,
         }
     }

@@ -126,16 +126,24 @@
 //! difference between N = 2,000 and 6,000 sync pairs, or 1,500 and 4,000 async, is the cost of
 //! the pairs between). The raw pair: 23.4k instructions sync, 28.9k async, most of it redis-rs
 //! (its reader zero-fills 8 KB per reply: 10.8k per pair). `lock()` + `unlock()` added 8.0k
-//! sync and 11.1k async; now 7.3k and 7.1k: the async owner is cached per task (formatting it
+//! sync and 11.1k async; then 7.3k and 7.1k: the async owner is cached per task (formatting it
 //! on every call, the task id written out and parsed back into a number, then the owner, with
 //! their allocations, was about 3k per pair), and a single server's protocol is one load
 //! instead of a read lock, an address clone and a hash three times a pair, and a queued wait
 //! registers with one look at the session (0.7k together, and fewer atomic writes to lines
-//! every calling thread shares). What is left, sync, over the raw pair:
-//! the request's layers (send, wait, retry, pool checkout: about 2.4k), moves of the call's
-//! future (0.95k), the session's words in the acquire (1.1k, which the raw pair with the same
-//! words pays too), the hold registry (0.9k: four look-ups of a hashed hold id) and the
-//! session registration of a wait that may queue (0.5k).
+//! every calling thread shares). Now 6.0k and 6.7k (lock 29.4k sync, 35.7k async): the sync
+//! API parks on a parker kept per thread (`pollster` made one per call) and builds each call's
+//! future where it is pinned (it was copied once per call: 0.5k a pair), pooled connections are
+//! boxed (one was copied four times per request), a task's hold witness needs no list, and the
+//! session's object word and the hold id's hash cost less (1.3k sync, 0.6k async together).
+//! What is left, sync, over the raw pair: the request's layers (send, wait, retry, pool
+//! checkout: about 2.2k), the hold registry (1.4k: four look-ups of a hashed hold id, and the
+//! hold's state allocated at the grant and freed at the last release), the session's words
+//! in the acquire (1.1k, which the raw pair with the same words pays too), the session
+//! registration of a wait that may queue (0.6k: a reply channel and a slot, forgotten when the
+//! grant is the reply) and, in the benchmark's loop, a handle per pair (0.5k: its name and
+//! anchor allocated and freed). Async, the caller's own code moves each call's future (about
+//! 0.3k per call: a lock's is 2.6 KB), which a smaller future would make cheaper.
 //!
 //! Contending threads pay more than these counts say: in section 2 (which shows the server's
 //! and this process' CPU per hand-off) the client's process spends 2–8 µs more per hand-off

@@ -17,7 +17,9 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
@@ -54,25 +56,28 @@ impl Background {
     /// Run `fut` to completion on the calling thread, blocking it (the sync API, and the few
     /// drops that must finish their work before they return).
     ///
-    /// `pollster` parks the thread until the future is woken; unlike tokio's `block_on` it also
-    /// works on a thread that is inside another runtime (the caller chose to block it).
+    /// The thread parks until the future is woken ([`park_on`]); unlike tokio's `block_on` it
+    /// also works on a thread that is inside another runtime (the caller chose to block it).
+    ///
+    /// Inlined: built in the caller and pinned here, the future (a call's whole state,
+    /// kilobytes) was copied once per call; inlined, it is built where it is pinned.
+    #[inline(always)]
     pub(crate) fn block_on<F: Future>(&self, fut: F) -> F::Output {
         // Never on a connection driven by the caller's runtime: the blocked thread may be the
         // worker that driver needs (a dropped wait's withdrawal, blocking inside a task).
-        let run = || {
-            pollster::block_on(InRuntime {
-                bg: self,
-                fut,
-                beside_caller: false,
-            })
-        };
+        // Pinned here, once: a closure that took it by value would copy it again.
+        let fut = std::pin::pin!(InRuntime {
+            bg: self,
+            fut,
+            beside_caller: false,
+        });
         if self.on_a_worker() {
             // A blocked worker strands the task it was to run next (tokio's LIFO slot is never
             // stolen), and the task this call wakes first goes right there: the driver of the
             // connection it waits on. Hand the worker's tasks to another thread first.
-            tokio::task::block_in_place(run)
+            tokio::task::block_in_place(|| park_on(fut))
         } else {
-            run()
+            park_on(fut)
         }
     }
 
@@ -112,6 +117,62 @@ impl Background {
     pub(crate) fn spawn<F: Future<Output = ()> + Send + 'static>(&self, fut: F) {
         self.handle.spawn(fut);
     }
+}
+
+/// Wakes the thread blocked in [`park_on`].
+struct Parker {
+    thread: std::thread::Thread,
+    woken: AtomicBool,
+}
+
+impl Wake for Parker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.woken.swap(true, Ordering::Release) {
+            self.thread.unpark();
+        }
+    }
+}
+
+thread_local! {
+    /// The calling thread's parker and its waker, kept between calls: the sync API blocks on
+    /// every call, and a parker made per call (as `pollster` does) was an allocation and a
+    /// waker's count per call. Taken while in use, so a call nested in another's poll (a drop
+    /// that must finish its work) makes its own and can't take the outer call's wake-up.
+    static PARKER: std::cell::Cell<Option<(Arc<Parker>, Waker)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Poll `fut` to completion on the calling thread, parking it while the future is pending.
+/// Pinned by the caller: the future (a call's whole state, kilobytes) is not moved again here.
+fn park_on<F: Future>(mut fut: Pin<&mut F>) -> F::Output {
+    let Ok(kept) = PARKER.try_with(std::cell::Cell::take) else {
+        // The thread's locals are torn down (a guard dropped by another local's destructor):
+        // no thread handle to park on, `pollster` waits on a condition variable of its own.
+        return pollster::block_on(fut);
+    };
+    let (parker, waker) = kept.unwrap_or_else(|| {
+        let p = Arc::new(Parker {
+            thread: std::thread::current(),
+            woken: AtomicBool::new(false),
+        });
+        let w = Waker::from(p.clone());
+        (p, w)
+    });
+    let mut cx = Context::from_waker(&waker);
+    let out = loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            break v;
+        }
+        // A wake-up left over from an earlier call only costs one more poll.
+        while !parker.woken.swap(false, Ordering::Acquire) {
+            std::thread::park();
+        }
+    };
+    let _ = PARKER.try_with(|c| c.set(Some((parker, waker))));
+    out
 }
 
 impl Drop for Background {

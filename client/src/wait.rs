@@ -87,6 +87,11 @@ pub(crate) trait Attempt: Sync {
     /// The command. The wait path passes `None` and appends the session options itself;
     /// `Some(ms)` would make it wait with `BLOCK ms` (0: no limit), as redis-cli users do.
     fn command(&self, block: Option<u64>) -> Cmd;
+    /// The object's word in the session's outcomes (`lock`, `rwlock`, ...) for `cmd`, this
+    /// attempt's command: read from the command's name unless the object knows it.
+    fn object(&self, cmd: &Cmd) -> Option<&'static str> {
+        wire::object_of(cmd)
+    }
     /// Whether `reply` grants the object.
     fn granted(&self, reply: &Value) -> bool;
     /// After an ambiguous failure: the reply it would have had, if it took effect anyway.
@@ -617,7 +622,7 @@ async fn send_at<'a, A: Attempt>(
     let ticket = match until {
         Until::Now => None,
         Until::At(_) | Until::Forever => {
-            let register = || listener.register(a.shared_key(), wire::object_of(&cmd));
+            let register = || listener.register(a.shared_key(), a.object(&cmd));
             Some(match register() {
                 Ok(t) => t,
                 Err(_) => {

@@ -193,6 +193,14 @@ fn acquire_cmd(name: &str, owner: &str, lease_ms: u64, block: Option<u64>, f: Fl
     cmd
 }
 
+/// The session's word for the object a flavor's commands act on (`RLOCK.*`, `RRWLOCK.*`).
+fn object(f: Flavor) -> &'static str {
+    match f {
+        Flavor::Exclusive { .. } => "lock",
+        Flavor::Rw(_) => "rwlock",
+    }
+}
+
 /// An acquire's reply: the hold count or fencing token, `None` when not granted.
 fn grant_of(reply: Value) -> redis::RedisResult<Option<i64>> {
     Ok(Option::<i64>::from_redis_value(reply)?)
@@ -223,6 +231,11 @@ impl Attempt for Acquire<'_> {
     fn command(&self, block: Option<u64>) -> Cmd {
         let t = self.t;
         acquire_cmd(t.name, self.owner.as_str(), self.lease_ms, block, t.flavor)
+    }
+
+    /// What `wire::object_of` reads from the command's name, without reading it.
+    fn object(&self, _cmd: &Cmd) -> Option<&'static str> {
+        Some(object(self.t.flavor))
     }
 
     fn granted(&self, reply: &Value) -> bool {
@@ -1003,6 +1016,19 @@ mod tests {
             words(&renew_cmd("k", "u:1", 10)),
             ["RLOCK.RENEW", "k", "u:1", "10"]
         );
+    }
+
+    #[test]
+    fn the_session_word_is_the_commands() {
+        let plain = Flavor::Exclusive {
+            fence: false,
+            reentrant: true,
+            fair: false,
+        };
+        for f in [plain, Flavor::Rw(Side::Read), Flavor::Rw(Side::Write)] {
+            let cmd = acquire_cmd("k", "u:1", 5, None, f);
+            assert_eq!(Some(object(f)), crate::session::wire::object_of(&cmd));
+        }
     }
 
     #[test]

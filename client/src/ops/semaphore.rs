@@ -473,7 +473,7 @@ pub(crate) async fn lease(
                         // Watchdog mode, renewed to its own lease.
                         let state = holds.on_acquired(&h, 1, None, granted_at);
                         holds.renew_to(&h, lease_ms);
-                        holds.witnessed(&h, Witness::Handles(vec![Arc::downgrade(anchor)]));
+                        holds.witnessed(&h, Witness::Handle(Arc::downgrade(anchor)));
                         state
                     }
                 };

@@ -177,10 +177,11 @@ impl Dedicated for AsyncConn {
     }
 }
 
-/// Connections of kind `C` to one node.
+/// Connections of kind `C` to one node. Each is boxed: a connection inline was copied four
+/// times per request (out of the pool, into the lease, back, into the pool), a box is a word.
 pub(crate) struct Pool<C> {
     pub(crate) node: Arc<Node>,
-    idle: Mutex<Vec<C>>,
+    idle: Mutex<Vec<Box<C>>>,
     max_idle: usize,
 }
 
@@ -198,7 +199,7 @@ impl<C: Dedicated> Pool<C> {
         let idle = self.idle.lock().pop();
         let conn = match idle {
             Some(c) => c,
-            None => C::connect(&self.node).await?,
+            None => Box::new(C::connect(&self.node).await?),
         };
         Ok(Leased {
             conn: Some(conn),
@@ -206,7 +207,7 @@ impl<C: Dedicated> Pool<C> {
         })
     }
 
-    fn put(&self, c: C) {
+    fn put(&self, c: Box<C>) {
         let mut idle = self.idle.lock();
         if idle.len() < self.max_idle {
             idle.push(c);
@@ -216,13 +217,13 @@ impl<C: Dedicated> Pool<C> {
 
 /// A checked-out connection; goes back to the pool when dropped unless discarded.
 pub(crate) struct Leased<C: Dedicated> {
-    conn: Option<C>,
+    conn: Option<Box<C>>,
     pub(crate) pool: Arc<Pool<C>>,
 }
 
 impl<C: Dedicated> Leased<C> {
     pub(crate) fn get(&mut self) -> &mut C {
-        self.conn.as_mut().expect("a live connection")
+        self.conn.as_deref_mut().expect("a live connection")
     }
 
     /// Close it instead of returning it (broken, or in an unknown state). Closing the socket
