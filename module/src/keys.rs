@@ -226,6 +226,94 @@ pub fn cluster(ctx: Ctx) -> bool {
     }
 }
 
+/// A command's key handle left open for the settle step after it ([`RedisKeys::leave_open`]),
+/// with the name it was opened by.
+struct Kept {
+    name: ReadStr,
+    key: Key,
+}
+
+thread_local! {
+    static KEPT: std::cell::RefCell<Option<Kept>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether a handle is kept: most commands leave none, and ask this plain atomic rather than
+/// the thread-local (`__tls_get_addr`, about 20 instructions, callgrind). Only Redis' main
+/// thread runs commands.
+static KEPT_ANY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl RedisKeys {
+    /// The command is done with its key, and the settle step after it will open the key
+    /// again (to serve a queue, to announce): its open handle is left to that step
+    /// ([`RedisKeys::reopened`]) instead of closed here and opened again there (`RM_OpenKey`
+    /// and `RM_CloseKey`, 590 of a hand-off's instructions, callgrind, `scripts/budget.py`).
+    /// Whatever the step does not take is closed when it ends ([`CloseKept`]). Called only
+    /// then (`if wait::total() > 0`): moving the keys into a call cost the uncontended release
+    /// 30 instructions (a copy) even when nothing was kept.
+    #[inline(never)]
+    pub fn leave_open(self) {
+        if !self.command {
+            return;
+        }
+        let RedisKeys { name, main, .. } = self;
+        KEPT.with(|k| *k.borrow_mut() = Some(Kept { name, key: main }));
+        KEPT_ANY.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The key of a command (argv[1]), a `kind` object, for the settle step after it: the
+    /// handle the command left open, if it left one for this name, else opened anew.
+    pub fn reopened(ctx: Ctx, kind: ObjectKind, name: ReadStr) -> RedisKeys {
+        let kept = KEPT_ANY
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .then(|| {
+                KEPT.with(|k| {
+                    let mut k = k.borrow_mut();
+                    let same = k.as_ref().is_some_and(|kept| kept.name.is(name.bytes()));
+                    same.then(|| k.take()).flatten()
+                })
+            })
+            .flatten();
+        match kept {
+            Some(Kept { key, .. }) => {
+                KEPT_ANY.store(false, std::sync::atomic::Ordering::Relaxed);
+                RedisKeys {
+                    ctx,
+                    object: Some(kind),
+                    name,
+                    main: key,
+                    hints: [None; HINTS],
+                    guard_pause: false,
+                    absent: Default::default(),
+                    command: true,
+                    _owned: None,
+                }
+            }
+            None => RedisKeys::command(ctx, kind, name, &[]),
+        }
+    }
+}
+
+/// Closes the handle a command left open ([`RedisKeys::leave_open`]) if the settle step did not
+/// take it, when dropped: at the end of the command's settle step, or while a panic unwinds
+/// it (a handle kept past its command would be closed against a freed context).
+pub struct CloseKept;
+
+impl Drop for CloseKept {
+    #[inline(always)]
+    fn drop(&mut self) {
+        if KEPT_ANY.load(std::sync::atomic::Ordering::Relaxed) {
+            close_kept();
+        }
+    }
+}
+
+#[cold]
+fn close_kept() {
+    KEPT_ANY.store(false, std::sync::atomic::Ordering::Relaxed);
+    let kept = KEPT.with(|k| k.try_borrow_mut().ok().and_then(|mut k| k.take()));
+    drop(kept);
+}
+
 /// What the running command's object read absent before it wrote anything (cluster mode).
 #[derive(Default)]
 struct CommandReads {

@@ -28,6 +28,7 @@ pub fn around(
     crate::keys::gate_reply(ctx, key, &mut || {
         // Marks of a command that panicked are not this command's.
         marks::clear();
+        let _close = crate::keys::CloseKept;
         let answer = run();
         settle(ctx);
         answer
@@ -90,7 +91,7 @@ fn settle_background(ctx: Ctx, id: &KeyId, what: Background) {
 /// only counts; a watched lock's grant and its last release open nothing: callgrind counted
 /// 1,100 instructions per opening).
 fn settle_command(ctx: Ctx, name: ReadStr, kind: ObjectKind, change: Change, deleted: bool) {
-    let open = || RedisKeys::command(ctx, kind, name, &[]);
+    let open = || RedisKeys::reopened(ctx, kind, name);
     let serve = |keys: Option<RedisKeys>| -> bool {
         if wait::total() == 0 {
             return false;

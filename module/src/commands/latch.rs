@@ -11,7 +11,7 @@ use crate::ffi::command::{ArgKind::*, ArgSpec, CommandSpec, KeyAccess};
 use crate::ffi::{Answer, Args, Ctx};
 use crate::keys::RedisKeys;
 use crate::settle::{self, Change};
-use crate::wait::serve_first;
+use crate::wait::{self, serve_first};
 use std::rc::Rc;
 
 /// `RLATCH.TRYSETCOUNT key n`
@@ -49,6 +49,9 @@ pub fn count_down(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         false => Change::Wrote,
     };
     keys.apply(&d, change)?;
+    if opened && wait::total() > 0 {
+        keys.leave_open();
+    }
     Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 

@@ -39,6 +39,9 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         false => Change::Wrote,
     };
     keys.apply(&d, change)?;
+    if wait::total() > 0 {
+        keys.leave_open();
+    }
     Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }
 
@@ -62,6 +65,9 @@ pub fn force_release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
     let d = lock::force_release(&keys)?;
     if !d.writes.is_empty() {
         keys.apply(&d, Change::ForceReleased)?;
+        if wait::total() > 0 {
+            keys.leave_open();
+        }
     }
     Ok(Answer::Reply(d.reply.unwrap_or_default()))
 }

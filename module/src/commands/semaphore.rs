@@ -79,6 +79,8 @@ pub fn release(ctx: Ctx, args: &Args) -> Result<Answer, CmdError> {
         announce: true,
     };
     keys.apply(&d, released)?;
+    // Its settle step opens the key (to announce what is left).
+    keys.leave_open();
     Ok(Answer::ReadAfter(left))
 }
 

@@ -1,24 +1,22 @@
-//! The map of watched keys (`State::tracked`): each entry keeps its key's hash beside it, so
-//! growing or shrinking the map moves entries without hashing their keys again. A watched
+//! The map of watched keys (`State::tracked`): each entry keeps its key's hash (the one its
+//! `KeyId` carries, `fifo::key_hash`) beside it, so growing or shrinking the map moves entries
+//! without hashing their keys again. A watched
 //! acquire inserts one entry and its release removes it: with a map that hashed each key again
 //! at every resize, the resizes alone cost 200 instructions per watched acquire while 10,000
 //! holds piled up (callgrind, `scripts/instructions.sh`).
 
 use crate::core::wait::{KeyId, KeyView};
 use hashbrown::hash_table::{Entry, HashTable};
-use std::hash::BuildHasher;
 
 pub(super) struct ByKey<V> {
     /// (the key's hash, the key, its value)
     table: HashTable<(u64, KeyId, V)>,
-    hasher: foldhash::fast::RandomState,
 }
 
 impl<V> Default for ByKey<V> {
     fn default() -> Self {
         ByKey {
             table: HashTable::new(),
-            hasher: Default::default(),
         }
     }
 }
@@ -29,8 +27,9 @@ fn is<V>(id: &dyn KeyView) -> impl Fn(&(u64, KeyId, V)) -> bool + '_ {
 }
 
 impl<V> ByKey<V> {
+    /// Already a seeded hash of the key (a `KeyId` keeps it): not hashed again.
     fn hash(&self, id: &dyn KeyView) -> u64 {
-        self.hasher.hash_one(id)
+        id.key_hash()
     }
 
     pub(super) fn get(&self, id: &dyn KeyView) -> Option<&V> {

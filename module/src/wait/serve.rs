@@ -10,7 +10,7 @@ use crate::core::error::CmdError;
 use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::{KeyType, Store, Target};
 use crate::core::wait::grant::PAUSED_RETRY_MS;
-use crate::core::wait::{self, KeyId, Object, Outcome, Req, TimerKey};
+use crate::core::wait::{self, KeyId, KeyRef, Object, Outcome, Req, TimerKey};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
 use crate::marks::{self, Background};
@@ -23,10 +23,13 @@ pub fn serve_now(keys: &mut RedisKeys) -> bool {
     if total() == 0 {
         return false;
     }
-    let id = KeyId::new(keys.ctx.db(), keys.key_name());
-    if !state(|s| s.queues.is_queued(&id)) {
+    let key = KeyRef {
+        db: keys.ctx.db(),
+        key: keys.key_name(),
+    };
+    let Some(id) = state(|s| s.queues.queued_id(&key)) else {
         return false;
-    }
+    };
     serve(keys, &id);
     state(|s| s.queues.is_queued(&id))
 }
@@ -256,14 +259,19 @@ pub fn touched(ctx: Ctx, db: i32, key: &[u8], expired: bool, ours: bool) -> bool
         if s.queues.total() == 0 {
             return false;
         }
-        let id = KeyId::new(db, key);
-        let Some(q) = s.queues.get_mut(&id) else {
+        // Looked up by the borrowed name: most events are on keys nobody waits for, or rlock's
+        // own (a lease end's key expiring as serving opens it), which need no id.
+        let view = KeyRef { db, key };
+        let Some(q) = s.queues.get_mut_view(&view) else {
             return false;
         };
         q.expired |= expired;
         if q.is_empty() || ours {
             return false;
         }
+        let Some(id) = s.queues.queued_id(&view) else {
+            return false;
+        };
         // A write rlock did not make does not say what it freed (Redisson's own unlock
         // script, a DEL): a grouped MultiLock's queue looks at every value's first waiter.
         s.queues.changed(&id);

@@ -14,15 +14,60 @@
 //! on their way. Kept apart from the wait state: events report ends while that state may be
 //! borrowed.
 
-use crate::core::wait::{HashMap, KeyId, Req};
+use crate::core::wait::{HashMap, KeyId, KeyRef, KeyView, Req};
 use std::cell::RefCell;
 
 #[derive(Default)]
 struct Ledger {
-    /// Per key, the owner of each undoable grant there, by ticket: a grant reaching its waiter
-    /// takes its ticket back in O(1), however many readers were granted the key at once.
-    keys: HashMap<KeyId, HashMap<u64, Box<[u8]>>>,
+    /// Per key, its undoable grants, each with the request it granted (whose owner it is): a
+    /// grant reaching its waiter takes its ticket back in O(1), however many readers were
+    /// granted the key at once.
+    keys: HashMap<KeyId, Grants>,
     next: u64,
+}
+
+/// The undoable grants of one key: nearly always one (a lock handed to its next waiter), kept
+/// inline. A table per key cost its allocation and first insert, and a copy of the owner
+/// another allocation: 650 of a hand-off's instructions (callgrind, `scripts/budget.py`).
+enum Grants {
+    One(u64, Req),
+    Many(HashMap<u64, Req>),
+}
+
+impl Grants {
+    fn insert(&mut self, ticket: u64, req: Req) {
+        match self {
+            Grants::One(t, r) => {
+                let mut many = HashMap::default();
+                many.insert(*t, r.clone());
+                many.insert(ticket, req);
+                *self = Grants::Many(many);
+            }
+            Grants::Many(m) => {
+                m.insert(ticket, req);
+            }
+        }
+    }
+
+    /// Take `ticket` back; whether it was here, and whether none is left.
+    fn remove(&mut self, ticket: u64) -> (bool, bool) {
+        match self {
+            Grants::One(t, _) => (*t == ticket, *t == ticket),
+            Grants::Many(m) => (m.remove(&ticket).is_some(), m.is_empty()),
+        }
+    }
+
+    /// Drop the grants `owner` holds (every grant: `None`); whether none is left.
+    fn end(&mut self, owner: Option<&[u8]>) -> bool {
+        let ends = |r: &Req| owner.is_none_or(|o| r.owner() == Some(o));
+        match self {
+            Grants::One(_, r) => ends(r),
+            Grants::Many(m) => {
+                m.retain(|_, r| !ends(r));
+                m.is_empty()
+            }
+        }
+    }
 }
 
 thread_local! {
@@ -35,15 +80,17 @@ pub type Ticket = Option<u64>;
 
 /// Note a grant that may be undone later.
 pub fn undoable(id: &KeyId, req: &Req) -> Ticket {
-    let owner = req.holds()?.owner();
+    req.holds()?;
     LEDGER.with(|l| {
         let mut l = l.borrow_mut();
         l.next += 1;
         let t = l.next;
-        l.keys
-            .entry(id.clone())
-            .or_default()
-            .insert(t, owner.into());
+        match l.keys.get_mut(id) {
+            Some(grants) => grants.insert(t, req.clone()),
+            None => {
+                l.keys.insert(id.clone(), Grants::One(t, req.clone()));
+            }
+        }
         Some(t)
     })
 }
@@ -59,8 +106,8 @@ pub fn take(id: &KeyId, ticket: Ticket) -> bool {
         let Some(grants) = l.keys.get_mut(id) else {
             return false;
         };
-        let found = grants.remove(&t).is_some();
-        if grants.is_empty() {
+        let (found, emptied) = grants.remove(t);
+        if emptied {
             l.keys.remove(id);
         }
         found
@@ -85,16 +132,13 @@ pub fn ended(db: i32, key: &[u8], owner: Option<&[u8]>) {
         if l.keys.is_empty() {
             return;
         }
-        let id = KeyId::new(db, key);
-        let Some(grants) = l.keys.get_mut(&id) else {
+        // Looked up by the borrowed name: no id is made for a key with no grant pending.
+        let id = KeyRef { db, key };
+        let Some(grants) = l.keys.get_mut(&id as &dyn KeyView) else {
             return;
         };
-        match owner {
-            Some(o) => grants.retain(|_, x| &**x != o),
-            None => grants.clear(),
-        }
-        if grants.is_empty() {
-            l.keys.remove(&id);
+        if grants.end(owner) {
+            l.keys.remove(&id as &dyn KeyView);
         }
     })
 }

@@ -122,7 +122,10 @@ impl<K: Eq + Hash + Clone> SpaceSaving<K> {
         })
     }
 
-    /// The count of `key` if it is kept.
+    /// The count of `key` if it is kept. Inlined: `RLOCK.TOP` asks it of every key kept, most
+    /// often of an empty window, where it is three instructions (out of line, 19: 4,900 of a
+    /// `RLOCK.TOP`'s 102,000, callgrind).
+    #[inline(always)]
     fn counted(&self, key: &K) -> Option<Count> {
         self.index.get(key).map(|&i| self.counts[i as usize])
     }

@@ -19,8 +19,9 @@ use super::by_value::{ByValue, Freed, Valued};
 use super::schedule::TimerKey;
 use super::HashMap;
 use std::collections::VecDeque;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::rc::Rc;
+use std::sync::OnceLock;
 
 /// The bucket mask of a hash table with room for `capacity` entries (hashbrown keeps at most
 /// 7/8 of its power-of-two buckets full): sorting hashes by it visits the table in order. An
@@ -44,11 +45,28 @@ fn shrink_deque<T>(q: &mut VecDeque<T>) {
     }
 }
 
-/// A queue's identity: database number and key bytes.
+/// A queue's identity: database number and key bytes, with their hash.
+///
+/// The hash is computed once, when the id is made: a hand-off looks its key up in a dozen
+/// maps (the queues, the undo ledger, the sessions' watched holds, the contention sketch...),
+/// and hashing the key bytes at each look-up cost 1,100 of its 20,800 instructions
+/// (callgrind, `scripts/budget.py`'s `lock_release_handoff`). A map then hashes only this
+/// number. It is seeded once per process ([`key_hash`]), so key names chosen to collide in
+/// one server do not in another.
 #[derive(Debug, Clone, Eq)]
 pub struct KeyId {
     pub db: i32,
     pub key: Rc<[u8]>,
+    hash: u64,
+}
+
+/// The hash of a database and key bytes: what a [`KeyId`] keeps and a [`KeyView`] hashes as.
+pub fn key_hash(db: i32, key: &[u8]) -> u64 {
+    static SEED: OnceLock<foldhash::fast::RandomState> = OnceLock::new();
+    let mut h = SEED.get_or_init(Default::default).build_hasher();
+    h.write_i32(db);
+    h.write(key);
+    h.finish()
 }
 
 /// The queue's ids share its key bytes (see `Queues::push`): equal pointers settle most
@@ -59,11 +77,10 @@ impl PartialEq for KeyId {
     }
 }
 
-/// Hashes what `eq` compares: the database and the key bytes.
+/// Hashes what `eq` compares, the database and the key bytes, through their hash.
 impl Hash for KeyId {
     fn hash<S: std::hash::Hasher>(&self, state: &mut S) {
-        self.db.hash(state);
-        self.key.hash(state);
+        state.write_u64(self.hash);
     }
 }
 
@@ -85,6 +102,7 @@ impl KeyId {
         KeyId {
             db,
             key: key.into(),
+            hash: key_hash(db, key),
         }
     }
 }
@@ -95,6 +113,8 @@ impl KeyId {
 pub trait KeyView {
     fn db(&self) -> i32;
     fn key(&self) -> &[u8];
+    /// [`key_hash`] of the two.
+    fn key_hash(&self) -> u64;
 }
 
 /// A database and borrowed key bytes: the [`KeyView`] of a command's key.
@@ -110,6 +130,9 @@ impl KeyView for KeyId {
     fn key(&self) -> &[u8] {
         &self.key
     }
+    fn key_hash(&self) -> u64 {
+        self.hash
+    }
 }
 
 impl KeyView for KeyRef<'_> {
@@ -119,6 +142,9 @@ impl KeyView for KeyRef<'_> {
     fn key(&self) -> &[u8] {
         self.key
     }
+    fn key_hash(&self) -> u64 {
+        key_hash(self.db, self.key)
+    }
 }
 
 impl<'a> std::borrow::Borrow<dyn KeyView + 'a> for KeyId {
@@ -127,11 +153,10 @@ impl<'a> std::borrow::Borrow<dyn KeyView + 'a> for KeyId {
     }
 }
 
-/// Hashes as `KeyId` does (the database, then the key bytes as a slice), as `Borrow` requires.
+/// Hashes as `KeyId` does (through [`key_hash`]), as `Borrow` requires.
 impl Hash for dyn KeyView + '_ {
     fn hash<S: std::hash::Hasher>(&self, state: &mut S) {
-        self.db().hash(state);
-        self.key().hash(state);
+        state.write_u64(self.key_hash());
     }
 }
 
@@ -452,6 +477,14 @@ impl<H: Grouped, R: Valued> Queues<H, R> {
         queue.live += 1;
     }
 
+    /// The id of the queue of `key` (a borrowed name) if anyone waits there: the queue's own,
+    /// sharing its key bytes, so nothing is allocated to find it (a command's release asks this
+    /// of every key while anyone waits anywhere).
+    pub fn queued_id(&self, key: &dyn KeyView) -> Option<KeyId> {
+        let (id, queue) = self.keys.get_key_value(key)?;
+        (!queue.is_empty()).then(|| id.clone())
+    }
+
     pub fn is_queued(&self, id: &KeyId) -> bool {
         self.keys.get(id).is_some_and(|q| !q.is_empty())
     }
@@ -464,12 +497,33 @@ impl<H: Grouped, R: Valued> Queues<H, R> {
         self.keys.get_mut(id)
     }
 
+    /// [`Queues::get_mut`] by a borrowed name (no id made for the look-up).
+    pub fn get_mut_view(&mut self, key: &dyn KeyView) -> Option<&mut KeyQueue<H, R>> {
+        self.keys.get_mut(key)
+    }
+
     /// The next waiter of `id`, removed from the queue.
     pub fn pop_front(&mut self, id: &KeyId) -> Option<Waiter<H, R>> {
         let queue = self.keys.get_mut(id)?;
         let waiter = queue.take(0)?;
         self.index.remove(&waiter.handle);
         Some(waiter)
+    }
+
+    /// The head of `id`'s queue, removed as serving removes it, in one look-up of the queue:
+    /// with the queue's `expired` flag, taken when `granted` (the first grant since the key
+    /// expired), and the request of whoever is first now. Serving looked the queue up six
+    /// times per grant before (280 of a hand-off's instructions, callgrind).
+    pub fn pop_head(&mut self, id: &KeyId, granted: bool) -> Option<(Waiter<H, R>, bool, Option<R>)>
+    where
+        R: Clone,
+    {
+        let queue = self.keys.get_mut(id)?;
+        let waiter = queue.take(0)?;
+        let expired = granted && std::mem::take(&mut queue.expired);
+        let next = queue.front().map(|w| w.req.clone());
+        self.index.remove(&waiter.handle);
+        Some((waiter, expired, next))
     }
 
     /// Remove a waiter wherever it is queued (timeout, disconnect, cancel). `None` when it is

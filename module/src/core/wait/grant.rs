@@ -95,7 +95,10 @@ pub(crate) fn serve_by<H: Grouped>(
             false => Freed::Lapsed(Vec::new()),
         })
     });
-    if let Some(req) = head(queues, id) {
+    // The head's request, carried from one grant to the next (`Queues::pop_head`) rather than
+    // looked up again.
+    let mut next = head(queues, id).cloned();
+    if let Some(req) = &next {
         // Bring the object up to date first (leases of single holds that ended). An error here
         // (the key is not the object any more) shows again in `try_grant` below, per waiter.
         if let Ok(tidy) = req.object().tidy(io.store()) {
@@ -111,22 +114,31 @@ pub(crate) fn serve_by<H: Grouped>(
         }
     }
     let mut paused = false;
-    while let Some(req) = head(queues, id) {
+    while let Some(req) = next.take() {
         let (result, reply) = match req.try_grant(io.store()) {
-            TryGrant::Wait => break,
+            TryGrant::Wait => {
+                next = Some(req);
+                break;
+            }
             TryGrant::Fail(error) => (Err(error), None),
             TryGrant::Grant(decision) => (io.write_serving(&decision), decision.reply),
         };
         if result == Err(CmdError::Paused) {
             // Nothing was written; the head keeps its place and the queue is tried again soon.
             paused = true;
+            next = Some(req);
             break;
         }
-        let waiter = queues.pop_front(id).expect("the head was just read");
-        outcomes.push(outcome(queues, id, waiter, result, reply));
+        let (waiter, expired, after) = queues
+            .pop_head(id, result.is_ok())
+            .expect("the head was just read");
+        outcomes.push(outcome(waiter, result, reply, expired));
+        next = after;
     }
     if let Some(freed) = freed.filter(|_| !paused) {
         paused = past_head(queues, id, io, freed, &mut outcomes);
+        // Serving past the head leaves the head where it is; read again all the same.
+        next = head(queues, id).cloned();
     }
     if let Some(d) = after_tidy.filter(|d| !d.writes.is_empty()) {
         let _ = io.write_serving(&d);
@@ -134,7 +146,7 @@ pub(crate) fn serve_by<H: Grouped>(
     let wake_at = if paused {
         Some(io.store().now() + PAUSED_RETRY_MS)
     } else {
-        head(queues, id).and_then(|req| req.object().wake_at(io.store()))
+        next.and_then(|req| req.object().wake_at(io.store()))
     };
     if let Some(index) = valued
         .then(|| queues.get_mut(id))
@@ -151,19 +163,16 @@ pub(crate) fn serve_by<H: Grouped>(
 /// What a waiter taken off the queue gets: its grant (with the fencing token the write made,
 /// and whether the key had expired since the last grant) or the error of trying.
 fn outcome<H: Grouped>(
-    queues: &mut Queues<H, Req>,
-    id: &KeyId,
     waiter: Waiter<H, Req>,
     result: Result<Option<i64>, CmdError>,
     reply: Option<Reply>,
+    after_expiry: bool,
 ) -> Outcome<H> {
     match result {
         Ok(token) => Outcome::Granted {
             waiter,
             reply: with_token(reply.unwrap_or_default(), token),
-            after_expiry: queues
-                .get_mut(id)
-                .is_some_and(|q| std::mem::take(&mut q.expired)),
+            after_expiry,
         },
         Err(error) => Outcome::Failed { waiter, error },
     }
@@ -228,7 +237,11 @@ fn try_in_order<H: Grouped>(
         let Some((_, waiter)) = queues.remove(*handle) else {
             continue;
         };
-        outcomes.push(outcome(queues, id, waiter, result, reply));
+        let expired = result.is_ok()
+            && queues
+                .get_mut(id)
+                .is_some_and(|q| std::mem::take(&mut q.expired));
+        outcomes.push(outcome(waiter, result, reply, expired));
     }
     None
 }
