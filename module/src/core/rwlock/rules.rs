@@ -465,6 +465,21 @@ pub fn release<'a>(
             }
         }
     }
+    if mode == Mode::Write && store.hlen(&Target::Main) == 2 {
+        // The hash holds `mode` and this writer's field alone (both read above): no read hold
+        // is left, and the lock goes without reading the hash twice more (`read_holds_end`,
+        // then `holders`, below: 5,600 of a write release's 16,000 instructions, callgrind).
+        let h = Holders {
+            mode: Some(Mode::Write),
+            ..Holders::default()
+        };
+        writes.extend(free(store, &h));
+        let released = Released {
+            last: true,
+            freed: true,
+        };
+        return Ok((Decision::new(writes, Reply::Int(0)), released));
+    }
     // A read release stops at the hold the hash's TTL was set for (the longest); the
     // downgrade's TTL was the write lease, so every read hold is looked at.
     let enough = match mode {
