@@ -262,7 +262,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
                 let outcome = New {
                     kind: OutcomeKind::Lost,
                     request: None,
-                    key: Some(id.key.to_vec()),
+                    key: Some(id.key.clone()),
                     object: Some(t.req.kind().name()),
                     value: Reply::Bulk(owner),
                     grant: None,

@@ -291,7 +291,7 @@ fn sink(ctx: Ctx, session: u32, request: u64, ended: Ended) {
             let outcome = New {
                 kind: OutcomeKind::Granted,
                 request: Some(request),
-                key: Some(id.key.to_vec()),
+                key: Some(id.key.clone()),
                 object: Some(req.kind().name()),
                 value: reply.clone(),
                 grant: Some((id.clone(), req.clone(), reply, wait::undoable(&id, &req))),

@@ -137,7 +137,7 @@ impl Sim {
             let seq = self.outcomes.push(New {
                 kind: OutcomeKind::Granted,
                 request: Some(waiter.handle),
-                key: Some(id.key.to_vec()),
+                key: Some(id.key.clone()),
                 object: Some(waiter.req.kind().name()),
                 value: reply.clone(),
                 grant: Some((id.clone(), waiter.req.clone(), reply)),

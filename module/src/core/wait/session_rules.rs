@@ -55,7 +55,7 @@ impl<G> Entry<G> {
             Reply::Int(self.seq as i64),
             Reply::Bulk(o.kind.word().as_bytes().to_vec()),
             o.request.map_or(Reply::Nil, |r| Reply::Int(r as i64)),
-            Reply::bulk_or_nil(o.key.clone()),
+            Reply::bulk_or_nil(o.key.as_deref().map(<[u8]>::to_vec)),
             o.value.clone(),
             Reply::bulk_or_nil(o.object.map(|w| w.as_bytes().to_vec())),
         ])
@@ -67,7 +67,8 @@ impl<G> Entry<G> {
 pub struct New<G> {
     pub kind: OutcomeKind,
     pub request: Option<u64>,
-    pub key: Option<Vec<u8>>,
+    /// The key's name, shared with its queue's id (not copied per outcome).
+    pub key: Option<std::rc::Rc<[u8]>>,
     /// The object kind's word (`lock`, `rwlock`, ...) for outcomes about an object.
     pub object: Option<&'static str>,
     pub value: Reply,
@@ -320,7 +321,7 @@ mod tests {
         New {
             kind,
             request,
-            key: Some(b"k".to_vec()),
+            key: Some(b"k"[..].into()),
             object: Some("lock"),
             value: Reply::Int(1),
             grant,
@@ -349,7 +350,7 @@ mod tests {
         let lost = New {
             kind: OutcomeKind::Lost,
             request: None,
-            key: Some(b"k".to_vec()),
+            key: Some(b"k"[..].into()),
             object: Some("lock"),
             value: Reply::Bulk(b"o".to_vec()),
             grant: None,
@@ -395,7 +396,7 @@ mod tests {
         let lost = || New {
             kind: OutcomeKind::Lost,
             request: None,
-            key: Some(b"k".to_vec()),
+            key: Some(b"k"[..].into()),
             object: Some("lock"),
             value: Reply::Bulk(b"o".to_vec()),
             grant: None,
