@@ -45,8 +45,11 @@ ws_a() { echo "RSESSION.OPEN $SESSION 60000"; for ((i = 0; i < N; i++)); do
   echo "RLOCK.ACQUIRE w:$i $OWNER 30000 SESSION $SESSION QUEUE $i 10000"; done; }
 ws_r() { for ((i = 0; i < N; i++)); do echo "RLOCK.RELEASE w:$i $OWNER"; done; }
 pairs() { for ((i = 0; i < N; i++)); do echo "RLOCK.ACQUIRE $1:$i $OWNER 30000"; echo "RLOCK.RELEASE $1:$i $OWNER"; done; }
-tp_on() { pairs tp_on; }
-tp_off() { pairs tp_off; }
+# Keys of one length in both phases ("trk_1:i", "trk_0:i"): Redis' own work on a key (its hash,
+# its dict's compare) varies with the name's length, 24 instructions a pair between "tp_on:"
+# and "tp_off:", which was counted against tracking's cost.
+tp_on() { pairs trk_1; }
+tp_off() { pairs trk_0; }
 callgrind_control --zero "$VG" >/dev/null 2>&1
 # The watched pair runs right after the plain one: later, the unlock latches Redisson's unlock
 # script leaves (13 s leases) expire during the phase, and their keyspace events were counted
