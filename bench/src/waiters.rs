@@ -93,7 +93,7 @@ pub fn run(b: &Bench, r: &mut Report) {
     row(
         &mut t,
         &format!(
-            "{} distinct locks released at once, release to last grant: server CPU ms / this process' CPU ms / RSESSION.READ calls / this process' thread sleeps",
+            "{} distinct locks released at once, release to last grant: server CPU ms / this process' CPU ms / RSESSION.READ calls",
             w / 2
         ),
         [
@@ -115,11 +115,10 @@ pub fn run(b: &Bench, r: &mut Report) {
             x(shared.hot_rate, raw.hot_rate),
         ],
     );
-    let per =
-        |c: (f64, f64, f64, f64)| format!("{:.1} / {:.1} / {:.2} / {:.2}", c.0, c.1, c.2, c.3);
+    let per = |c: (f64, f64, f64)| format!("{:.1} / {:.1} / {:.2}", c.0, c.1, c.2);
     row(
         &mut t,
-        "hot lock, per hand-off: server CPU µs / this process' CPU µs / RSESSION.READ calls / this process' thread sleeps",
+        "hot lock, per hand-off: server CPU µs / this process' CPU µs / RSESSION.READ calls",
         [
             per(own.hot_cost),
             per(shared.hot_cost),
@@ -220,8 +219,8 @@ struct Measured {
     conns_per_wait: f64,
     release: Latency,
     release_cost: Spent,
-    /// The hot lock's phase, per hand-off (CPU in µs, reads, this process' thread sleeps).
-    hot_cost: (f64, f64, f64, f64),
+    /// The hot lock's phase, per hand-off (CPU in µs, reads per hand-off).
+    hot_cost: (f64, f64, f64),
     hot_rate: f64,
     /// Two tasks inside the hot lock at once (the exclusion checker).
     violations: u64,
@@ -484,8 +483,6 @@ struct Spent {
     server_ms: f64,
     process_ms: f64,
     reads: u64,
-    /// This process' voluntary context switches: a thread went to sleep (and was woken).
-    sleeps: u64,
 }
 
 impl Spent {
@@ -497,7 +494,6 @@ impl Spent {
             server_ms: crate::bench::server_cpu(c) * 1000.0,
             process_ms: process_cpu_ms(),
             reads,
-            sleeps: process_sleeps(),
         }
     }
 
@@ -506,25 +502,23 @@ impl Spent {
             server_ms: self.server_ms - before.server_ms,
             process_ms: self.process_ms - before.process_ms,
             reads: self.reads - before.reads,
-            sleeps: self.sleeps - before.sleeps,
         }
     }
 
     fn show(&self) -> String {
         format!(
-            "{:.1} / {:.1} / {} / {}",
-            self.server_ms, self.process_ms, self.reads, self.sleeps
+            "{:.1} / {:.1} / {}",
+            self.server_ms, self.process_ms, self.reads
         )
     }
 
-    /// Per one of `n`: server and process CPU in µs, reads, and thread sleeps.
-    fn per(&self, n: usize) -> (f64, f64, f64, f64) {
+    /// Per one of `n`: server and process CPU in µs, and reads.
+    fn per(&self, n: usize) -> (f64, f64, f64) {
         let n = n.max(1) as f64;
         (
             self.server_ms * 1000.0 / n,
             self.process_ms * 1000.0 / n,
             self.reads as f64 / n,
-            self.sleeps as f64 / n,
         )
     }
 }
@@ -537,16 +531,6 @@ fn process_cpu_ms() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let ms = |t: libc::timeval| t.tv_sec as f64 * 1000.0 + t.tv_usec as f64 / 1000.0;
     ms(u.ru_utime) + ms(u.ru_stime)
-}
-
-/// How often this process' threads went to sleep (voluntary context switches, every thread):
-/// each is a wake-up to come, the cost a hand-off through another thread adds.
-fn process_sleeps() -> u64 {
-    // SAFETY: getrusage only writes the struct it is given.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid, writable rusage; RUSAGE_SELF always exists.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    u.ru_nvcsw as u64
 }
 
 /// When each task was granted, as the tasks record it: a list behind a mutex, and one wake-up

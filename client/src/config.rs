@@ -835,9 +835,7 @@ impl ClientBuilder {
     /// Without it, an async request polled by a multi-thread tokio runtime is already sent over
     /// a connection driven on that runtime (see "Connections and cancellation" in the crate
     /// docs). Given the runtime, the client also starts no threads of its own for the rest (the
-    /// watchdog, the shared connections, a dropped guard's release), but for its session
-    /// listeners' (one per server), which hand the reading of outcomes to a task of this
-    /// runtime while async waits are queued.
+    /// watchdog, the shared connections, a dropped guard's release).
     ///
     /// - The runtime must outlive the client, as for a redis-rs connection opened on it: once
     ///   it shuts down, the client's connections and watchdog are gone with it (its holds are

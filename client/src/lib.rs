@@ -382,17 +382,12 @@
 //! connection whose driver is a task of that runtime (one per runtime that calls, opened on its
 //! first request, gone with the client or the runtime): its commands and replies wake no thread
 //! of the client's, as with a redis-rs connection opened there. Requests from a current-thread
-//! runtime or another executor use the client's own connection. Likewise, while async waits
-//! polled by a multi-thread tokio runtime are queued, a task of that runtime reads the
-//! session's outcomes in place of the listener thread (on a connection of its own; one reads
-//! at a time), so a grant wakes the waiting task without crossing threads; it hands the
-//! reading back at its first idle read, on an error, or when its runtime ends. Don't call the
-//! blocking API from async code: it blocks the calling worker thread.
+//! runtime or another executor use the client's own connection. Don't call the blocking API
+//! from async code: it blocks the calling worker thread.
 //!
 //! An async service on a multi-thread tokio runtime can also give the client that runtime
-//! ([`ClientBuilder::runtime`]): the watchdog, the shared connections and the session's
-//! reading task then run there too, and no thread of the client's own is started but the
-//! session listeners'. That runtime must then outlive the client.
+//! ([`ClientBuilder::runtime`]): the watchdog and the shared connections then run there too,
+//! and no thread of the client's own is started. That runtime must then outlive the client.
 //!
 //! ```no_run
 //! #[tokio::main]

@@ -113,17 +113,6 @@ impl Background {
         tokio::time::sleep_until(t.into())
     }
 
-    /// The multi-thread runtime an async request being polled here runs beside: the caller's
-    /// ([`caller`]) on a runtime of the client's own, the one the client was given otherwise.
-    /// `None` for a caller not on a multi-thread tokio runtime. Where a task that wakes the
-    /// request's task (the session's reader) runs without crossing threads.
-    pub(crate) fn beside_caller(&self) -> Option<Handle> {
-        match &self.rt {
-            Some(_) => caller(),
-            None => Some(self.handle.clone()),
-        }
-    }
-
     /// Run `fut` in the background (work nobody waits for).
     pub(crate) fn spawn<F: Future<Output = ()> + Send + 'static>(&self, fut: F) {
         self.handle.spawn(fut);

@@ -663,15 +663,7 @@ async fn send_at<'a, A: Attempt>(
         }),
     };
     match queued.sending.reply().await {
-        Ok(v) if wire::is_queued(&v) => {
-            // Its outcome wakes this task: read beside it (see `session/listener.rs`).
-            if io == Io::Async {
-                if let Some(rt) = ctx.bg.beside_caller() {
-                    queued.ticket.listener().read_beside(&rt);
-                }
-            }
-            Ok(Sent::Queued(queued))
-        }
+        Ok(v) if wire::is_queued(&v) => Ok(Sent::Queued(queued)),
         Ok(v) => {
             queued.armed = false;
             Ok(Sent::Reply(v))

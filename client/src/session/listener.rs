@@ -9,15 +9,6 @@
 //! the next read goes back the same way). Measured with `rlock-bench --only contended,client`
 //! (8 and 32 sync threads on one lock, client / raw `BLOCK` clients, same run): the async
 //! listener 0.68x and 0.65x; this thread: see `performance.rs`.
-//!
-//! Async waits polled by a multi-thread runtime are another matter: each outcome the thread
-//! reads wakes a worker of that runtime, a second thread wake-up per hand-off where a raw
-//! `BLOCK` waiter's reply wakes that worker straight from the socket. So while such waits are
-//! queued, the reading moves to a task of that runtime ([`Listener::read_beside`]): the
-//! waiting task is then woken on the worker that read its outcome. The thread closes its
-//! connection and waits; it reads again (connecting anew) when that task stops: an idle read,
-//! an error, the runtime ending. One connection reads at a time (the server hands the session
-//! to the connection that read last, and answers the other's parked read with nothing).
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
@@ -104,17 +95,6 @@ pub(crate) struct Listener {
     /// The waits in flight, by request id.
     slots: Mutex<HashMap<u64, Slot, foldhash::fast::RandomState>>,
     next_request: AtomicU64,
-    /// A task reads the outcomes ([`Listener::read_beside`]); the thread waits meanwhile.
-    task_reads: AtomicBool,
-}
-
-/// How the thread's [`Listener::serve`] ended.
-enum Served {
-    /// The connection failed (or the session could not be opened on it): why, and whether the
-    /// session was open on it.
-    Ended(RedisError, bool),
-    /// A task reads the outcomes now: the thread let its connection go, the session stays open.
-    HandedOver,
 }
 
 /// A wake-up for a thread that pauses (a permit is kept if nobody pauses yet).
@@ -188,7 +168,6 @@ impl Listener {
             open: Mutex::new(None),
             slots: Mutex::new(HashMap::default()),
             next_request: AtomicU64::new(1),
-            task_reads: AtomicBool::new(false),
         }
     }
 
@@ -461,26 +440,16 @@ impl Listener {
         }
     }
 
-    /// One connection's life: connect, open, read until it fails (or the client is gone, or a
-    /// task takes the reading over).
-    /// `after_task`: a task read last (see [`Listener::read_beside`]); it hands the reading
-    /// back on an idle read and after a demotion's `UNBLOCKED`, so look whether the server is
-    /// a replica now before resuming the session there.
-    fn serve(&self, after_task: bool) -> Served {
-        match self.serve_on(after_task) {
-            Ok(handed_over) => handed_over,
-            Err((e, was_open)) => Served::Ended(e, was_open),
-        }
-    }
-
-    fn serve_on(&self, after_task: bool) -> Result<Served, (RedisError, bool)> {
+    /// One connection's life: connect, open, read until it fails (or the client is gone).
+    /// Returns why it ended, and whether the session was open on it.
+    fn serve(&self) -> (RedisError, bool) {
         let node = &self.node;
         let mut conn = match node
             .client
             .get_connection_with_timeout(node.connect_timeout)
         {
             Ok(c) => c,
-            Err(e) => return Err((e, false)),
+            Err(e) => return (e, false),
         };
         let mut hello = redis::cmd("CLIENT");
         hello.arg("SETNAME").arg("rlock-session");
@@ -488,18 +457,14 @@ impl Listener {
             .set_write_timeout(Some(self.settings.response_timeout))
             .and_then(|()| self.query(&mut conn, &hello))
         {
-            return Err((e, false));
+            return (e, false);
         }
         let run_id = match self.query(&mut conn, &wire::info_server()) {
             Ok(reply) => wire::run_id_of(&reply),
-            Err(e) => return Err((e, false)),
+            Err(e) => return (e, false),
         };
-        if after_task && self.is_replica(&mut conn) {
-            let name = self.inner.lock().name.clone();
-            return Err(self.retire(&mut conn, &name));
-        }
         if let Err(e) = self.open(&mut conn, &run_id) {
-            return Err((e, false));
+            return (e, false);
         }
         self.set_phase(Phase::Open);
         let mut timeout = None;
@@ -508,15 +473,11 @@ impl Listener {
                 let i = self.inner.lock();
                 (i.name.clone(), i.cursor, i.grace_ms)
             };
-            if self.task_reads.load(Ordering::Acquire) {
-                // The connection goes with this return: one listener connection at a time.
-                return Ok(Served::HandedOver);
-            }
             if self.closed.load(Ordering::Relaxed) {
                 // The client is gone: nothing waits, end the session now rather than after
                 // its grace.
                 let _ = self.query(&mut conn, &wire::close(&name));
-                return Err((server_error("NOSESSION the client is closed"), false));
+                return (server_error("NOSESSION the client is closed"), false);
             }
             // READ's BLOCK: a fifth of the grace, so that the session outlives a read that comes
             // a little late, and a connection that went silent is noticed well before the grace
@@ -526,7 +487,7 @@ impl Listener {
             let stuck = block + block.max(Duration::from_millis(50));
             if timeout != Some(stuck) {
                 if let Err(e) = conn.set_read_timeout(Some(stuck)) {
-                    return Err((e, true));
+                    return (e, true);
                 }
                 timeout = Some(stuck);
             }
@@ -538,10 +499,6 @@ impl Listener {
                 // and every hand-off costs a park and a wake-up of the read: measured with 8
                 // threads on one lock, 0.52x raw BLOCK clients against 0.75x; sent after, it
                 // usually finds that next outcome already there.)
-                Ok(outcomes) if outcomes.is_empty() && self.task_reads.load(Ordering::Acquire) => {
-                    // A task's read took over from this one.
-                    return Ok(Served::HandedOver);
-                }
                 Ok(outcomes) => {
                     // A demotion ends every wait with UNBLOCKED; an idle read (nothing for a
                     // whole BLOCK) is a cheap moment to look too.
@@ -551,22 +508,22 @@ impl Listener {
                         );
                     self.dispatch(outcomes);
                     if demoted && self.is_replica(&mut conn) {
-                        return Err(self.retire(&mut conn, &name));
+                        return self.retire(&mut conn, &name);
                     }
                 }
                 Err(e) if e.code() == Some("NOSESSION") => {
                     if self.closed.load(Ordering::Relaxed) {
-                        return Err((e, false));
+                        return (e, false);
                     }
                     // Same connection, same server: the session expired while nobody read.
                     self.lose(Loss::Expired);
                     timeout = None;
                     if let Err(e) = self.open(&mut conn, &run_id) {
-                        return Err((e, false));
+                        return (e, false);
                     }
                     self.set_phase(Phase::Open);
                 }
-                Err(e) => return Err((e, true)),
+                Err(e) => return (e, true),
             }
         }
     }
@@ -647,81 +604,6 @@ impl Listener {
     }
 }
 
-impl Listener {
-    /// An async wait polled by the multi-thread runtime `rt` was queued: have a task of `rt`
-    /// read the outcomes, unless one reads already (see the module notes). A wait queued
-    /// meanwhile is served whoever reads.
-    pub(crate) fn read_beside(self: &Arc<Self>, rt: &tokio::runtime::Handle) {
-        if self.task_reads.load(Ordering::Relaxed)
-            || self.closed.load(Ordering::Relaxed)
-            || self.open_name().is_none()
-            || self.task_reads.swap(true, Ordering::AcqRel)
-        {
-            return;
-        }
-        let l = self.clone();
-        rt.spawn(async move {
-            // Dropped with the task, a runtime's shutdown included: the thread reads again.
-            let _back = Handback(&l);
-            if let Err(e) = l.read_on_task().await {
-                if !l.closed.load(Ordering::Relaxed) {
-                    l.settings.metrics.session_reconnect();
-                }
-                tracing::debug!(server = %l.node.addr, error = %e, "rlock: session reading goes back to its thread");
-            }
-        });
-    }
-
-    /// The task's reading: a connection of its own on the task's runtime, reading until a read
-    /// is idle (or taken over by the thread's), fails, or the session changes; the thread
-    /// handles each of those.
-    async fn read_on_task(&self) -> RedisResult<()> {
-        let grace_ms = self.inner.lock().grace_ms;
-        let block = Duration::from_millis((grace_ms / 5).max(1));
-        // A read that outlasts its BLOCK by this much means a silent connection.
-        let stuck = block + block.max(Duration::from_millis(50));
-        let mut conn =
-            crate::transport::multiplexed_named(&self.node, Some(stuck), "rlock-session").await?;
-        loop {
-            if self.closed.load(Ordering::Relaxed) || self.is_retired() {
-                return Ok(());
-            }
-            let (name, cursor) = {
-                let i = self.inner.lock();
-                (i.name.clone(), i.cursor)
-            };
-            // The session was lost or is being opened again: the thread's business.
-            if self.open_name().as_ref() != Some(&name) {
-                return Ok(());
-            }
-            let read = wire::read(&name, cursor, block.as_millis() as u64);
-            let outcomes = wire::outcomes(read.query_async::<Value>(&mut conn).await?)?;
-            // Idle (or taken over): the thread reads again, and looks whether the server
-            // turned into a replica, as after each of its idle reads.
-            if outcomes.is_empty() {
-                return Ok(());
-            }
-            let demoted = outcomes
-                .iter()
-                .any(|o| matches!(&o.kind, Kind::Error(e) if e.code() == Some("UNBLOCKED")));
-            self.dispatch(outcomes);
-            if demoted {
-                return Ok(());
-            }
-        }
-    }
-}
-
-/// Hands the reading back to the listener's thread when its task stops.
-struct Handback<'a>(&'a Listener);
-
-impl Drop for Handback<'_> {
-    fn drop(&mut self) {
-        self.0.task_reads.store(false, Ordering::Release);
-        self.0.kick.notify();
-    }
-}
-
 /// Why a grant outcome does not fit the wait its request id names (another key or kind of
 /// object): `None` when it fits.
 fn mismatch(o: &Outcome, slot: &Slot) -> Option<String> {
@@ -765,21 +647,8 @@ pub(crate) fn start(l: Arc<Listener>) {
 /// client is gone.
 fn run(l: &Listener) {
     let mut delay = Duration::ZERO;
-    let mut after_task = false;
     while !l.closed.load(Ordering::Relaxed) {
-        let served = l.serve(std::mem::take(&mut after_task));
-        let (e, was_open) = match served {
-            Served::Ended(e, was_open) => (e, was_open),
-            Served::HandedOver => {
-                after_task = true;
-                // The session stays open (its name too): wait until the task stops reading,
-                // then connect again and resume it.
-                while l.task_reads.load(Ordering::Acquire) && !l.closed.load(Ordering::Relaxed) {
-                    l.kick.pause(MAX_BACKOFF);
-                }
-                continue;
-            }
-        };
+        let (e, was_open) = l.serve();
         *l.open.lock() = None;
         if l.is_retired() {
             if !l.abandoned.load(Ordering::SeqCst) {

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use redis::{Cmd, FromRedisValue, RedisResult, Value};
 
+pub(crate) use pool::overlapped;
 pub(crate) use pool::Node;
-pub(crate) use pool::{multiplexed_named, overlapped};
 pub(crate) use retry::{classify, Delivery, Failure, Redirect, RetryPolicy};
 pub(crate) use waiter::Waiter;
 

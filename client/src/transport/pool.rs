@@ -49,11 +49,11 @@ pub(crate) trait Dedicated: Sized + Send + 'static {
     async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value>;
 }
 
-/// `CLIENT SETNAME name`: the client's connections in `CLIENT LIST` (`rlock`; its session
-/// listeners are `rlock-session`).
-fn hello(name: &str) -> Cmd {
+/// `CLIENT SETNAME rlock`: the client's connections in `CLIENT LIST` (its session listeners
+/// are `rlock-session`).
+fn hello() -> Cmd {
     let mut c = redis::cmd("CLIENT");
-    c.arg("SETNAME").arg(name);
+    c.arg("SETNAME").arg("rlock");
     c
 }
 
@@ -69,7 +69,7 @@ impl Dedicated for BlockingConn {
             .get_connection_with_timeout(node.connect_timeout)?;
         conn.set_read_timeout(Some(node.response_timeout))?;
         conn.set_write_timeout(Some(node.response_timeout))?;
-        let () = hello("rlock").query(&mut conn)?;
+        let () = hello().query(&mut conn)?;
         Ok(BlockingConn { conn })
     }
 
@@ -149,15 +149,6 @@ pub(crate) async fn multiplexed(
     node: &Node,
     response_timeout: Option<Duration>,
 ) -> RedisResult<MultiplexedConnection> {
-    multiplexed_named(node, response_timeout, "rlock").await
-}
-
-/// [`multiplexed`], named `name` in `CLIENT LIST`.
-pub(crate) async fn multiplexed_named(
-    node: &Node,
-    response_timeout: Option<Duration>,
-    name: &str,
-) -> RedisResult<MultiplexedConnection> {
     let cfg = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(node.connect_timeout))
         .set_response_timeout(response_timeout);
@@ -165,7 +156,7 @@ pub(crate) async fn multiplexed_named(
         .client
         .get_multiplexed_async_connection_with_config(&cfg)
         .await?;
-    let () = hello(name).query_async(&mut conn).await?;
+    let () = hello().query_async(&mut conn).await?;
     Ok(conn)
 }
 
