@@ -51,7 +51,7 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{Counted, ObjectKind};
 use crate::core::wait::HashMap;
-use crate::core::wait::{Grouped, KeyId, Queues, Req, TimerKey, Waiter};
+use crate::core::wait::{Deadline, Grouped, KeyId, Queues, Req, TimerKey, Waiter};
 use crate::ffi::block::BlockedClient;
 use crate::ffi::Ctx;
 use crate::timers;
@@ -99,8 +99,9 @@ pub trait Sessions: Sync {
     /// Where outcomes of session requests go: the session, the request id, how it ended.
     fn sink(&self, ctx: Ctx, session: u32, request: u64, ended: Ended);
     /// Where a hold granted to a blocked client that named a session goes to be watched for
-    /// loss: the session, the key, the request.
-    fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req);
+    /// loss: the session, the key, the request, and until when it is held if that is known
+    /// (`None`: read the keys).
+    fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req, until: Option<Option<i64>>);
     /// A request of this session (its id) was granted straight to its parked connection (the
     /// session no longer counts it as queued).
     fn handed(&self, session: u32, request: u64);
@@ -130,9 +131,11 @@ struct State {
     in_flight: HashMap<usize, InFlight>,
     /// Parked clients whose acquire named a session, by blocked-client id.
     watched: HashMap<usize, u32>,
-    /// Session requests whose connection is parked for the first part of their wait, and the
-    /// job that answers it `QUEUED` when that part ends.
-    parked: HashMap<Handle, (BlockedClient, Option<TimerKey>)>,
+    /// Session requests whose connection is parked for the first part of their wait, and when
+    /// that part ends (in `park_ends`): it is answered `QUEUED` then.
+    parked: HashMap<Handle, (BlockedClient, Option<Deadline>)>,
+    /// The ends of the parks' first parts, by due time.
+    park_ends: timers::Batch<Handle>,
     /// The same, by blocked-client id.
     parked_by_bc: HashMap<usize, Handle>,
     serial: u64,
@@ -256,6 +259,12 @@ pub fn waiters_by_kind() -> Vec<(ObjectKind, usize)> {
 /// Session requests whose connection is parked now (`QUEUE ... BLOCK`).
 pub fn parked_requests() -> usize {
     state(|s| s.parked.len())
+}
+
+/// Parks whose first part ends later, and timer jobs of the module's that end them (0 or 1),
+/// for `INFO rlock`'s `timer_jobs`.
+pub fn timed_parks() -> (usize, usize) {
+    state(|s| s.park_ends.counts())
 }
 
 /// A waiter left its queue (granted, failed, timed out, withdrawn): how is counted (the one
