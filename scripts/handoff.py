@@ -14,7 +14,8 @@ its work (see WORK: the commands read and run, the parked connections' replies; 
 compare, the total moves with the timing of the driver's sends), and the command dispatcher's
 inclusive count.
 
-    scripts/handoff.py [clients] [handoffs]     (defaults 8, 2000; KEEP=1 keeps the dumps)
+    scripts/handoff.py [clients] [handoffs]     (defaults 8, 2000; KEEP=1 keeps the dumps;
+                                                 TIMEOUT_MS=ms: the client form's waits timed)
 """
 
 import os
@@ -28,6 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import budget  # noqa: E402 (its connection, RESP writer, port and dump helpers)
 
 OWNER = "6e3d30b7-83b1-433a-9335-5e8b9916d3ac:%d"
+# The client form's wait deadline (0: none, as lock(); try_lock(wait) sends what is left of it).
+TIMEOUT_MS = int(os.environ.get("TIMEOUT_MS", "0"))
 
 
 def words(form, key, i, request):
@@ -36,7 +39,7 @@ def words(form, key, i, request):
         return a + ["BLOCK", 0]
     # The client parks 50 ms; under valgrind a waiter's turn comes later than that, and its
     # grant would go to the session instead: the same path with a longer park.
-    return a + ["SESSION", "s", "QUEUE", request, 0, "BLOCK", 60000]
+    return a + ["SESSION", "s", "QUEUE", request, TIMEOUT_MS, "BLOCK", 60000]
 
 
 def run_form(conns, probe, pid, form, handoffs):

@@ -136,6 +136,8 @@ struct State {
     parked: HashMap<Handle, (BlockedClient, Option<Deadline>)>,
     /// The ends of the parks' first parts, by due time.
     park_ends: timers::Batch<Handle>,
+    /// The waits' deadlines, by due time: the wait (its handle and serial) each ends.
+    wait_ends: timers::Batch<(Handle, u64)>,
     /// The same, by blocked-client id.
     parked_by_bc: HashMap<usize, Handle>,
     serial: u64,
@@ -261,18 +263,24 @@ pub fn parked_requests() -> usize {
     state(|s| s.parked.len())
 }
 
-/// Parks whose first part ends later, and timer jobs of the module's that end them (0 or 1),
-/// for `INFO rlock`'s `timer_jobs`.
-pub fn timed_parks() -> (usize, usize) {
-    state(|s| s.park_ends.counts())
+/// Wait deadlines and parks' first parts ending later, and timer jobs of the module's that end
+/// them (0 to 2), for `INFO rlock`'s `timer_jobs`.
+pub fn timed_ends() -> (usize, usize) {
+    state(|s| {
+        let (waits, waits_job) = s.wait_ends.counts();
+        let (parks, parks_job) = s.park_ends.counts();
+        (waits + parks, waits_job + parks_job)
+    })
 }
 
 /// A waiter left its queue (granted, failed, timed out, withdrawn): how is counted (the one
 /// place a wait's end is), its deadline and its place in the owner index go.
 fn retire(db: i32, waiter: &Waiter<Handle, Req>, how: Counted) {
     waiter.req.kind().count(how);
-    if let Some(t) = waiter.deadline {
-        timers::cancel(t);
-    }
-    state(|s| s.unindex(db, waiter));
+    state(|s| {
+        if let Some(d) = waiter.deadline {
+            s.wait_ends.cancel(d); // its job stays armed (`timers::Batch`)
+        }
+        s.unindex(db, waiter)
+    });
 }
