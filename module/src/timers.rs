@@ -1,7 +1,9 @@
-//! The module's one wake-up (an exact alarm, or a Redis timer). Every timed job (wait deadlines, re-checks of keys at their
-//! lease end, deferred undo, session expiry, listener read timeouts) is a closure in one
-//! ordered map (`core::wait::Timers`); a single wake-up is kept armed at the earliest.
-//! Cancelling is a map removal; jobs run one at a time, outside any borrow of this state.
+//! The module's one wake-up (an exact alarm, or a Redis timer). Every timed job (re-checks of
+//! keys at their lease end, deferred undo, session expiry, listener read timeouts) is a closure
+//! in one ordered map (`core::wait::Timers`); a single wake-up is kept armed at the earliest.
+//! Cancelling is a map removal; jobs run one at a time, outside any borrow of this state. Due
+//! times made and mostly cancelled by the thousand (wait deadlines, the ends of parks, looks at
+//! watched holds) are a [`Batch`] each: a heap run by one job of this map.
 
 use crate::core::wait::{Deadline, Deadlines, TimerKey, Timers};
 use crate::ffi::alarm::Wakeup;
