@@ -37,12 +37,14 @@ pub fn write(_ctx: Ctx, out: &mut InfoWriter) {
     out.int("holds_lost", sessions::LOST.get() as i64);
     out.int("session_grants_direct", sessions::HANDED.get() as i64);
     out.int("session_lost_dropped", sessions::LOST_DROPPED.get() as i64);
-    // The looks at sessions' watched holds are timed jobs too, run by one job of the module's
-    // timers (`sessions::timed_looks`): counted one by one, that job not.
+    // The looks at sessions' watched holds, wait deadlines and the ends of parks are timed jobs
+    // too, each kind run by one job of the module's timers (`timers::Batch`): counted one by
+    // one, those jobs not.
     let (looks, looks_job) = sessions::timed_looks();
+    let (parks, parks_job) = wait::timed_ends();
     out.int(
         "timer_jobs",
-        (timers::pending() + looks).saturating_sub(looks_job) as i64,
+        (timers::pending() + looks + parks).saturating_sub(looks_job + parks_job) as i64,
     );
     out.int("deadlocks", stats::DEADLOCKS.get() as i64);
     out.int(

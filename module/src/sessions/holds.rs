@@ -19,22 +19,22 @@ use crate::core::wait::session_rules::{New, OutcomeKind};
 use crate::core::wait::{Deadline, KeyId, KeyRef, KeyView, Req};
 use crate::ffi::Ctx;
 use crate::keys::RedisKeys;
-use crate::timers;
 
-/// Watch the hold `req` stands for on `id` for session `session`; its key is looked at on the
-/// next turn, and then at each lease end.
-pub(super) fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req) {
+/// Watch the hold `req` stands for on `id` for session `session`, held `until` if known (else
+/// read from its keys); its key is looked at then (at once if not held), and at each lease end.
+pub(super) fn watch(ctx: Ctx, session: u32, id: KeyId, req: Req, until: Option<Option<i64>>) {
     // Objects without owners (semaphores, latches) hold nothing a session could lose. (Without
     // this check a blocked semaphore grant scheduled a look on the next turn, and found nothing:
     // 8.7 against 2.7 µs of server time per RSEM.ACQUIRE, 16 threads on 4 permits.)
     if req.owner().is_none() || state(|s| !s.sessions.contains_key(&session)) {
         return; // nothing to watch, or the session ended while its client waited
     }
-    // The grant's reply was just sent, and other commands may have run since the grant: look
-    // at the keys now, and next at its lease end. (A look on the next turn costs the event
-    // loop an extra timer wake-up per hand-off: with 8 raw BLOCK clients naming a session on
-    // one lock, 12,700 hand-offs/s against 22,900 without it.)
-    let until = read_until(ctx, &req, &id);
+    // The grant's reply was just sent, and other commands may have run since the grant: unless
+    // the caller knows its hold did not end since, look at the keys now, and next at its lease
+    // end. (A look on the next turn costs the event loop an extra timer wake-up per hand-off:
+    // with 8 raw BLOCK clients naming a session on one lock, 12,700 hand-offs/s against 22,900
+    // without it.)
+    let until = until.or_else(|| read_until(ctx, &req, &id));
     add(ctx, session, id, req, until);
 }
 
@@ -78,7 +78,7 @@ impl State {
                 self.unnote(t.session);
             }
             if let Some(d) = w.check {
-                self.looks.cancel(d);
+                drop(self.looks.cancel(d)); // its job stays armed (`timers::Batch`)
             }
         }
     }
@@ -131,7 +131,7 @@ impl State {
             sess.watch_keys.push(id.clone());
         }
         if let Some(at) = at {
-            self.looks.at(ctx, id, &mut w.check, at);
+            look_at(&mut self.looks, ctx, id, &mut w.check, at);
         }
     }
 }
@@ -151,39 +151,15 @@ fn compact(keys: &mut Vec<KeyId>, session: u32, tracked: &ByKey<Watched>) {
     }
 }
 
-impl Looks {
-    /// Have `id`'s watched holds looked at no later than `at` (`check`: the key's pending
-    /// look): one look per key, at the earliest anyone asked for.
-    fn at(&mut self, ctx: Ctx, id: &KeyId, check: &mut Option<Deadline>, at: i64) {
-        match *check {
-            Some(d) if d.at_ms <= at => return,
-            Some(d) => drop(self.due.cancel(d)),
-            None => {}
-        }
-        *check = Some(self.due.push(at, id.clone()));
-        self.arm(ctx);
+/// Have `id`'s watched holds looked at no later than `at` (`check`: the key's pending look):
+/// one look per key, at the earliest anyone asked for.
+fn look_at(looks: &mut Looks, ctx: Ctx, id: &KeyId, check: &mut Option<Deadline>, at: i64) {
+    match *check {
+        Some(d) if d.at_ms <= at => return,
+        Some(d) => drop(looks.cancel(d)),
+        None => {}
     }
-
-    /// A pending look is no longer wanted (its key is not watched any more). The job stays
-    /// armed while other looks are pending, even if this one was the earliest: it finds
-    /// nothing due then and re-arms.
-    fn cancel(&mut self, d: Deadline) {
-        drop(self.due.cancel(d));
-        if self.due.is_empty() {
-            if let Some(t) = self.job.take() {
-                timers::cancel(t);
-            }
-        }
-    }
-
-    /// Keep the job armed no later than the earliest look.
-    fn arm(&mut self, ctx: Ctx) {
-        if let Some(next) = self.due.next_at() {
-            if timers::supersede(self.job, next) {
-                self.job = Some(timers::schedule(ctx, next, run_looks));
-            }
-        }
-    }
+    *check = Some(looks.push(ctx, at, id.clone(), run_looks));
 }
 
 /// The looks' job: look at every key whose look is due. Those due are taken first, so a look
@@ -191,18 +167,11 @@ impl Looks {
 /// server's own clock may lag: `timers::on_timer`) waits for the next wake-up.
 fn run_looks(ctx: Ctx) {
     let now = ctx.now_ms();
-    let due = state(|s| {
-        s.looks.job = None;
-        let mut due = Vec::new();
-        while let Some(d) = s.looks.due.pop_due(now) {
-            due.push(d);
-        }
-        due
-    });
+    let due = state(|s| s.looks.take_due(now));
     for (d, id) in due {
         looked_at(ctx, d, id);
     }
-    state(|s| s.looks.arm(ctx));
+    state(|s| s.looks.arm(ctx, run_looks));
 }
 
 /// The look `d` at `id` is due.
@@ -222,14 +191,14 @@ fn looked_at(ctx: Ctx, d: Deadline, id: KeyId) {
 /// Pending looks at watched holds, and timer jobs of the module's that run them (0 or 1), for
 /// `INFO rlock`'s `timer_jobs`.
 pub fn timed_looks() -> (usize, usize) {
-    state(|s| (s.looks.due.len(), usize::from(s.looks.job.is_some())))
+    state(|s| s.looks.counts())
 }
 
 /// Look at `id`'s watched holds, if it has any, no later than `at`.
 fn check_at(ctx: Ctx, id: &KeyId, at: i64) {
     state(|s| {
         if let Some(w) = s.tracked.get_mut(id) {
-            s.looks.at(ctx, id, &mut w.check, at);
+            look_at(&mut s.looks, ctx, id, &mut w.check, at);
         }
     });
 }
@@ -280,7 +249,7 @@ fn check(ctx: Ctx, id: &KeyId, keys: &RedisKeys) {
         let w = s.tracked.get_or_default(id);
         w.holds.extend(kept);
         if let Some(at) = next {
-            s.looks.at(ctx, id, &mut w.check, at.saturating_add(1));
+            look_at(&mut s.looks, ctx, id, &mut w.check, at.saturating_add(1));
         }
     });
 }

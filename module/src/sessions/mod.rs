@@ -39,7 +39,7 @@ use crate::core::error::CmdError;
 use crate::core::stats::Counter;
 use crate::core::wait::session_rules::{self as rules, New, OutcomeKind, Outcomes};
 use crate::core::wait::HashMap;
-use crate::core::wait::{Deadline, Deadlines, KeyId, Req, TimerKey};
+use crate::core::wait::{Deadline, KeyId, Req, TimerKey};
 use crate::ffi::block::{self, BlockedClient, Wake};
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
@@ -99,15 +99,11 @@ struct Watched {
     check: Option<Deadline>,
 }
 
-/// The pending looks at watched keys, by due time (at most one per key, `Watched::check`), and
-/// the one timer job that runs those due, armed at the earliest. A timer job per look cost its
-/// boxed closure and a B-tree insert and removal in the module's timers: 1,700 instructions of
-/// a watched acquire + release (callgrind).
-#[derive(Default)]
-struct Looks {
-    due: Deadlines<KeyId>,
-    job: Option<TimerKey>,
-}
+/// The pending looks at watched keys, by due time (at most one per key, `Watched::check`), run
+/// by one timer job. A timer job per look cost its boxed closure and a B-tree insert and
+/// removal in the module's timers: 1,700 instructions of a watched acquire + release
+/// (callgrind).
+type Looks = timers::Batch<KeyId>;
 
 #[derive(Default)]
 struct State {
@@ -156,8 +152,8 @@ impl wait::Sessions for Hooks {
     fn sink(&self, ctx: Ctx, session: u32, request: u64, ended: Ended) {
         sink(ctx, session, request, ended)
     }
-    fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req) {
-        watch(ctx, session, id, req)
+    fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req, until: Option<Option<i64>>) {
+        watch(ctx, session, id, req, until)
     }
     fn handed(&self, session: u32, request: u64) {
         handed(session, request)

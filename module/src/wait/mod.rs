@@ -51,7 +51,7 @@ use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::{Counted, ObjectKind};
 use crate::core::wait::HashMap;
-use crate::core::wait::{Grouped, KeyId, Queues, Req, TimerKey, Waiter};
+use crate::core::wait::{Deadline, Grouped, KeyId, Queues, Req, TimerKey, Waiter};
 use crate::ffi::block::BlockedClient;
 use crate::ffi::Ctx;
 use crate::timers;
@@ -99,8 +99,9 @@ pub trait Sessions: Sync {
     /// Where outcomes of session requests go: the session, the request id, how it ended.
     fn sink(&self, ctx: Ctx, session: u32, request: u64, ended: Ended);
     /// Where a hold granted to a blocked client that named a session goes to be watched for
-    /// loss: the session, the key, the request.
-    fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req);
+    /// loss: the session, the key, the request, and until when it is held if that is known
+    /// (`None`: read the keys).
+    fn watch(&self, ctx: Ctx, session: u32, id: KeyId, req: Req, until: Option<Option<i64>>);
     /// A request of this session (its id) was granted straight to its parked connection (the
     /// session no longer counts it as queued).
     fn handed(&self, session: u32, request: u64);
@@ -130,9 +131,13 @@ struct State {
     in_flight: HashMap<usize, InFlight>,
     /// Parked clients whose acquire named a session, by blocked-client id.
     watched: HashMap<usize, u32>,
-    /// Session requests whose connection is parked for the first part of their wait, and the
-    /// job that answers it `QUEUED` when that part ends.
-    parked: HashMap<Handle, (BlockedClient, Option<TimerKey>)>,
+    /// Session requests whose connection is parked for the first part of their wait, and when
+    /// that part ends (in `park_ends`): it is answered `QUEUED` then.
+    parked: HashMap<Handle, (BlockedClient, Option<Deadline>)>,
+    /// The ends of the parks' first parts, by due time.
+    park_ends: timers::Batch<Handle>,
+    /// The waits' deadlines, by due time: the wait (its handle and serial) each ends.
+    wait_ends: timers::Batch<(Handle, u64)>,
     /// The same, by blocked-client id.
     parked_by_bc: HashMap<usize, Handle>,
     serial: u64,
@@ -258,12 +263,24 @@ pub fn parked_requests() -> usize {
     state(|s| s.parked.len())
 }
 
+/// Wait deadlines and parks' first parts ending later, and timer jobs of the module's that end
+/// them (0 to 2), for `INFO rlock`'s `timer_jobs`.
+pub fn timed_ends() -> (usize, usize) {
+    state(|s| {
+        let (waits, waits_job) = s.wait_ends.counts();
+        let (parks, parks_job) = s.park_ends.counts();
+        (waits + parks, waits_job + parks_job)
+    })
+}
+
 /// A waiter left its queue (granted, failed, timed out, withdrawn): how is counted (the one
 /// place a wait's end is), its deadline and its place in the owner index go.
 fn retire(db: i32, waiter: &Waiter<Handle, Req>, how: Counted) {
     waiter.req.kind().count(how);
-    if let Some(t) = waiter.deadline {
-        timers::cancel(t);
-    }
-    state(|s| s.unindex(db, waiter));
+    state(|s| {
+        if let Some(d) = waiter.deadline {
+            s.wait_ends.cancel(d); // its job stays armed (`timers::Batch`)
+        }
+        s.unindex(db, waiter)
+    });
 }

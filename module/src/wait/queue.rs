@@ -8,7 +8,7 @@ use crate::core::args::WaitMode;
 use crate::core::decision::Reply;
 use crate::core::stats::{Counted, ObjectKind};
 use crate::core::store::Store;
-use crate::core::wait::{fifo, KeyId, Req, TimerKey, Waiter};
+use crate::core::wait::{fifo, Deadline, KeyId, Req, Waiter};
 use crate::ffi::clock::now_us;
 use crate::ffi::{Answer, Ctx};
 use crate::keys::RedisKeys;
@@ -90,11 +90,8 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
         // millisecond: one more keeps the nil from coming before `timeout_ms` has passed (up
         // to 1 ms early otherwise), as Redis' own blocking commands never time out early.
         let deadline = (timeout_ms > 0).then(|| {
-            timers::schedule(
-                ctx,
-                (ctx.now_ms() + timeout_ms).saturating_add(1),
-                move |ctx| deadline(ctx, handle, serial),
-            )
+            let at = (ctx.now_ms() + timeout_ms).saturating_add(1);
+            s.wait_ends.push(ctx, at, (handle, serial), waits_due)
         });
         let waiter = Waiter {
             handle,
@@ -111,7 +108,19 @@ pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req:
     });
 }
 
-pub(super) fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
+/// The job that ends the waits whose deadline came (see [`deadline`]). A job of the module's
+/// timers per deadline cost a boxed closure and a B-tree insert and removal per timed wait
+/// granted before it (`timers::Batch`).
+fn waits_due(ctx: Ctx) {
+    let due = state(|s| s.wait_ends.take_due(ctx.now_ms()));
+    for (_, (handle, serial)) in due {
+        deadline(ctx, handle, serial);
+    }
+    state(|s| s.wait_ends.arm(ctx, waits_due));
+}
+
+/// The wait `serial` of `handle` reached its deadline: if still queued, it ends unanswered.
+fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
     let removed = state(|s| {
         let mine = s
             .queues
@@ -124,7 +133,7 @@ pub(super) fn deadline(ctx: Ctx, handle: Handle, serial: u64) {
         }
     });
     if let Some((id, mut waiter)) = removed {
-        // This job is the deadline: nothing left to cancel.
+        // Its deadline came: nothing left to cancel.
         waiter.deadline = None;
         retire(id.db, &waiter, Counted::TimedOut);
         deliver(ctx, waiter.handle, Ended::TimedOut);
@@ -151,7 +160,7 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
     // What is left to do once the waiters are out of the queues, kept small: the deadlines,
     // the handles that may have a parked connection to answer (none when nothing is parked),
     // the requests to free.
-    let mut deadlines: Vec<TimerKey> = Vec::new();
+    let mut deadlines: Vec<Deadline> = Vec::new();
     let mut parked: Vec<Handle> = Vec::new();
     let mut requests: Vec<Req> = Vec::new();
     let checks = state(|s| {
@@ -173,6 +182,9 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
             requests.push(waiter.req);
         });
         s.unindex_many(owners);
+        for d in deadlines.drain(..) {
+            s.wait_ends.cancel(d);
+        }
         // In the same borrow of the state: with 100,000 requests on as many keys, a borrow per
         // key (a thread-local look-up each) took a sixth of the time.
         let now = ctx.now_ms();
@@ -185,7 +197,7 @@ pub fn withdraw_session(ctx: Ctx, session: u32) {
     for handle in parked {
         answer_queued(handle);
     }
-    for t in deadlines.into_iter().chain(checks) {
+    for t in checks {
         timers::cancel(t);
     }
 }

@@ -16,7 +16,7 @@
 //! N requests on one key was O(N^2) (each push looked its waiter up by a linear search).
 
 use super::by_value::{ByValue, Freed, Valued};
-use super::schedule::TimerKey;
+use super::schedule::{Deadline, TimerKey};
 use super::HashMap;
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -176,8 +176,9 @@ pub struct Waiter<H, R> {
     /// the handle is reused by a later wait.
     pub serial: u64,
     pub req: R,
-    /// The job that ends this wait at its deadline (none for a wait without limit).
-    pub deadline: Option<TimerKey>,
+    /// When this wait ends unanswered, among the skin's wait deadlines (none for a wait
+    /// without limit).
+    pub deadline: Option<Deadline>,
     /// When it was queued (`ffi::clock`, microseconds): its wait time is measured from
     /// here when it is granted.
     pub queued_us: u64,
