@@ -337,3 +337,69 @@ fn nolease_permits_ttls_xx_and_setpermits_move_with_their_slot() {
     );
     assert!(!rlock_tests::exists(&mut dst, "{mv2}:gone"));
 }
+
+/// A request queued through a session on the importing node while the semaphore there is only
+/// its count (sent with `ASKING`, as a client follows `ASK`) is queued, so its reply must say
+/// `QUEUED`. Before: it was queued and answered `TRYAGAIN`; the client queued it again, the
+/// first request was granted later and its outcome found no wait: a permit leased to nobody
+/// (seen as `(available, leased) = (1, 1)` after `reshard_under_load...`'s clients stopped;
+/// with a plain permit, lost for good).
+#[test]
+fn a_session_request_queued_on_a_split_semaphore_is_told_so_and_granted_once() {
+    let cluster = Cluster::start();
+    let sem = "{mv3}:sem";
+    let leases = semaphore::timeouts(sem);
+    let slot = cluster.slot(sem);
+    let source = cluster.master_for(sem);
+    let target = cluster.other_master(sem);
+    let (mut src, mut dst) = (source.conn(), target.conn());
+    assert_eq!(int(&mut src, &cmd!("RSEM.TRYSETPERMITS", sem, 1)), 1);
+    let held = permit_ids(&raw(&mut src, &cmd!("RSEM.ACQUIRE", sem, "LEASE", 60_000))).remove(0);
+    cluster.open_migration(slot, source, target);
+    cluster.migrate_keys(source, target, &[sem]);
+
+    let opened = raw(&mut dst, &cmd!("RSESSION.OPEN", "s", 10_000));
+    assert!(error_text(&opened).is_none(), "{opened:?}");
+    let v = asking(
+        &mut dst,
+        &cmd!(
+            "RSEM.ACQUIRE",
+            sem,
+            "LEASE",
+            60_000,
+            "SESSION",
+            "s",
+            "QUEUE",
+            7,
+            0
+        ),
+    );
+    let queued = rlock_stat(&mut dst, "sem_waiters");
+    assert_eq!(
+        (v, queued),
+        (Value::SimpleString("QUEUED".into()), 1),
+        "the reply says what became of the request"
+    );
+
+    cluster.migrate_keys(source, target, &[&leases]);
+    cluster.close_migration(slot, source, target);
+    // The held permit's release hands it to the queued request, and its outcome says so.
+    assert_eq!(int(&mut dst, &cmd!("RSEM.RELEASE", sem, "ID", &held)), 0);
+    let outcomes = match raw(&mut dst, &cmd!("RSESSION.READ", "s", 0)) {
+        Value::Array(o) => o,
+        other => panic!("RSESSION.READ: {other:?}"),
+    };
+    let [Value::Array(o)] = &outcomes[..] else {
+        panic!("one outcome: {outcomes:?}")
+    };
+    assert_eq!(
+        rlock_tests::text(&o[1]).as_deref(),
+        Some("granted"),
+        "{o:?}"
+    );
+    assert_eq!(o[2], Value::Int(7), "{o:?}");
+    let granted = permit_ids(&o[4]).remove(0);
+    assert!(lease_score(&mut dst, sem, &granted).is_some());
+    assert_eq!(total(&mut dst, sem), 1, "one permit, leased by the request");
+    assert_eq!(int(&mut dst, &cmd!("ZCARD", &leases)), 1);
+}
