@@ -490,6 +490,9 @@ fn migrateslots_under_load_keeps_exclusion_and_strands_no_waiter() {
          {worst:?} after the move; waits ended by the moves (raw, and the client's, which it \
          queued again): {ended_waits}; client errors: {errors:?}"
     );
+    // Every permit the clients took came back, wherever the moves found it: the semaphore's
+    // 2 permits are available on its owner and none is leased (none created or lost).
+    rlock_tests::reshard::check_permits(cluster.master_for(&sem), &sem, 2);
     let mut c = cluster.master_for(&held).conn();
     assert_eq!(
         hgetall(&mut c, &held).get("keeper").map(String::as_str),
