@@ -315,7 +315,7 @@ fn nolease_permits_ttls_xx_and_setpermits_move_with_their_slot() {
         -1,
         "no TTL given by the refused TRYSETPERMITS"
     );
-    assert_eq!(slot_keys(&mut dst, slot), [leases.clone()]);
+    assert_eq!(slot_keys(&mut dst, slot), std::slice::from_ref(&leases));
     cluster.migrate_keys(source, target, &[sem]);
     cluster.close_migration(slot, source, target);
     assert_ended_by_move(
