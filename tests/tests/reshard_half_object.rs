@@ -343,7 +343,8 @@ fn nolease_permits_ttls_xx_and_setpermits_move_with_their_slot() {
 /// `QUEUED`. Before: it was queued and answered `TRYAGAIN`; the client queued it again, the
 /// first request was granted later and its outcome found no wait: a permit leased to nobody
 /// (seen as `(available, leased) = (1, 1)` after `reshard_under_load...`'s clients stopped;
-/// with a plain permit, lost for good).
+/// with a plain permit, lost for good). Then the source's side of the other split, on the same
+/// cluster.
 #[test]
 fn a_session_request_queued_on_a_split_semaphore_is_told_so_and_granted_once() {
     let cluster = Cluster::start();
@@ -402,4 +403,67 @@ fn a_session_request_queued_on_a_split_semaphore_is_told_so_and_granted_once() {
     assert!(lease_score(&mut dst, sem, &granted).is_some());
     assert_eq!(total(&mut dst, sem), 1, "one permit, leased by the request");
     assert_eq!(int(&mut dst, &cmd!("ZCARD", &leases)), 1);
+
+    a_session_request_queued_on_the_source_ends_with_tryagain(&cluster);
+}
+
+/// The other split, on `cluster`: the leased-permit set left first and the source, with the
+/// count only, queues a session's request (its reply says so). When the count follows, the
+/// request ends with `TRYAGAIN` in its session, granted nothing on the source, and the permits
+/// on the target are the ones that left.
+fn a_session_request_queued_on_the_source_ends_with_tryagain(cluster: &Cluster) {
+    let sem = "{mv4}:sem";
+    let leases = semaphore::timeouts(sem);
+    let slot = cluster.slot(sem);
+    let source = cluster.master_for(sem);
+    let target = cluster.other_master(sem);
+    let (mut src, mut dst) = (source.conn(), target.conn());
+    assert_eq!(int(&mut src, &cmd!("RSEM.TRYSETPERMITS", sem, 1)), 1);
+    permit_ids(&raw(&mut src, &cmd!("RSEM.ACQUIRE", sem, "NOLEASE")));
+    cluster.open_migration(slot, source, target);
+    cluster.migrate_keys(source, target, &[&leases]);
+
+    let opened = raw(&mut src, &cmd!("RSESSION.OPEN", "s4", 10_000));
+    assert!(error_text(&opened).is_none(), "{opened:?}");
+    let v = raw(
+        &mut src,
+        &cmd!(
+            "RSEM.ACQUIRE",
+            sem,
+            "LEASE",
+            60_000,
+            "SESSION",
+            "s4",
+            "QUEUE",
+            8,
+            0
+        ),
+    );
+    assert_eq!(
+        (v, rlock_stat(&mut src, "sem_waiters")),
+        (Value::SimpleString("QUEUED".into()), 1),
+        "the reply says what became of the request"
+    );
+    cluster.migrate_keys(source, target, &[sem]);
+    cluster.close_migration(slot, source, target);
+    let outcomes = match raw(&mut src, &cmd!("RSESSION.READ", "s4", 0, "BLOCK", 5_000)) {
+        Value::Array(o) => o,
+        other => panic!("RSESSION.READ: {other:?}"),
+    };
+    let [Value::Array(o)] = &outcomes[..] else {
+        panic!("one outcome: {outcomes:?}")
+    };
+    assert_eq!(rlock_tests::text(&o[1]).as_deref(), Some("error"), "{o:?}");
+    assert_eq!(o[2], Value::Int(8), "{o:?}");
+    assert!(
+        rlock_tests::text(&o[4]).is_some_and(|e| e.starts_with("TRYAGAIN")),
+        "{o:?}"
+    );
+    assert_eq!(rlock_stat(&mut src, "sem_waiters"), 0);
+    assert_eq!(string(&mut dst, &cmd!("GET", sem)), "0");
+    assert_eq!(
+        total(&mut dst, sem),
+        1,
+        "the one permit, leased without an end"
+    );
 }
