@@ -357,9 +357,16 @@ pub fn gate_reply(
         COMMAND_ABSENT.with(|c| std::mem::take(&mut *c.borrow_mut()));
     // A command that wrote was found whole by `apply` first; its reply reports those writes.
     // A parked waiter was not granted anything; it ends with TRYAGAIN or MOVED if its slot
-    // leaves. Errors are gated as replies are: `NOPERMIT` for a permit whose leased-permit set
-    // has not arrived yet is as wrong as a 0.
-    if absent.is_empty() || wrote || matches!(result, Ok(crate::ffi::Answer::Parked)) {
+    // leaves. So was a request queued through its session (`QUEUED`): it is in the queue, and
+    // a TRYAGAIN would have its client queue it again while this one is granted later to a
+    // wait that is gone (a permit or a lock held by nobody). Errors are gated as replies are:
+    // `NOPERMIT` for a permit whose leased-permit set has not arrived yet is as wrong as a 0.
+    let queued = |r: &Result<crate::ffi::Answer, _>| match r {
+        Ok(crate::ffi::Answer::Parked) => true,
+        Ok(crate::ffi::Answer::Reply(reply)) => *reply == crate::wait::QUEUED,
+        _ => false,
+    };
+    if absent.is_empty() || wrote || queued(&result) {
         return result;
     }
     let Some(name) = key else {

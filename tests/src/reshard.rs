@@ -80,6 +80,21 @@ pub fn check_moved(from: &Server, to: &Server, rw: &str, load: &Load) {
     assert!(load.violations().is_empty(), "{:?}", load.violations());
 }
 
+/// On the node serving semaphore `sem`, once its clients stopped and gave back what they held:
+/// `permits` available and none leased.
+pub fn check_permits(node: &Server, sem: &str, permits: i64) {
+    let mut c = node.conn();
+    let available: i64 = redis::cmd("RSEM.AVAILABLE").arg(sem).query(&mut c).unwrap();
+    let leases = crate::redisson::semaphore::timeouts(sem);
+    let leased: i64 = redis::cmd("ZCARD").arg(&leases).query(&mut c).unwrap();
+    assert_eq!(
+        (available, leased),
+        (permits, 0),
+        "{sem}: (available, leased) once every client gave its permits back: {:?}",
+        crate::raw(&mut c, &cmd!("RSEM.INFO", sem))
+    );
+}
+
 /// In the keys of the node that now serves the slot: a write-held read-write lock has no live
 /// read hold of another owner.
 pub fn check_keys(node: &Server, rw: &str) {

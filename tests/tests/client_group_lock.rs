@@ -465,3 +465,89 @@ fn redissons_scripts_and_the_client_share_a_group_both_ways() {
         Value::Nil
     );
 }
+
+/// Waits on group `group` as the server shows them: with the module every waiter the node
+/// holds (the test waits on one group of a node at a time); over Redisson's protocol, the
+/// connections subscribed to the group's channel.
+fn group_waiters(c: &mut redis::Connection, group: &str) -> i64 {
+    if rlock_tests::without_module() {
+        return client_support::subscribers(c, &lock_channel(group));
+    }
+    rlock_stat(c, "waiters")
+}
+
+/// In a 3-master cluster, one group on each master, all held by one client at once (each
+/// hash on its slot's master); another client's wait on an overlapping set of values is
+/// granted by the first's unlock, and the hash on that master then holds exactly the waiter's
+/// values, once each, and nothing after its unlock.
+#[test]
+fn groups_on_every_master_of_a_cluster_a_wait_served_by_another_clients_unlock() {
+    let cluster = rlock_tests::cluster::Cluster::start();
+    let a = rlock_client::Client::open_cluster(cluster.seeds()).unwrap();
+    let b = rlock_client::Client::open_cluster(cluster.seeds()).unwrap();
+    let mut groups: Vec<String> = Vec::new();
+    let mut ports = Vec::new();
+    for i in 0.. {
+        let g = format!("grp-{i}");
+        let port = cluster.master_for(&g).port;
+        if !ports.contains(&port) {
+            ports.push(port);
+            groups.push(g);
+        }
+        if groups.len() == cluster.masters.len() {
+            break;
+        }
+    }
+    let held: Vec<_> = groups
+        .iter()
+        .map(|g| {
+            let l = a.group_lock(g.as_str(), ["v1", "v2"]).unwrap();
+            l.lock().unwrap();
+            l
+        })
+        .collect();
+    for (g, l) in groups.iter().zip(&held) {
+        let mut m = cluster.master_for(g).conn();
+        let hash = hgetall(&mut m, g);
+        let o = l.owner();
+        assert_eq!(hash.len(), 6, "{g}: {hash:?}");
+        for f in l.fields() {
+            assert_eq!(
+                held_fields(&hash, f, o.as_str()),
+                (o.to_string(), "1".to_string())
+            );
+        }
+    }
+    for (g, l) in groups.iter().zip(&held) {
+        let mut m = cluster.master_for(g).conn();
+        let w = b.group_lock(g.as_str(), ["v2", "v3"]).unwrap();
+        let fields = w.fields().to_vec();
+        let (got_tx, got_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let waiter = std::thread::spawn(move || {
+            let got = w.try_lock_for(Duration::from_secs(10)).unwrap();
+            got_tx.send((got, w.owner())).unwrap();
+            go_rx.recv().unwrap();
+            w.unlock().unwrap();
+        });
+        wait_until(
+            Duration::from_secs(5),
+            "b queued on the group's master",
+            || group_waiters(&mut m, g) == 1,
+        );
+        l.unlock().unwrap();
+        let (got, owner) = got_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(got, "{g}: b served by a's unlock");
+        let hash = hgetall(&mut m, g);
+        assert_eq!(hash.len(), 6, "{g}: only b's two values: {hash:?}");
+        for f in &fields {
+            assert_eq!(
+                held_fields(&hash, f, owner.as_str()),
+                (owner.to_string(), "1".to_string())
+            );
+        }
+        go_tx.send(()).unwrap();
+        waiter.join().unwrap();
+        assert!(!exists(&mut m, g), "{g}: b's unlock emptied the hash");
+    }
+}

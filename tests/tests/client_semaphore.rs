@@ -529,6 +529,93 @@ fn cluster_mode() {
         assert!(exp.update_lease_time(id, Duration::from_secs(10)).unwrap());
         exp.release(id).unwrap();
     }
+    served_across_masters_by_another_client(&cluster);
+}
+
+/// On `cluster` (whose client seeds are its masters), one semaphore of each kind on every
+/// master: a client's wait is granted by another client's release on the master of its slot,
+/// and the counts there (the available count, the leased-permit set) are exactly what the two
+/// clients took and gave back: no permit created or lost by the routing.
+fn served_across_masters_by_another_client(cluster: &rlock_tests::cluster::Cluster) {
+    let a = rlock_client::Client::open_cluster(cluster.seeds()).unwrap();
+    let b = rlock_client::Client::open_cluster(cluster.seeds()).unwrap();
+    // One name per master for each kind.
+    let spread = |prefix: &str| {
+        let mut names: Vec<String> = Vec::new();
+        let mut ports = Vec::new();
+        for i in 0.. {
+            let name = format!("{prefix}-{i}");
+            let port = cluster.master_for(&name).port;
+            if !ports.contains(&port) {
+                ports.push(port);
+                names.push(name);
+            }
+            if names.len() == cluster.masters.len() {
+                break;
+            }
+        }
+        names
+    };
+    for name in spread("spread-sem") {
+        let mut m = cluster.master_for(&name).conn();
+        let (sa, sb) = (a.semaphore(name.as_str()), b.semaphore(name.as_str()));
+        assert!(sa.try_set_permits(3).unwrap());
+        sa.acquire_many(2).unwrap();
+        assert_eq!(count(&mut m, &name), 1, "{name}");
+        let waiter = std::thread::spawn(move || {
+            sb.try_acquire_many_for(3, Duration::from_secs(10)).unwrap()
+        });
+        wait_until(Duration::from_secs(5), "queued on its master", || {
+            sem_waiters(&mut m, &name) == 1
+        });
+        sa.release_many(2).unwrap();
+        assert!(waiter.join().unwrap(), "{name}: served by a's release");
+        assert_eq!(count(&mut m, &name), 0, "{name}: the 3 permits are b's");
+        b.semaphore(name.as_str()).release_many(3).unwrap();
+        assert_eq!(count(&mut m, &name), 3, "{name}");
+        assert_eq!(sa.available_permits().unwrap(), 3);
+    }
+    for name in spread("spread-exp") {
+        let mut m = cluster.master_for(&name).conn();
+        let leases = java::timeouts(&name);
+        let (ea, eb) = (
+            a.permit_expirable_semaphore(name.as_str()),
+            b.permit_expirable_semaphore(name.as_str()),
+        );
+        assert!(ea.try_set_permits(2).unwrap());
+        let leased = ea.acquire(Duration::from_secs(60)).unwrap();
+        let endless = ea.acquire_without_lease().unwrap();
+        assert_eq!(ea.lease_time(endless).unwrap(), None, "{name}");
+        assert_eq!(lease_end(&mut m, &name, endless), Some(java::PERMANENT));
+        assert_eq!(count(&mut m, &name), 0, "{name}");
+        assert_eq!(int(&mut m, &cmd!("ZCARD", &leases)), 2, "{name}");
+        let eb2 = eb.clone();
+        let waiter = std::thread::spawn(move || {
+            eb2.try_acquire_for(Duration::from_secs(10), Duration::from_secs(60))
+                .unwrap()
+        });
+        wait_until(Duration::from_secs(5), "queued on its master", || {
+            sem_waiters(&mut m, &name) == 1
+        });
+        ea.release(endless).unwrap();
+        let got = waiter.join().unwrap().expect("served by a's release");
+        assert_ne!(got, endless);
+        assert!(lease_end(&mut m, &name, got).is_some_and(|end| end < java::PERMANENT));
+        assert_eq!(lease_end(&mut m, &name, endless), None, "{name}: released");
+        assert_eq!(count(&mut m, &name), 0, "{name}");
+        assert_eq!(int(&mut m, &cmd!("ZCARD", &leases)), 2, "{name}");
+        assert_eq!(eb.permits().unwrap(), 2, "{name}: available plus leased");
+        eb.release(got).unwrap();
+        ea.release(leased).unwrap();
+        assert_eq!(count(&mut m, &name), 2, "{name}");
+        assert_eq!(int(&mut m, &cmd!("ZCARD", &leases)), 0, "{name}");
+        // SETPERMITS through the client, on the slot's master.
+        let again = ea.acquire(Duration::from_secs(60)).unwrap();
+        ea.set_permits(5).unwrap();
+        assert_eq!(count(&mut m, &name), 4, "{name}: 5 in all, 1 leased");
+        ea.release(again).unwrap();
+        assert_eq!(eb.permits().unwrap(), 5, "{name}");
+    }
 }
 
 /// The score (lease end, ms since the epoch) of a leased permit in `{key}:timeout`.

@@ -299,6 +299,9 @@ fn reshard_under_load_keeps_exclusion_and_strands_no_waiter() {
     eprintln!(
         "{grants} grants; worst waiter end after a move: {worst:?}; client errors: {errors:?}"
     );
+    // Every permit the clients took came back, wherever the moves found it: the semaphore's
+    // 2 permits are available on its owner and none is leased (none created or lost).
+    rlock_tests::reshard::check_permits(cluster.master_for(&sem), &sem, 2);
     // The held lock and the latch moved with the slot, unchanged.
     let owner = cluster.master_for(&held);
     let mut c = owner.conn();

@@ -15,10 +15,11 @@
 use std::time::{Duration, Instant};
 
 use rlock_tests::cluster::{slot_migrations, wait_migration, Cluster};
+use rlock_tests::redisson::semaphore;
 use rlock_tests::reshard::{check_moved, park_raw_waiters, Load, WAIT};
 use rlock_tests::{
-    cmd, error_text, hgetall, int, margin, pttl, raw, rlock_stat, string, wait_until, Pending,
-    Server, ServerKind, Value,
+    cmd, error_text, hgetall, int, margin, margin_ms, pttl, raw, rlock_stat, string, wait_until,
+    Pending, Server, ServerKind, Value,
 };
 
 /// Whether this server has atomic slot migration (Valkey 9.0+'s `CLUSTER MIGRATESLOTS`, Redis
@@ -489,10 +490,146 @@ fn migrateslots_under_load_keeps_exclusion_and_strands_no_waiter() {
          {worst:?} after the move; waits ended by the moves (raw, and the client's, which it \
          queued again): {ended_waits}; client errors: {errors:?}"
     );
+    // Every permit the clients took came back, wherever the moves found it: the semaphore's
+    // 2 permits are available on its owner and none is leased (none created or lost).
+    rlock_tests::reshard::check_permits(cluster.master_for(&sem), &sem, 2);
     let mut c = cluster.master_for(&held).conn();
     assert_eq!(
         hgetall(&mut c, &held).get("keeper").map(String::as_str),
         Some("1")
     );
     assert_eq!(string(&mut c, &cmd!("GET", &latch)), "1");
+}
+
+/// The lease end a permit's id is scored with in the leased-permit set (`None`: not there).
+fn lease_score(conn: &mut redis::Connection, sem: &str, id: &str) -> Option<i64> {
+    cmd!("ZSCORE", semaphore::timeouts(sem), semaphore::unhex(id))
+        .query(conn)
+        .unwrap()
+}
+
+/// `RSEM.AVAILABLE` plus the leased permits: the total `RSEM.SETPERMITS` sets.
+fn total(conn: &mut redis::Connection, sem: &str) -> i64 {
+    int(conn, &cmd!("RSEM.AVAILABLE", sem)) + int(conn, &cmd!("ZCARD", semaphore::timeouts(sem)))
+}
+
+/// The semaphore's commands the tests above do not move, under an atomic migration: permits
+/// without an end (`NOLEASE`), a count with a TTL (`TRYSETPERMITS ... PX`), `SETPERMITS`
+/// serving parked waiters and `RELEASE ... XX` while the slot streams (held before the pause),
+/// and a waiter still parked on the source when the slot leaves. On the target: the permits
+/// counted are the total set plus the one given back, every permit without an end still has
+/// none, the TTLs carried over, the waiter left parked ends with `TRYAGAIN`/`MOVED` (nothing
+/// granted on the source), and `XX` on the source is redirected without creating a count.
+#[test]
+fn nolease_permits_ttls_xx_and_setpermits_carry_over_an_atomic_migration() {
+    if !has_atomic_migration("nolease_permits_ttls_xx_and_setpermits_carry_over") {
+        return;
+    }
+    let cluster = Cluster::start();
+    let sem = "{am}:sem";
+    let fresh = "{am}:fresh";
+    let leases = semaphore::timeouts(sem);
+    let slot = cluster.slot(sem);
+    let source = cluster.master_for(sem);
+    let target = cluster.other_master(sem);
+    let (mut src, mut dst) = (source.conn(), target.conn());
+    assert_eq!(
+        int(&mut src, &cmd!("RSEM.TRYSETPERMITS", sem, 4, "PX", 60_000)),
+        1
+    );
+    let nolease = permit(raw(&mut src, &cmd!("RSEM.ACQUIRE", sem, "NOLEASE")));
+    let leased = permit(raw(&mut src, &cmd!("RSEM.ACQUIRE", sem, "LEASE", 60_000)));
+    // Two waiters, FIFO: 3 permits without an end (2 are there), then one leased.
+    let w1 = Pending::send(
+        source,
+        &cmd!("RSEM.ACQUIRE", sem, "PERMITS", 3, "NOLEASE", "BLOCK", 0),
+    );
+    wait_until(WAIT, "first waiter queued", || {
+        rlock_stat(&mut src, "sem_waiters") == 1
+    });
+    let w2 = Pending::send(
+        source,
+        &cmd!("RSEM.ACQUIRE", sem, "LEASE", 60_000, "BLOCK", 0),
+    );
+    wait_until(WAIT, "second waiter queued", || {
+        rlock_stat(&mut src, "sem_waiters") == 2
+    });
+
+    hold_before_pause(source, true);
+    let job = cluster.start_atomic_migration(slot, source, target);
+    wait_migration(source, &job, HELD_BEFORE_PAUSE);
+    // While the slot streams: 6 in all (2 leased, so 4 added) serves both waiters.
+    assert_eq!(int(&mut src, &cmd!("RSEM.SETPERMITS", sem, 6)), 0);
+    let w1_ids = rlock_tests::strings(&w1.reply_within(Duration::from_secs(5)));
+    assert_eq!(w1_ids.len(), 3, "{w1_ids:?}");
+    let w2_id = permit(w2.reply_within(Duration::from_secs(5)));
+    assert_eq!(int(&mut src, &cmd!("RSEM.RELEASE", sem, "XX")), 1);
+    assert_eq!(
+        int(
+            &mut src,
+            &cmd!("RSEM.TRYSETPERMITS", fresh, 2, "PX", 30_000)
+        ),
+        1
+    );
+    // A third waiter, for 2 plain permits (1 is there), still parked when the slot leaves.
+    let w3 = Pending::send(source, &cmd!("RSEM.ACQUIRE", sem, "PERMITS", 2, "BLOCK", 0));
+    wait_until(WAIT, "third waiter queued", || {
+        rlock_stat(&mut src, "sem_waiters") == 1
+    });
+    let ttls = [
+        (sem.to_string(), pttl(&mut src, sem)),
+        (leases.clone(), pttl(&mut src, &leases)),
+        (fresh.to_string(), pttl(&mut src, fresh)),
+    ];
+    let read_at = Instant::now();
+    hold_before_pause(source, false);
+    wait_migration(source, &job, &["success"]);
+    cluster.wait_ok();
+    let v = w3.reply_within(Duration::from_secs(5));
+    assert!(ended_by_move(&v), "the waiter left on the source: {v:?}");
+
+    // On the target: 1 available and 6 leased, 7 in all (6 set, 1 given back); the 4 permits
+    // without an end still without one; the TTLs carried over.
+    assert_eq!(string(&mut dst, &cmd!("GET", sem)), "1");
+    assert_eq!(int(&mut dst, &cmd!("ZCARD", &leases)), 6);
+    assert_eq!(total(&mut dst, sem), 7);
+    for id in w1_ids.iter().chain([&nolease]) {
+        assert_eq!(
+            lease_score(&mut dst, sem, id),
+            Some(semaphore::PERMANENT),
+            "{id}"
+        );
+        assert_eq!(int(&mut dst, &cmd!("RSEM.LEASETIME", sem, id)), -1, "{id}");
+    }
+    for id in [&leased, &w2_id] {
+        let left = int(&mut dst, &cmd!("RSEM.LEASETIME", sem, id));
+        assert!(left > 0 && left <= 60_000, "{id}: {left}");
+    }
+    let passed = read_at.elapsed().as_millis() as i64;
+    for (key, before) in ttls {
+        assert!(before > 0, "{key}: a TTL on the source ({before})");
+        rlock_tests::assert_between(
+            &format!("{key}'s PTTL on the target"),
+            pttl(&mut dst, &key),
+            before - passed - margin_ms(100),
+            before,
+        );
+    }
+    assert_eq!(string(&mut dst, &cmd!("GET", fresh)), "2");
+    // Nothing left on the source, and XX there is sent to the target, creating nothing.
+    assert_eq!(rlock_tests::dbsize(&mut src), 0);
+    assert_eq!(rlock_stat(&mut src, "waiters"), 0);
+    let v = raw(&mut src, &cmd!("RSEM.RELEASE", sem, "XX"));
+    assert!(
+        error_text(&v).is_some_and(|e| e.starts_with("MOVED")),
+        "{v:?}"
+    );
+    assert_eq!(rlock_tests::dbsize(&mut src), 0);
+    // The totals go on from there on the target.
+    assert_eq!(int(&mut dst, &cmd!("RSEM.SETPERMITS", sem, 8)), 2);
+    assert_eq!(
+        int(&mut dst, &cmd!("RSEM.RELEASE", sem, "ID", &w1_ids[0])),
+        3
+    );
+    assert_eq!(total(&mut dst, sem), 8);
 }
