@@ -223,18 +223,14 @@ fn parse(text: &[u8]) -> Option<View> {
 /// Valkey, also declare that rlock handles it: Valkey refuses `CLUSTER MIGRATESLOTS` while any
 /// loaded module has not).
 pub fn init(ctx: Ctx) {
-    let version = |field: &std::ffi::CStr| {
-        let text = ctx.info_text(c"server", field)?;
-        let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
-        Some((parts.next()??, parts.next()??))
-    };
-    // Valkey also reports a redis_version (7.2.4): look at valkey_version first.
-    if let Some(valkey) = version(c"valkey_version") {
-        if valkey >= (9, 0) {
+    match ctx.server_version() {
+        Some((true, valkey)) if valkey >= (9, 0) => {
             handle_atomic_slot_migration(ctx, MigrationEvents::Valkey);
         }
-    } else if version(c"redis_version").is_some_and(|v| v >= (8, 4)) {
-        handle_atomic_slot_migration(ctx, MigrationEvents::Redis);
+        Some((false, redis)) if redis >= (8, 4) => {
+            handle_atomic_slot_migration(ctx, MigrationEvents::Redis);
+        }
+        _ => {}
     }
 }
 

@@ -70,6 +70,16 @@ impl Pending {
             .unwrap_or_else(|e| panic!("{what}: no reply: {e}"))
     }
 
+    /// Wait (at most 10 s) for the reply, and keep the connection (to see what follows it).
+    pub fn reply_and_conn(mut self) -> (Value, redis::Connection) {
+        let what = std::mem::take(&mut self.what);
+        let v = self
+            .conn
+            .recv_response()
+            .unwrap_or_else(|e| panic!("{what}: no reply: {e}"));
+        (v, self.conn)
+    }
+
     /// Wait for the reply, which must be an integer.
     pub fn reply_int(self) -> i64 {
         let what = self.what.clone();

@@ -187,6 +187,20 @@ impl Ctx {
         }
     }
 
+    /// The server's version, major and minor, from `INFO server`, and whether it is Valkey
+    /// (whose own `valkey_version` is read: Valkey also reports a `redis_version`, 7.2.4).
+    pub fn server_version(self) -> Option<(bool, (u32, u32))> {
+        let version = |field: &CStr| {
+            let text = self.info_text(c"server", field)?;
+            let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
+            Some((parts.next()??, parts.next()??))
+        };
+        match version(c"valkey_version") {
+            Some(v) => Some((true, v)),
+            None => version(c"redis_version").map(|v| (false, v)),
+        }
+    }
+
     /// `CONFIG GET name`'s value.
     pub fn config_get(self, name: &CStr) -> Option<Vec<u8>> {
         let name = OwnedStr::new(name.to_bytes());

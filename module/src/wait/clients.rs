@@ -64,7 +64,7 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
     // callback for any other client comes from the server answering the client itself:
     // `UNBLOCKED ...` as it becomes a replica (`disconnectAllBlockedClients`; the role is not
     // switched yet, so `is_replica` cannot tell) or for `CLIENT UNBLOCK <id> ERROR`; or, for a
-    // grant in flight, from `CLIENT UNBLOCK` just after the grant.
+    // grant in flight on Redis 7.0, from `CLIENT UNBLOCK` just after the grant.
     let closing = ctx.client_id() == state(|s| s.closing);
     if let Some(handle) = let_go(bc) {
         // A parked session request whose connection closed stays queued in its session (its
@@ -89,15 +89,34 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
     let Some(grant) = state(|s| s.in_flight.remove(&bc.id())) else {
         return false;
     };
-    if !closing && !ctx.is_replica() {
+    if !closing && !ctx.is_replica() && !answered_by_server(ctx) {
         // Not a closing connection: CLIENT UNBLOCK right after the grant, before its reply was
         // sent. Redis drops the module's reply in that case, so give the client its grant here
         // (this context's client is the waiting client).
         ctx.reply(&grant.reply);
         return true;
     }
-    // The client is gone: undo its grant. Writing from this callback is not safe (we are
-    // inside the client's teardown); a job on the next timer turn does it.
+    // The client is gone, or the server answered it `UNBLOCKED` itself (which its client reads
+    // as "not run", and queues again): undo its grant. A reply here would be a second one to
+    // the same command, and the hold would stay with an owner told it had none. Writing from
+    // this callback is not safe (we may be inside the client's teardown); a job on the next
+    // timer turn does it.
     revoke_later(ctx, grant.id, grant.req, grant.reply, grant.ticket);
     true
+}
+
+/// Whether a disconnect callback for a grant in flight to a connection that is not closing
+/// comes from the server answering the connection itself, with an error (`CLIENT UNBLOCK <id>
+/// ERROR`, or `UNBLOCKED` as it becomes a replica). On Valkey and from Redis 7.4 (the servers
+/// tested; 7.2 may be the same) it always does: a plain `CLIENT UNBLOCK` of a parked client
+/// the module has already unblocked returns at once (`unblockClientOnTimeout`), and the
+/// grant's reply goes out as usual. Redis 7.0 calls back for both and cannot tell them apart:
+/// the grant is replied, as a plain `CLIENT UNBLOCK` needs (an `ERROR` one then gets two
+/// replies, and the grant stands). Read only on this rare path.
+fn answered_by_server(ctx: Ctx) -> bool {
+    match ctx.server_version() {
+        Some((true, _)) => true,
+        Some((false, redis)) => redis >= (7, 4),
+        None => false,
+    }
 }

@@ -145,6 +145,50 @@ fn a_parked_session_request_answered_unblocked_by_the_server_is_withdrawn() {
     assert!(got[0].text().starts_with("UNBLOCKED"), "{got:?}");
 }
 
+/// `CLIENT UNBLOCK <id> ERROR` in the same turn as a grant to a parked session request, before
+/// the grant's reply is sent: the server answers the connection `UNBLOCKED ...` itself, which
+/// says the request did not run (its client queues it again). So the grant is undone, and
+/// nothing follows the error. Before: the grant was replied after it (two replies to one
+/// command: the connection's next command read the grant) and stood, held by an owner told it
+/// had nothing. Redis 7.0 calls the module back the same way for a plain `CLIENT UNBLOCK`,
+/// which needs the grant replied: there the grant is replied, as before.
+#[test]
+fn a_grant_in_flight_answered_unblocked_by_the_server_is_undone_and_not_replied() {
+    let (s, mut c, mut l) = start(5000);
+    let server = ServerKind::of(&mut c);
+    acquire(&mut c, "k", "holder", 60_000);
+    let w = park_queued(&s, &mut c, ("k", "w", 1, 0), 0, 1);
+    assert_eq!(string(&mut c, &cmd!("MULTI")), "OK");
+    assert_eq!(
+        string(&mut c, &cmd!("RLOCK.RELEASE", "k", "holder")),
+        "QUEUED"
+    );
+    assert_eq!(
+        string(&mut c, &cmd!("CLIENT", "UNBLOCK", w.id, "ERROR")),
+        "QUEUED"
+    );
+    assert_eq!(
+        raw(&mut c, &cmd!("EXEC")),
+        Value::Array(vec![Value::Int(0), Value::Int(1)])
+    );
+    let (first, mut wc) = w.reply_and_conn();
+    let e = error_text(&first).unwrap_or_else(|| panic!("an error reply: {first:?}"));
+    assert!(e.starts_with("UNBLOCKED"), "{e}");
+    if server.flavor == Flavor::Redis && (server.version.0, server.version.1) < (7, 4) {
+        return; // Redis 7.0: see above.
+    }
+    assert_eq!(
+        raw(&mut wc, &cmd!("PING")),
+        Value::SimpleString("PONG".into()),
+        "one reply to one command"
+    );
+    wait_until(Duration::from_secs(5), "the grant is undone", || {
+        !exists(&mut c, "k")
+    });
+    assert_eq!(l.read(), vec![], "nothing granted, nothing to tell");
+    assert_eq!(rlock_stat(&mut c, "session_requests"), 0);
+}
+
 #[test]
 fn inside_multi_a_parked_session_request_is_queued_without_parking() {
     let (_s, mut c, mut l) = start(5000);
