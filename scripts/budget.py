@@ -51,6 +51,7 @@ def resp(args):
 class Conn:
     def __init__(self, port):
         self.sock = socket.create_connection(("127.0.0.1", port))
+        self.port = port
         self.buf = b""
 
     def _line(self):
@@ -124,11 +125,13 @@ def measure():
         raise
 
 
-def measure_in(work, module, server):
+def start_server(work, module, server, who):
+    """redis-server with the module under callgrind in `work` (its dumps: cg.out.N there), once
+    it answers: its process and a connection. Exits naming `who` and `work` if it does not
+    start (budget.py's and handoff.py's servers)."""
     port = free_port()
-    out = os.path.join(work, "cg.out")
     vg = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, server,
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + os.path.join(work, "cg.out"), server,
          "--port", str(port), "--bind", "127.0.0.1", "--dir", work, "--save", "",
          # Rehashing only inside commands, never by the server's cron: a dict's rehash steps
          # then fall on the same calls whatever the machine's speed (with it on, a call's count
@@ -136,17 +139,23 @@ def measure_in(work, module, server):
          "--appendonly", "no", "--hz", "10", "--activerehashing", "no", "--loadmodule", module,
          "--logfile", os.path.join(work, "server.log")],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "valgrind.log"), "w"))
+    deadline = time.time() + 60
+    while True:
+        try:
+            conn = Conn(port)
+            conn.pipeline([["PING"]])
+            return vg, conn
+        except (OSError, EOFError):
+            if time.time() > deadline or vg.poll() is not None:
+                if vg.poll() is None:
+                    vg.kill()
+                sys.exit("%s: the server under valgrind did not start (%s)" % (who, work))
+            time.sleep(0.2)
+
+
+def measure_in(work, module, server):
+    vg, conn = start_server(work, module, server, "budget")
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                conn = Conn(port)
-                conn.pipeline([["PING"]])
-                break
-            except (OSError, EOFError):
-                if time.time() > deadline or vg.poll() is not None:
-                    sys.exit("budget: the server under valgrind did not start (%s)" % work)
-                time.sleep(0.2)
         # The module loaded before the server answered: RLOCK.TOP's windows count from then.
         phases = run_phases(conn, vg.pid, ready=time.time())
         try:

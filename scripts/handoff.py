@@ -124,25 +124,9 @@ def main():
                             os.path.join(budget.ROOT, "target/release/librlock_module.so"))
     server = os.environ.get("RLOCK_SERVER") or "redis-server"
     work = tempfile.mkdtemp(prefix="rlock-handoff-")
-    port = budget.free_port()
-    out = os.path.join(work, "cg.out")
-    vg = subprocess.Popen(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, server,
-         "--port", str(port), "--bind", "127.0.0.1", "--dir", work, "--save", "",
-         "--appendonly", "no", "--hz", "10", "--activerehashing", "no", "--loadmodule", module,
-         "--logfile", os.path.join(work, "server.log")],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "valgrind.log"), "w"))
+    vg, first = budget.start_server(work, module, server, "handoff")
+    port = first.port
     try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                first = budget.Conn(port)
-                first.pipeline([["PING"]])
-                break
-            except (OSError, EOFError):
-                if time.time() > deadline or vg.poll() is not None:
-                    sys.exit("handoff: the server under valgrind did not start (%s)" % work)
-                time.sleep(0.2)
         conns = [first] + [budget.Conn(port) for _ in range(n - 1)]
         probe = budget.Conn(port)
         # The session lives while its listener is parked in a read, as the client's is.

@@ -2,6 +2,7 @@
 //! low-level key API. The main key stays open (for writing) while a command or a serving step
 //! runs; auxiliary keys are opened per read.
 
+use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, KeyType, Store, Target};
@@ -363,7 +364,7 @@ pub fn gate_reply(
     // `NOPERMIT` for a permit whose leased-permit set has not arrived yet is as wrong as a 0.
     let queued = |r: &Result<crate::ffi::Answer, _>| match r {
         Ok(crate::ffi::Answer::Parked) => true,
-        Ok(crate::ffi::Answer::Reply(reply)) => *reply == crate::wait::QUEUED,
+        Ok(crate::ffi::Answer::Reply(reply)) => *reply == Reply::QUEUED,
         _ => false,
     };
     if absent.is_empty() || wrote || queued(&result) {

@@ -501,18 +501,6 @@ fn migrateslots_under_load_keeps_exclusion_and_strands_no_waiter() {
     assert_eq!(string(&mut c, &cmd!("GET", &latch)), "1");
 }
 
-/// The lease end a permit's id is scored with in the leased-permit set (`None`: not there).
-fn lease_score(conn: &mut redis::Connection, sem: &str, id: &str) -> Option<i64> {
-    cmd!("ZSCORE", semaphore::timeouts(sem), semaphore::unhex(id))
-        .query(conn)
-        .unwrap()
-}
-
-/// `RSEM.AVAILABLE` plus the leased permits: the total `RSEM.SETPERMITS` sets.
-fn total(conn: &mut redis::Connection, sem: &str) -> i64 {
-    int(conn, &cmd!("RSEM.AVAILABLE", sem)) + int(conn, &cmd!("ZCARD", semaphore::timeouts(sem)))
-}
-
 /// The semaphore's commands the tests above do not move, under an atomic migration: permits
 /// without an end (`NOLEASE`), a count with a TTL (`TRYSETPERMITS ... PX`), `SETPERMITS`
 /// serving parked waiters and `RELEASE ... XX` while the slot streams (held before the pause),
@@ -592,10 +580,10 @@ fn nolease_permits_ttls_xx_and_setpermits_carry_over_an_atomic_migration() {
     // without an end still without one; the TTLs carried over.
     assert_eq!(string(&mut dst, &cmd!("GET", sem)), "1");
     assert_eq!(int(&mut dst, &cmd!("ZCARD", &leases)), 6);
-    assert_eq!(total(&mut dst, sem), 7);
+    assert_eq!(semaphore::total(&mut dst, sem), 7);
     for id in w1_ids.iter().chain([&nolease]) {
         assert_eq!(
-            lease_score(&mut dst, sem, id),
+            semaphore::lease_score(&mut dst, sem, id),
             Some(semaphore::PERMANENT),
             "{id}"
         );
@@ -631,5 +619,5 @@ fn nolease_permits_ttls_xx_and_setpermits_carry_over_an_atomic_migration() {
         int(&mut dst, &cmd!("RSEM.RELEASE", sem, "ID", &w1_ids[0])),
         3
     );
-    assert_eq!(total(&mut dst, sem), 8);
+    assert_eq!(semaphore::total(&mut dst, sem), 8);
 }

@@ -87,18 +87,6 @@ fn slot_keys(conn: &mut redis::Connection, slot: u16) -> Vec<String> {
     k
 }
 
-/// The lease end a permit's id is scored with in the leased-permit set (`None`: not there).
-fn lease_score(conn: &mut redis::Connection, sem: &str, id: &str) -> Option<i64> {
-    cmd!("ZSCORE", semaphore::timeouts(sem), semaphore::unhex(id))
-        .query(conn)
-        .unwrap()
-}
-
-/// `RSEM.AVAILABLE` plus the leased permits: the total `RSEM.SETPERMITS` sets.
-fn total(conn: &mut redis::Connection, sem: &str) -> i64 {
-    int(conn, &cmd!("RSEM.AVAILABLE", sem)) + int(conn, &cmd!("ZCARD", semaphore::timeouts(sem)))
-}
-
 /// A TTL read on the target `after` (ms) against the one read on the source `before`, `since`
 /// then: it carried over when it is no more than before and dropped by no more than the time
 /// that passed (plus a margin for the two reads' rounding and this machine's pace).
@@ -146,7 +134,7 @@ fn nolease_permits_ttls_xx_and_setpermits_move_with_their_slot() {
     let leased = permit_ids(&raw(&mut src, &cmd!("RSEM.ACQUIRE", sem, "LEASE", 60_000))).remove(0);
     assert_eq!(int(&mut src, &cmd!("RSEM.ACQUIRE", sem, "PERMITS", 2)), 1);
     assert_eq!(
-        lease_score(&mut src, sem, &nolease),
+        semaphore::lease_score(&mut src, sem, &nolease),
         Some(semaphore::PERMANENT)
     );
     let waiters_before = rlock_stat(&mut src, "waiters");
@@ -210,7 +198,7 @@ fn nolease_permits_ttls_xx_and_setpermits_move_with_their_slot() {
     assert_eq!(string(&mut dst, &cmd!("GET", sem)), "0");
     assert_eq!(int(&mut dst, &cmd!("ZCARD", &leases)), 2);
     assert_eq!(
-        lease_score(&mut dst, sem, &nolease),
+        semaphore::lease_score(&mut dst, sem, &nolease),
         Some(semaphore::PERMANENT)
     );
     assert_eq!(int(&mut dst, &cmd!("RSEM.LEASETIME", sem, &nolease)), -1);
@@ -251,19 +239,26 @@ fn nolease_permits_ttls_xx_and_setpermits_move_with_their_slot() {
     assert_eq!(int(&mut dst, &cmd!("RSEM.SETPERMITS", sem, 6)), 2);
     let [w1, w2] = again;
     let got = permit_ids(&w1.reply_within(Duration::from_secs(5))).remove(0);
-    assert_eq!(lease_score(&mut dst, sem, &got), Some(semaphore::PERMANENT));
+    assert_eq!(
+        semaphore::lease_score(&mut dst, sem, &got),
+        Some(semaphore::PERMANENT)
+    );
     assert_eq!(
         permit_ids(&w2.reply_within(Duration::from_secs(5))).len(),
         1
     );
-    assert_eq!(total(&mut dst, sem), 6);
+    assert_eq!(semaphore::total(&mut dst, sem), 6);
     // Released by id on the target (the permit leased on the source), and XX there.
     assert_eq!(int(&mut dst, &cmd!("RSEM.RELEASE", sem, "ID", &nolease)), 3);
     assert_eq!(
         int(&mut dst, &cmd!("RSEM.RELEASE", sem, "PERMITS", 2, "XX")),
         5
     );
-    assert_eq!(total(&mut dst, sem), 8, "6 set, 2 plain ones given back");
+    assert_eq!(
+        semaphore::total(&mut dst, sem),
+        8,
+        "6 set, 2 plain ones given back"
+    );
 
     // The leased-permit set moves first: the source, with the count but without the leases,
     // decides nothing; its parked waiter is not granted by what is sent to it.
@@ -277,7 +272,7 @@ fn nolease_permits_ttls_xx_and_setpermits_move_with_their_slot() {
     let nolease = permit_ids(&raw(&mut src, &cmd!("RSEM.ACQUIRE", sem, "NOLEASE"))).remove(0);
     permit_ids(&raw(&mut src, &cmd!("RSEM.ACQUIRE", sem, "LEASE", 60_000)));
     assert_eq!(int(&mut src, &cmd!("RSEM.SETPERMITS", sem, 5)), 3);
-    assert_eq!(total(&mut src, sem), 5);
+    assert_eq!(semaphore::total(&mut src, sem), 5);
     let waiters_before = rlock_stat(&mut src, "waiters");
     let parked = Pending::send(
         source,
@@ -324,12 +319,16 @@ fn nolease_permits_ttls_xx_and_setpermits_move_with_their_slot() {
     );
     assert_eq!(string(&mut dst, &cmd!("GET", sem)), "3");
     assert_eq!(
-        lease_score(&mut dst, sem, &nolease),
+        semaphore::lease_score(&mut dst, sem, &nolease),
         Some(semaphore::PERMANENT)
     );
-    assert_eq!(total(&mut dst, sem), 5, "the total set on the source");
+    assert_eq!(
+        semaphore::total(&mut dst, sem),
+        5,
+        "the total set on the source"
+    );
     assert_eq!(int(&mut dst, &cmd!("RSEM.SETPERMITS", sem, 7)), 5);
-    assert_eq!(total(&mut dst, sem), 7);
+    assert_eq!(semaphore::total(&mut dst, sem), 7);
     // A semaphore that never existed: XX creates nothing on the slot's new owner either.
     assert_eq!(
         raw(&mut dst, &cmd!("RSEM.RELEASE", "{mv2}:gone", "XX")),
@@ -400,8 +399,12 @@ fn a_session_request_queued_on_a_split_semaphore_is_told_so_and_granted_once() {
     );
     assert_eq!(o[2], Value::Int(7), "{o:?}");
     let granted = permit_ids(&o[4]).remove(0);
-    assert!(lease_score(&mut dst, sem, &granted).is_some());
-    assert_eq!(total(&mut dst, sem), 1, "one permit, leased by the request");
+    assert!(semaphore::lease_score(&mut dst, sem, &granted).is_some());
+    assert_eq!(
+        semaphore::total(&mut dst, sem),
+        1,
+        "one permit, leased by the request"
+    );
     assert_eq!(int(&mut dst, &cmd!("ZCARD", &leases)), 1);
 
     a_session_request_queued_on_the_source_ends_with_tryagain(&cluster);
@@ -462,7 +465,7 @@ fn a_session_request_queued_on_the_source_ends_with_tryagain(cluster: &Cluster) 
     assert_eq!(rlock_stat(&mut src, "sem_waiters"), 0);
     assert_eq!(string(&mut dst, &cmd!("GET", sem)), "0");
     assert_eq!(
-        total(&mut dst, sem),
+        semaphore::total(&mut dst, sem),
         1,
         "the one permit, leased without an end"
     );

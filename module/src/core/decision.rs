@@ -117,6 +117,9 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// The reply of a request that waits on in its session (`QUEUE`): it is in its queue.
+    pub const QUEUED: Reply = Reply::Status("QUEUED");
+
     pub fn bulk_or_nil(bytes: Option<Vec<u8>>) -> Reply {
         bytes.map_or(Reply::Nil, Reply::Bulk)
     }

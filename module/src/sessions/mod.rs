@@ -239,7 +239,7 @@ pub fn queue(
     });
     Ok(match park_ms {
         Some(ms) => wait::park_request(ctx, handle, ms),
-        None => Answer::Reply(wait::QUEUED),
+        None => Answer::Reply(Reply::QUEUED),
     })
 }
 

@@ -3,7 +3,7 @@
 //! closed connection is undone.
 
 use super::delivery::deliver;
-use super::delivery::{let_go, QUEUED};
+use super::delivery::let_go;
 use super::queue::withdraw;
 use super::serve::revoke_later;
 use super::{state, Ended, Handle};
@@ -46,7 +46,7 @@ pub(super) fn withdraw_blocked(ctx: Ctx, bc: BlockedClient, left: Left) -> bool 
 pub fn on_unblocked(ctx: Ctx, bc: BlockedClient) -> bool {
     if let_go(bc).is_some() {
         // A parked session request: its wait goes on in the session.
-        ctx.reply(&QUEUED);
+        ctx.reply(&Reply::QUEUED);
         return true;
     }
     if !withdraw_blocked(ctx, bc, Left::Unblocked) {

@@ -30,7 +30,7 @@ pub(super) struct InFlight {
 /// thread wake-ups per hand-off).
 pub fn park_request(ctx: Ctx, handle: Handle, park_ms: i64) -> Answer {
     if !ctx.may_block() {
-        return Answer::Reply(QUEUED);
+        return Answer::Reply(Reply::QUEUED);
     }
     let bc = ctx.block();
     let at = ctx.now_ms().saturating_add(park_ms);
@@ -53,9 +53,6 @@ fn parks_due(ctx: Ctx) {
     state(|s| s.park_ends.arm(ctx, parks_due));
 }
 
-/// The reply of a request that waits on in its session.
-pub const QUEUED: Reply = Reply::Status("QUEUED");
-
 /// The parked connection of session request `handle`, no longer parked.
 pub(super) fn unpark(handle: Handle) -> Option<BlockedClient> {
     state(|s| {
@@ -73,7 +70,7 @@ pub(super) fn unpark(handle: Handle) -> Option<BlockedClient> {
 /// Answer the parked connection of `handle` `QUEUED` (its wait goes on in the session).
 pub(super) fn answer_queued(handle: Handle) {
     if let Some(bc) = unpark(handle) {
-        wake(bc, QUEUED);
+        wake(bc, Reply::QUEUED);
     }
 }
 
@@ -105,7 +102,7 @@ pub(super) fn deliver(ctx: Ctx, handle: Handle, ended: Ended) {
                     answer(ctx, bc, ended, Some(session));
                     return;
                 }
-                wake(bc, QUEUED);
+                wake(bc, Reply::QUEUED);
             }
             hooks.sink(ctx, session, request, ended);
         }

@@ -89,6 +89,19 @@ pub const EXP_TRY_RELEASE_MANY: &str = "for i = 4, #ARGV, 1 do local expire = re
     redis.call(ARGV[3], KEYS[2], removed); \
     return removed;";
 
+/// The lease end the permit `id` (hex, as `RSEM.ACQUIRE` replies it) is scored with in the
+/// leased-permit set of `name` (`None`: not there).
+pub fn lease_score(conn: &mut redis::Connection, name: &str, id: &str) -> Option<i64> {
+    cmd!("ZSCORE", timeouts(name), unhex(id))
+        .query(conn)
+        .unwrap()
+}
+
+/// `RSEM.AVAILABLE` plus the leased permits: the total `RSEM.SETPERMITS` sets.
+pub fn total(conn: &mut redis::Connection, name: &str) -> i64 {
+    int(conn, &cmd!("RSEM.AVAILABLE", name)) + int(conn, &cmd!("ZCARD", timeouts(name)))
+}
+
 /// `availablePermits()` (reclaims expired permits first). KEYS = [name, timeoutZset, channel];
 /// ARGV = [nowMs, publishCmd].
 pub const EXP_AVAILABLE: &str =
