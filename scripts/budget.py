@@ -153,16 +153,21 @@ def start_server(work, module, server, who):
             time.sleep(0.2)
 
 
+def stop_server(vg, conn):
+    """Shut `start_server`'s server down (its last dump written as valgrind exits)."""
+    try:
+        conn.sock.sendall(resp(["SHUTDOWN", "NOSAVE"]))
+    except OSError:
+        pass
+    vg.wait(timeout=120)
+
+
 def measure_in(work, module, server):
     vg, conn = start_server(work, module, server, "budget")
     try:
         # The module loaded before the server answered: RLOCK.TOP's windows count from then.
         phases = run_phases(conn, vg.pid, ready=time.time())
-        try:
-            conn.sock.sendall(resp(["SHUTDOWN", "NOSAVE"]))
-        except OSError:
-            pass
-        vg.wait(timeout=120)
+        stop_server(vg, conn)
     finally:
         if vg.poll() is None:
             vg.kill()

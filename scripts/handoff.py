@@ -136,11 +136,7 @@ def main():
         for form in ("raw", "client"):
             run_form(conns, probe, vg.pid, form, handoffs)
         info = probe.pipeline([["RSESSION.INFO", "s"]])[0]
-        try:
-            first.sock.sendall(budget.resp(["SHUTDOWN", "NOSAVE"]))
-        except OSError:
-            pass
-        vg.wait(timeout=120)
+        budget.stop_server(vg, first)
     finally:
         if vg.poll() is None:
             vg.kill()
