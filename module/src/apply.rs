@@ -62,7 +62,7 @@ impl RedisKeys {
         }
         self.check_whole(decision)?;
         if !decision.writes.is_empty() {
-            self.note_written();
+            self.note_effect();
         }
         let notify = self.ctx.notify_flags();
         let mut token = None;

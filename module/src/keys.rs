@@ -2,7 +2,6 @@
 //! low-level key API. The main key stays open (for writing) while a command or a serving step
 //! runs; auxiliary keys are opened per read.
 
-use crate::core::decision::Reply;
 use crate::core::error::CmdError;
 use crate::core::stats::ObjectKind;
 use crate::core::store::{Int, KeyType, Store, Target};
@@ -160,7 +159,7 @@ impl RedisKeys {
                     let mut c = c.borrow_mut();
                     // After its first write a command's reads see its own deletions: only what
                     // it read before counts (`apply` checked those before writing).
-                    if !c.wrote {
+                    if !c.took_effect {
                         c.absent.push(name.to_vec());
                     }
                 });
@@ -315,24 +314,29 @@ fn close_kept() {
     drop(kept);
 }
 
-/// What the running command's object read absent before it wrote anything (cluster mode).
+/// What the running command's object read absent before it wrote anything, and whether it
+/// left an effect (`RedisKeys::note_effect`; cluster mode).
 #[derive(Default)]
 struct CommandReads {
     absent: Vec<Vec<u8>>,
-    wrote: bool,
+    took_effect: bool,
 }
 
 thread_local! {
     static COMMAND_ABSENT: std::cell::RefCell<CommandReads> = const {
-        std::cell::RefCell::new(CommandReads { absent: Vec::new(), wrote: false })
+        std::cell::RefCell::new(CommandReads { absent: Vec::new(), took_effect: false })
     };
 }
 
 impl RedisKeys {
-    /// The command's object was written (after `apply` found it whole): its reply stands.
-    pub(crate) fn note_written(&self) {
+    /// The command left an effect its reply reports, so the reply stands: its object was
+    /// written (after `apply` found it whole), or a request was queued behind it (its reply
+    /// `QUEUED`, or the parked connection's later one). A `TRYAGAIN` in its place would have
+    /// the client queue the request again while this one is granted later to a wait that is
+    /// gone: a permit or a lock held by nobody.
+    pub(crate) fn note_effect(&self) {
         if self.command && cluster(self.ctx) {
-            COMMAND_ABSENT.with(|c| c.borrow_mut().wrote = true);
+            COMMAND_ABSENT.with(|c| c.borrow_mut().took_effect = true);
         }
     }
 }
@@ -347,27 +351,22 @@ pub fn gate_reply(
     key: Option<RStr>,
     run: &mut dyn FnMut() -> Result<crate::ffi::Answer, crate::core::error::CmdError>,
 ) -> Result<crate::ffi::Answer, crate::core::error::CmdError> {
-    // Outside a cluster nothing is noted (`note_absent`, `note_written`): the reply stands, and
+    // Outside a cluster nothing is noted (`note_absent`, `note_effect`): the reply stands, and
     // resetting and taking the notes cost 140 instructions per command (callgrind).
     if !cluster(ctx) {
         return run();
     }
     COMMAND_ABSENT.with(|c| *c.borrow_mut() = CommandReads::default());
     let result = run();
-    let CommandReads { absent, wrote } =
-        COMMAND_ABSENT.with(|c| std::mem::take(&mut *c.borrow_mut()));
-    // A command that wrote was found whole by `apply` first; its reply reports those writes.
-    // A parked waiter was not granted anything; it ends with TRYAGAIN or MOVED if its slot
-    // leaves. So was a request queued through its session (`QUEUED`): it is in the queue, and
-    // a TRYAGAIN would have its client queue it again while this one is granted later to a
-    // wait that is gone (a permit or a lock held by nobody). Errors are gated as replies are:
-    // `NOPERMIT` for a permit whose leased-permit set has not arrived yet is as wrong as a 0.
-    let queued = |r: &Result<crate::ffi::Answer, _>| match r {
-        Ok(crate::ffi::Answer::Parked) => true,
-        Ok(crate::ffi::Answer::Reply(reply)) => *reply == Reply::QUEUED,
-        _ => false,
-    };
-    if absent.is_empty() || wrote || queued(&result) {
+    let CommandReads {
+        absent,
+        took_effect,
+    } = COMMAND_ABSENT.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    // A command that wrote was found whole by `apply` first; one that queued a request was
+    // granted nothing (a queued request ends with TRYAGAIN or MOVED if its slot leaves): either
+    // way its reply reports what it did (`RedisKeys::note_effect`). Errors are gated as replies
+    // are: `NOPERMIT` for a permit whose leased-permit set has not arrived yet is as wrong as a 0.
+    if absent.is_empty() || took_effect {
         return result;
     }
     let Some(name) = key else {

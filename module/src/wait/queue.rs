@@ -78,6 +78,8 @@ pub fn park_or_nil(
 /// Queue `req` behind `keys`' queue, reached through `handle`, for at most `timeout_ms`
 /// (0: no limit; checked by the caller not to overflow).
 pub fn enqueue(ctx: Ctx, keys: &RedisKeys, handle: Handle, timeout_ms: i64, req: Req) {
+    // Whatever the command replies now reports this request (parked, `QUEUED`): it stands.
+    keys.note_effect();
     let id = KeyId::new(ctx.db(), keys.key_name());
     let wake_at = req.object().wake_at(keys);
     req.kind().count(Counted::Queued);
