@@ -504,7 +504,20 @@ fn a_read_only_latch_wait_does_not_hold_a_semaphore_hostage() {
     wait_blocked(&mut c, 1);
     // Permits are free: granted at once, as if nobody waited.
     assert_eq!(int(&mut alice, &cmd!("RSEM.ACQUIRE", "a:sem")), 1);
-    // The count is 1; alice's request for two must wait: carol's await ends and alice queues.
+    // The count is 1. A request for two that would not wait, or that is refused, holds
+    // nothing up: carol's await goes on waiting.
+    let mut dave = acl_user(&s, &mut c, "dave", &["~a:*", "+@all"]);
+    assert_eq!(
+        raw(&mut alice, &cmd!("RSEM.ACQUIRE", "a:sem", "PERMITS", 2)),
+        Value::Nil
+    );
+    let e = err(
+        &mut dave,
+        &cmd!("RSEM.ACQUIRE", "a:sem", "PERMITS", 2, "LEASE", 60_000, "BLOCK", 1_000),
+    );
+    assert!(e.starts_with("NOPERM"), "dave may not write the permits' set: {e}");
+    assert_eq!(rlock_stat(&mut c, "waiters"), 1, "carol's await still waits");
+    // Alice's request for two must wait: carol's await ends and alice queues.
     let w = Pending::send_on(
         conn_as(&s, "alice"),
         &cmd!("RSEM.ACQUIRE", "a:sem", "PERMITS", 2, "BLOCK", 10_000),

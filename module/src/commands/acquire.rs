@@ -96,14 +96,15 @@ pub fn wait_or_nil(
     session: Option<u32>,
     req: Req,
 ) -> Result<Answer, CmdError> {
+    // Latch waits on a key a writer uses as another object (a semaphore: both are a count)
+    // end with the error a latch wait there would get when the writer's request queues: a wait
+    // that only reads must not hold a writer's object hostage (an `RLATCH.AWAIT` needs read
+    // access only). A request that does not wait (nil), or is refused by its checks below
+    // (NOPERM, DEADLOCK), holds nothing up and leaves them waiting.
+    let mut ends_latch_waits = false;
     if let Some(kind) = wait::queued_kind(ctx.db(), keys.key_name()) {
         if kind == ObjectKind::Latch && req.kind() != ObjectKind::Latch {
-            // Latch waits on a key a writer uses as another object (a semaphore: both are a
-            // count) end with the error a latch wait there would get; the writer's request
-            // queues. A wait that only reads must not hold a writer's object hostage (an
-            // `RLATCH.AWAIT` needs read access only).
-            let id = KeyId::new(ctx.db(), keys.key_name());
-            wait::end_waits(ctx, &id, CmdError::QueuedKind(req.kind()));
+            ends_latch_waits = true;
         } else if kind != req.kind() {
             return Err(CmdError::QueuedKind(kind));
         }
@@ -124,6 +125,10 @@ pub fn wait_or_nil(
         }
         // In a cluster, its slot may leave this node while it waits.
         slotwatch::waiting(ctx);
+    }
+    if ends_latch_waits && waits {
+        let id = KeyId::new(ctx.db(), keys.key_name());
+        wait::end_waits(ctx, &id, CmdError::QueuedKind(req.kind()));
     }
     match (w.wait, session) {
         (
