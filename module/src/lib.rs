@@ -92,7 +92,7 @@ mod wait;
 
 #[cfg(not(test))]
 mod module {
-    use crate::ffi::{alarm, boundary, command, load, BlockedClient, Ctx, Handlers};
+    use crate::ffi::{alarm, block, boundary, command, load, BlockedClient, Ctx, Handlers};
     use crate::ffi::{RedisModuleCtx, RedisModuleString};
     use crate::{commands, config, events, info, propagation, sessions, slotwatch, wait};
     use std::ffi::c_int;
@@ -131,6 +131,7 @@ mod module {
             },
             events::CLASSES,
         );
+        block::set_unblockable(wait::client_unblock_is_safe(c));
         // Without it, timers fire up to 2 ms late (see ffi/alarm.rs); still correct.
         alarm::install(c);
         slotwatch::init(c);

@@ -42,9 +42,9 @@ pub use resp::{
 pub use rng::{env_seed, env_u64, Rng};
 pub use rwlock::{park_rw, rw_acquire, rw_info, rw_release, rwlock_channel, rwlock_hold, RwInfo};
 pub use server::{
-    acl_user, cli_binary, free_port, module_path, server_binary, signal, skip_without_module,
-    start_pair, start_replica, wait_replicas, without_module, workspace_root, Flavor, Server,
-    ServerKind, ServerOptions,
+    acl_user, cli_binary, client_unblock_reaches_waits, free_port, module_path, server_binary,
+    signal, skip_without_module, start_pair, start_replica, wait_replicas, without_module,
+    workspace_root, Flavor, Server, ServerKind, ServerOptions,
 };
 pub use snapshot::{
     aof_text, assert_aof_native, assert_replica_matches, assert_same_data,

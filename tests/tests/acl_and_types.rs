@@ -513,10 +513,26 @@ fn a_read_only_latch_wait_does_not_hold_a_semaphore_hostage() {
     );
     let e = err(
         &mut dave,
-        &cmd!("RSEM.ACQUIRE", "a:sem", "PERMITS", 2, "LEASE", 60_000, "BLOCK", 1_000),
+        &cmd!(
+            "RSEM.ACQUIRE",
+            "a:sem",
+            "PERMITS",
+            2,
+            "LEASE",
+            60_000,
+            "BLOCK",
+            1_000
+        ),
     );
-    assert!(e.starts_with("NOPERM"), "dave may not write the permits' set: {e}");
-    assert_eq!(rlock_stat(&mut c, "waiters"), 1, "carol's await still waits");
+    assert!(
+        e.starts_with("NOPERM"),
+        "dave may not write the permits' set: {e}"
+    );
+    assert_eq!(
+        rlock_stat(&mut c, "waiters"),
+        1,
+        "carol's await still waits"
+    );
     // Alice's request for two must wait: carol's await ends and alice queues.
     let w = Pending::send_on(
         conn_as(&s, "alice"),

@@ -502,6 +502,9 @@ fn strict_fifo_a_large_request_is_not_overtaken_and_replies_count_after_serving(
 fn waiters_that_leave_let_the_next_through_and_block_times_out() {
     let s = Server::start();
     let mut c = s.conn();
+    if !client_unblock_reaches_waits(&mut c) {
+        return;
+    }
     assert_eq!(int(&mut c, &cmd!("RSEM.TRYSETPERMITS", "s", 1)), 1);
     let big = Pending::send(&s, &cmd!("RSEM.ACQUIRE", "s", "PERMITS", 3, "BLOCK", 0));
     wait_blocked(&mut c, 1);

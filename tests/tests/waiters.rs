@@ -427,13 +427,29 @@ fn a_lease_expiry_and_the_waiters_timeout_in_the_same_turn_still_reply() {
     });
 }
 
+/// On Redis 7.2 this stopped the server (`c->duration == 0` asserted in `resetClient`: the
+/// grant had unblocked the waiter, so Redis skipped its timeout path's bookkeeping). There
+/// `CLIENT UNBLOCK` now answers 0 for rlock's waiters, and the waiter gets its grant.
 #[test]
 fn client_unblock_right_after_a_grant_still_replies() {
     grant_racing_the_end_of_the_wait(30_000, 0, |c, waiter| {
+        let reaches = ServerKind::of(c).client_unblock_reaches_waits();
         assert_eq!(string(c, &cmd!("MULTI")), "OK");
         assert_eq!(string(c, &cmd!("RLOCK.RELEASE", "lk", "holder")), "QUEUED");
         assert_eq!(string(c, &cmd!("CLIENT", "UNBLOCK", waiter)), "QUEUED");
-        assert!(matches!(raw(c, &cmd!("EXEC")), Value::Array(_)));
+        let replies = raw(c, &cmd!("EXEC"));
+        let Value::Array(replies) = replies else {
+            panic!("EXEC: {replies:?}")
+        };
+        assert_eq!(replies[0], Value::Int(0), "released to the waiter");
+        if !reaches {
+            assert_eq!(
+                replies[1],
+                Value::Int(0),
+                "CLIENT UNBLOCK leaves rlock's waits alone"
+            );
+        }
+        assert_eq!(string(c, &cmd!("PING")), "PONG", "the server lives on");
     });
 }
 
@@ -469,6 +485,16 @@ fn client_unblock_ends_the_wait_with_nil() {
     );
     let w1 = park(&s, &mut c, "lk", "w1", 5_000, &[], 1);
     let w2 = park(&s, &mut c, "lk", "w2", 5_000, &[], 2);
+    if !ServerKind::of(&mut c).client_unblock_reaches_waits() {
+        // Redis 7.2: refused, and both waits go on in order.
+        assert_eq!(int(&mut c, &cmd!("CLIENT", "UNBLOCK", w1.id)), 0);
+        assert_eq!(int(&mut c, &cmd!("CLIENT", "UNBLOCK", w1.id, "ERROR")), 0);
+        assert_eq!(lock_info(&mut c, "lk").queue, ["w1", "w2"]);
+        assert_eq!(int(&mut c, &cmd!("RLOCK.RELEASE", "lk", "holder")), 0);
+        assert_eq!(w1.reply_int(), 1);
+        assert_eq!(hgetall(&mut c, "lk"), holder("w1", 1));
+        return;
+    }
     assert_eq!(int(&mut c, &cmd!("CLIENT", "UNBLOCK", w1.id)), 1);
     assert_eq!(w1.reply(), Value::Nil);
     assert_eq!(lock_info(&mut c, "lk").queue, ["w2"]);

@@ -13,6 +13,7 @@ use crate::core::decision::Reply;
 use redis_module::raw;
 use std::ffi::{c_int, c_void};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// The longest delay the module timer is set for (one day).
 pub const MAX_TIMER_DELAY_MS: i64 = 86_400_000;
@@ -36,19 +37,30 @@ pub struct Wake {
     pub reply: Reply,
 }
 
+/// Whether `CLIENT UNBLOCK` may end a parked client: Redis lets it only when the client was
+/// parked with a timeout callback (`moduleBlockedClientMayTimeout`). Set once at load
+/// ([`set_unblockable`]); off where `CLIENT UNBLOCK` would crash the server.
+static UNBLOCKABLE: AtomicBool = AtomicBool::new(true);
+
+/// Park clients with (true) or without (false) a timeout callback from now on. Without one,
+/// `CLIENT UNBLOCK <id>` answers 0 for them and leaves them parked (both forms).
+pub fn set_unblockable(yes: bool) {
+    UNBLOCKABLE.store(yes, Relaxed);
+}
+
 impl Ctx {
     /// Park the calling client, without a Redis timeout (deadlines are the module's timers).
     pub fn block(self) -> BlockedClient {
+        let on_timeout: raw::RedisModuleCmdFunc = match UNBLOCKABLE.load(Relaxed) {
+            true => Some(on_timeout),
+            false => None,
+        };
         // SAFETY: valid command ctx; the callbacks are the extern "C" trampolines below, which
-        // catch panics.
+        // catch panics (a null timeout callback is allowed: Redis then never times the client
+        // out, and `CLIENT UNBLOCK` refuses it).
         unsafe {
-            let bc = api!(RedisModule_BlockClient)(
-                self.0,
-                Some(on_reply),
-                Some(on_timeout),
-                Some(on_free),
-                0,
-            );
+            let bc =
+                api!(RedisModule_BlockClient)(self.0, Some(on_reply), on_timeout, Some(on_free), 0);
             api!(RedisModule_SetDisconnectCallback)(bc, Some(on_disconnect));
             BlockedClient(bc)
         }

@@ -107,16 +107,30 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
 
 /// Whether a disconnect callback for a grant in flight to a connection that is not closing
 /// comes from the server answering the connection itself, with an error (`CLIENT UNBLOCK <id>
-/// ERROR`, or `UNBLOCKED` as it becomes a replica). On Valkey and from Redis 7.4 (the servers
-/// tested; 7.2 may be the same) it always does: a plain `CLIENT UNBLOCK` of a parked client
-/// the module has already unblocked returns at once (`unblockClientOnTimeout`), and the
-/// grant's reply goes out as usual. Redis 7.0 calls back for both and cannot tell them apart:
-/// the grant is replied, as a plain `CLIENT UNBLOCK` needs (an `ERROR` one then gets two
-/// replies, and the grant stands). Read only on this rare path.
+/// ERROR`, or `UNBLOCKED` as it becomes a replica). On Valkey and from Redis 7.4 it always
+/// does: a plain `CLIENT UNBLOCK` of a parked client the module has already unblocked returns
+/// at once (`unblockClientOnTimeout`), and the grant's reply goes out as usual. Redis 7.0 and
+/// 7.2 call back for both and cannot tell them apart: the grant is replied, as a plain
+/// `CLIENT UNBLOCK` needs (an `ERROR` one then gets two replies, and the grant stands; on 7.2
+/// `CLIENT UNBLOCK` cannot reach rlock's clients at all, see [`client_unblock_is_safe`], so
+/// only a demotion's `UNBLOCKED` comes here). Read only on this rare path.
 fn answered_by_server(ctx: Ctx) -> bool {
     match ctx.server_version() {
         Some((true, _)) => true,
         Some((false, redis)) => redis >= (7, 4),
         None => false,
     }
+}
+
+/// Whether `CLIENT UNBLOCK` may end rlock's parked clients on this server (read once, at load).
+/// Not on Redis 7.2: there a plain `CLIENT UNBLOCK` of a client the module has just woken, in
+/// the same event-loop turn as the grant (before its reply went out), stops the server on its
+/// own assertion (`networking.c`, `c->duration == 0`: `moduleBlockedClientTimedOut` returns
+/// early for a client already unblocked, so its duration is never reset; seen on 7.2.4 with
+/// `MULTI`, `RLOCK.RELEASE`, `CLIENT UNBLOCK <waiter>`, `EXEC`). Redis 7.4 fixed it (redis#13015,
+/// not in 7.2.6, the last 7.2 release checked); 7.0 has no such assertion; Valkey has the fix.
+/// On 7.2 rlock's clients are parked without a timeout callback, so `CLIENT UNBLOCK` answers
+/// 0 for them: their waits end by their deadline, their connection closing or a demotion.
+pub fn client_unblock_is_safe(ctx: Ctx) -> bool {
+    !matches!(ctx.server_version(), Some((false, (7, 2))))
 }

@@ -34,7 +34,7 @@ mod queue;
 mod serve;
 mod undo;
 
-pub use clients::{on_disconnected, on_unblocked};
+pub use clients::{client_unblock_is_safe, on_disconnected, on_unblocked};
 pub use delivery::{client_closing, on_freed, on_woken, park_request};
 pub use graph::check_deadlock;
 pub use queue::{enqueue, park_or_nil, withdraw, withdraw_session};

@@ -250,6 +250,9 @@ fn a_waiter_whose_predecessor_disconnects_is_granted_at_once() {
 
 #[test]
 fn a_waiter_whose_predecessor_is_unblocked_is_granted_at_once() {
+    if !client_unblock_reaches_waits(&mut Server::start().conn()) {
+        return;
+    }
     successor_granted_when_writer_leaves(0, |c, w1| {
         assert_eq!(int(c, &cmd!("CLIENT", "UNBLOCK", w1.id)), 1);
         let at = Instant::now();

