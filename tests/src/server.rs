@@ -410,7 +410,10 @@ impl ServerKind {
     /// in the same event-loop turn would stop the server (the module's
     /// `wait::client_unblock_is_safe`), so `CLIENT UNBLOCK` answers 0 and the wait goes on.
     pub fn client_unblock_reaches_waits(&self) -> bool {
-        !(self.flavor == Flavor::Redis && (self.version.0, self.version.1) == (7, 2))
+        match self.flavor {
+            Flavor::Redis => (self.version.0, self.version.1) != (7, 2),
+            Flavor::Valkey => self.version.0 >= 8,
+        }
     }
 
     /// Valkey `major.minor` (any patch).

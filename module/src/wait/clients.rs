@@ -128,9 +128,13 @@ fn answered_by_server(ctx: Ctx) -> bool {
 /// own assertion (`networking.c`, `c->duration == 0`: `moduleBlockedClientTimedOut` returns
 /// early for a client already unblocked, so its duration is never reset; seen on 7.2.4 with
 /// `MULTI`, `RLOCK.RELEASE`, `CLIENT UNBLOCK <waiter>`, `EXEC`). Redis 7.4 fixed it (redis#13015,
-/// not in 7.2.6, the last 7.2 release checked); 7.0 has no such assertion; Valkey has the fix.
-/// On 7.2 rlock's clients are parked without a timeout callback, so `CLIENT UNBLOCK` answers
-/// 0 for them: their waits end by their deadline, their connection closing or a demotion.
+/// not in 7.2.6, the last 7.2 release checked); 7.0 has no such assertion; Valkey 8 and later
+/// have the fix (Valkey 7.2, built from Redis 7.2's branch, is treated as Redis 7.2). There
+/// rlock's clients are parked without a timeout callback, so `CLIENT UNBLOCK` answers 0 for
+/// them: their waits end by their deadline, their connection closing or a demotion.
 pub fn client_unblock_is_safe(ctx: Ctx) -> bool {
-    !matches!(ctx.server_version(), Some((false, (7, 2))))
+    !matches!(
+        ctx.server_version(),
+        Some((false, (7, 2))) | Some((true, (7, _)))
+    )
 }
