@@ -108,6 +108,88 @@ fn neither_module_nor_scripting_is_one_clear_error() {
     ));
 }
 
+/// The unlock latches on the server (`KEYS redisson_unlock_latch:*`).
+fn latches(c: &mut redis::Connection) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg("redisson_unlock_latch:*")
+        .query(c)
+        .unwrap()
+}
+
+/// An unlock that ran on the server but whose reply was lost: the server is stopped while the
+/// unlock is sent and resumed after the client's response timeout dropped the connection,
+/// before its retry delay ends. The server then runs what was sent (the unlock script and,
+/// written behind it, its latch's `DEL`), and the client must ask the lock how many holds its
+/// owner has left before sending again: a second unlock would take a second hold of a
+/// re-entered lock (sent again with the same latch, the latch is gone by then). Both
+/// protocols: Redisson's scripts (server without the module) and `RLOCK.RELEASE`.
+#[test]
+fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
+    let timeout = Duration::from_millis(200);
+    let resume_after = timeout + margin(Duration::from_millis(600));
+    for module in [false, true] {
+        let s = Server::with(ServerOptions {
+            module,
+            ..Default::default()
+        });
+        let mut c = s.conn();
+        let client = client_with(s.url(), |b| {
+            b.response_timeout(timeout).retry(3, resume_after * 2)
+        });
+        let expected = if module {
+            Protocol::Module
+        } else {
+            Protocol::Redisson
+        };
+        assert_eq!(client.protocol().unwrap(), expected);
+        let lock = client.lock("lost-reply");
+        // A lease, not the watchdog: the server's clock runs on while it is stopped.
+        for _ in 0..3 {
+            lock.lock_with_lease(Duration::from_secs(30)).unwrap();
+        }
+        // One unlock first, so that the server has the unlock script: the one whose reply is
+        // lost then runs (`EVALSHA`), rather than being refused `NOSCRIPT`.
+        lock.unlock().unwrap();
+        let holds = |c: &mut redis::Connection| {
+            num(
+                c,
+                redis::cmd("HGET")
+                    .arg("lost-reply")
+                    .arg(lock.owner().as_str()),
+            )
+        };
+        assert_eq!(holds(&mut c), 2);
+
+        let pid = s.pid();
+        rlock_tests::signal(pid, "-STOP");
+        let resume = std::thread::spawn(move || {
+            std::thread::sleep(resume_after);
+            rlock_tests::signal(pid, "-CONT");
+        });
+        let started = Instant::now();
+        let r = lock.unlock();
+        resume.join().unwrap();
+        assert!(
+            started.elapsed() >= resume_after,
+            "module {module}: the unlock's reply came while the server was stopped"
+        );
+        eprintln!("ZZ {:?} {:?}", started.elapsed(), r);
+        eprintln!(
+            "ZZ {}",
+            redis::cmd("INFO")
+                .arg("commandstats")
+                .query::<String>(&mut c)
+                .unwrap()
+        );
+        r.unwrap_or_else(|e| panic!("module {module}: {e}"));
+        assert_eq!(holds(&mut c), 1, "module {module}: one hold taken, not two");
+        assert_eq!(lock.hold_count().unwrap(), 1, "module {module}");
+        assert_eq!(latches(&mut c), Vec::<String>::new(), "module {module}");
+        lock.unlock().unwrap();
+        assert_eq!(int(&mut c, redis::cmd("EXISTS").arg("lost-reply")), 0);
+    }
+}
+
 #[test]
 fn reentrant_lock_in_redissons_layout_with_its_scripts() {
     let s = plain();
@@ -153,18 +235,12 @@ fn reentrant_lock_in_redissons_layout_with_its_scripts() {
     assert!(!exists(&mut c, "re"));
     // One unlock message, on Redisson's channel, at the full release.
     assert_eq!(sub.drain(&mut c), [(lock_channel("re"), "0".to_string())]);
-    // The unlock latches are deleted after their unlocks, as Redisson does: sent without
-    // waiting for the reply, so a moment after.
-    wait_until(
-        margin(Duration::from_secs(2)),
-        "the unlock latches deleted",
-        || {
-            let latches: Vec<String> = redis::cmd("KEYS")
-                .arg("redisson_unlock_latch:*")
-                .query(&mut c)
-                .unwrap();
-            latches.is_empty()
-        },
+    // The unlock latches are deleted, as Redisson deletes them: in the same write as their
+    // unlocks, so they are gone once the unlock returns.
+    assert_eq!(
+        latches(&mut c),
+        Vec::<String>::new(),
+        "the unlock latches deleted"
     );
     assert!(matches!(lock.unlock(), Err(Error::NotOwner { .. })));
     assert_eq!(lock.remain_time_to_live().unwrap(), Ttl::NotLocked);

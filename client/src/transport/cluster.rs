@@ -32,6 +32,7 @@ use tokio::sync::OnceCell;
 use super::pool::{AsyncConn, Node, Pool};
 use super::retry::Redirect;
 use super::waiter::Waiter;
+use super::{first_reply, Request};
 use crate::config::{redis_client, Config};
 use crate::error::{Error, Result};
 
@@ -166,36 +167,34 @@ impl Cluster {
             .cloned()
     }
 
-    /// One command for `key`, one attempt: to its slot's master, or where `to` points.
+    /// One request for `key`, one attempt: to its slot's master, or where `to` points.
     pub(crate) async fn send(
         &self,
         key: &str,
-        cmd: &Cmd,
+        req: Request<'_>,
         to: Option<Redirect>,
     ) -> RedisResult<Value> {
         let mut conn = self.conn(false).await?;
-        match to {
-            None => {
-                let route = SingleNodeRoutingInfo::SpecificNode(master(key));
-                conn.route_command(cmd.clone(), RoutingInfo::SingleNode(route))
-                    .await
-                    .and_then(Value::extract_error)
-            }
+        let (route, asking) = match to {
+            None => (SingleNodeRoutingInfo::SpecificNode(master(key)), false),
             Some(Redirect::Moved(addr)) => {
                 self.learn(key, &addr);
-                let route = by_address(&addr)?;
-                conn.route_command(cmd.clone(), RoutingInfo::SingleNode(route))
-                    .await
-                    .and_then(Value::extract_error)
+                (by_address(&addr)?, false)
             }
-            Some(Redirect::Ask(addr)) => {
-                let mut pipe = redis::pipe();
-                pipe.cmd("ASKING").ignore();
-                pipe.add_command(cmd.clone());
-                // The command's error reply as a value (a pipeline error would hide its code).
-                pipe.ignore_errors();
-                let mut replies = conn.route_pipeline(pipe, 1, 1, by_address(&addr)?).await?;
-                replies.pop().unwrap_or(Value::Nil).extract_error()
+            Some(Redirect::Ask(addr)) => (by_address(&addr)?, true),
+        };
+        match req {
+            Request::One(cmd) if !asking => conn
+                .route_command(cmd.clone(), RoutingInfo::SingleNode(route))
+                .await
+                .and_then(Value::extract_error),
+            _ => {
+                // Every reply as a value; the command's is the one after `ASKING`'s.
+                let at = usize::from(asking);
+                let replies = conn
+                    .route_pipeline(req.pipeline(asking), 0, at + req.len(), route)
+                    .await?;
+                first_reply(replies, at)
             }
         }
     }

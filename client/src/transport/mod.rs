@@ -27,6 +27,59 @@ use crate::config::{redis_client, Config};
 use crate::error::{Error, Result};
 use crate::runtime::Background;
 
+/// What one attempt writes: a command, or a command with a clean-up behind it in the same
+/// write (its reply read and dropped), so that the clean-up costs no round trip of its own.
+#[derive(Clone, Copy)]
+pub(crate) enum Request<'a> {
+    One(&'a Cmd),
+    Then(&'a Cmd, &'a Cmd),
+}
+
+impl Request<'_> {
+    /// The commands it writes.
+    fn len(self) -> usize {
+        match self {
+            Request::One(_) => 1,
+            Request::Then(..) => 2,
+        }
+    }
+
+    /// As one pipeline, after `ASKING` when `asking`; every reply comes back as a value (a
+    /// pipeline's error would hide its code), the command's is the first after `ASKING`'s.
+    fn pipeline(self, asking: bool) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        if asking {
+            pipe.cmd("ASKING");
+        }
+        match self {
+            Request::One(c) => pipe.add_command(c.clone()),
+            Request::Then(c, then) => pipe.add_command(c.clone()).add_command(then.clone()),
+        };
+        pipe.ignore_errors();
+        pipe
+    }
+
+    /// Written and answered on an async connection: the command's reply, or its error.
+    async fn on<C: redis::aio::ConnectionLike>(self, conn: &mut C) -> RedisResult<Value> {
+        match self {
+            Request::One(c) => c.query_async(conn).await,
+            Request::Then(..) => {
+                let replies: Vec<Value> = self.pipeline(false).query_async(conn).await?;
+                first_reply(replies, 0)
+            }
+        }
+    }
+}
+
+/// The reply at `at` of a [`Request::pipeline`]'s replies, an error reply as an error.
+fn first_reply(replies: Vec<Value>, at: usize) -> RedisResult<Value> {
+    replies
+        .into_iter()
+        .nth(at)
+        .unwrap_or(Value::Nil)
+        .extract_error()
+}
+
 /// How the caller waits for replies: on its own thread (sync API) or by awaiting (async API).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Io {
@@ -129,24 +182,42 @@ impl Transport {
         cmd: &Cmd,
         delivery: Delivery,
     ) -> Result<T> {
+        self.request(bg, io, key, Request::One(cmd), delivery).await
+    }
+
+    /// [`Transport::query`] of `req`: its command's reply.
+    pub(crate) async fn request<T: FromRedisValue>(
+        &self,
+        bg: &Background,
+        io: Io,
+        key: &str,
+        req: Request<'_>,
+        delivery: Delivery,
+    ) -> Result<T> {
         let reply = self
             .policy
-            .run(bg, delivery, |to| self.send(io, key, cmd, to))
+            .run(bg, delivery, |to| self.send(io, key, req, to))
             .await
             .map_err(|e| self.error(e, key))?;
         T::from_redis_value(reply).map_err(|e| self.error(e.into(), key))
     }
 
-    async fn send(&self, io: Io, key: &str, cmd: &Cmd, to: Option<Redirect>) -> RedisResult<Value> {
+    async fn send(
+        &self,
+        io: Io,
+        key: &str,
+        req: Request<'_>,
+        to: Option<Redirect>,
+    ) -> RedisResult<Value> {
         // The cluster's and Sentinel's calls are boxed here and below: inline, their larger
         // states made every caller's future carry them (a single server's acquire included;
         // see `ops::lock`'s `an_awaited_acquire_stays_small`).
         match &self.via {
-            Via::Single(s) => s.send(io, cmd).await,
+            Via::Single(s) => s.send(io, req).await,
             #[cfg(feature = "cluster")]
-            Via::Cluster(c) => Box::pin(c.send(key, cmd, to)).await,
+            Via::Cluster(c) => Box::pin(c.send(key, req, to)).await,
             #[cfg(feature = "sentinel")]
-            Via::Sentinel(s) => Box::pin(s.send(io, cmd)).await,
+            Via::Sentinel(s) => Box::pin(s.send(io, req)).await,
         }
     }
 
@@ -239,7 +310,7 @@ impl Transport {
         asking: bool,
     ) -> RedisResult<Value> {
         match &self.via {
-            Via::Single(s) => s.send(io, cmd).await,
+            Via::Single(s) => s.send(io, Request::One(cmd)).await,
             #[cfg(feature = "cluster")]
             Via::Cluster(c) => Box::pin(c.send_at(addr, cmd, asking)).await,
             #[cfg(feature = "sentinel")]

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use super::Request;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
 
@@ -45,8 +46,8 @@ impl Node {
 pub(crate) trait Dedicated: Sized + Send + 'static {
     /// Open one.
     async fn connect(node: &Node) -> RedisResult<Self>;
-    /// One command, answered.
-    async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value>;
+    /// One request, answered.
+    async fn query(&mut self, req: Request<'_>) -> RedisResult<Value>;
 }
 
 /// `CLIENT SETNAME rlock`: the client's connections in `CLIENT LIST` (its session listeners
@@ -80,19 +81,36 @@ impl Dedicated for BlockingConn {
     /// servers against the 3 locks one after another): 1.71× with the yield, 0.95× without;
     /// a yield on every command instead cost the lone request about 0.5 µs of CPU (section 6:
     /// 0.91×/0.92× of raw against 0.94×/0.95× without), hence only inside `overlapped`.
-    async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        if !OVERLAPPED.get() {
-            return cmd.query(&mut self.conn);
+    ///
+    /// A [`Request::Then`] is written as one pipeline; every reply is read, the first kept.
+    async fn query(&mut self, req: Request<'_>) -> RedisResult<Value> {
+        let overlapped = OVERLAPPED.get();
+        let packed = match req {
+            Request::One(cmd) if !overlapped => return cmd.query(&mut self.conn),
+            Request::One(cmd) => cmd.get_packed_command(),
+            Request::Then(..) => req.pipeline(false).get_packed_pipeline(),
+        };
+        self.conn.send_packed_command(&packed)?;
+        if overlapped {
+            yield_once().await;
         }
-        self.conn.send_packed_command(&cmd.get_packed_command())?;
-        yield_once().await;
-        loop {
-            match self.conn.recv_response()? {
+        let mut first = None;
+        let mut left = req.len();
+        while left > 0 {
+            match self.conn.recv_response() {
                 // RESP3 pushes (invalidations, ...) are not replies.
-                Value::Push { .. } => continue,
-                reply => return reply.extract_error(),
+                Ok(Value::Push { .. }) => continue,
+                // The rest of the replies cannot be read from a broken connection.
+                Err(e) if broken(&e) => return Err(e),
+                reply => {
+                    left -= 1;
+                    first.get_or_insert(reply);
+                }
             }
         }
+        first
+            .unwrap_or(Ok(Value::Nil))
+            .and_then(Value::extract_error)
     }
 }
 
@@ -172,8 +190,8 @@ impl Dedicated for AsyncConn {
         })
     }
 
-    async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        cmd.query_async(&mut self.conn).await
+    async fn query(&mut self, req: Request<'_>) -> RedisResult<Value> {
+        req.on(&mut self.conn).await
     }
 }
 
@@ -232,9 +250,9 @@ impl<C: Dedicated> Leased<C> {
         self.conn = None;
     }
 
-    /// One command; a connection that failed below the protocol is discarded.
-    pub(crate) async fn query(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        let r = self.get().query(cmd).await;
+    /// One request; a connection that failed below the protocol is discarded.
+    pub(crate) async fn query(&mut self, req: Request<'_>) -> RedisResult<Value> {
+        let r = self.get().query(req).await;
         if r.as_ref().is_err_and(broken) {
             self.discard();
         }

@@ -32,7 +32,7 @@ use super::pool::Node;
 use super::retry::{classify, Failure};
 use super::single::Single;
 use super::waiter::Waiter;
-use super::Io;
+use super::{Io, Request};
 use crate::config::{redis_client, Certificates, Config, SentinelConfig};
 use crate::error::{Error, Result};
 
@@ -384,11 +384,11 @@ impl SentinelTransport {
         }
     }
 
-    /// One command to the primary, one attempt.
-    pub(crate) fn send<'a>(&'a self, io: Io, cmd: &'a Cmd) -> Boxed<'a, RedisResult<Value>> {
+    /// One request to the primary, one attempt.
+    pub(crate) fn send<'a>(&'a self, io: Io, req: Request<'a>) -> Boxed<'a, RedisResult<Value>> {
         Box::pin(async move {
             let p = self.primary().await?;
-            let r = p.send(io, cmd).await;
+            let r = p.send(io, req).await;
             self.check(&p, &r).await;
             r
         })
@@ -422,7 +422,7 @@ impl SentinelTransport {
                 // cancel. Its caller queues again on the primary.
                 return Err(left_behind(addr, &self.master));
             };
-            let r = s.send(io, cmd).await;
+            let r = s.send(io, Request::One(cmd)).await;
             self.check(&s, &r).await;
             r
         })

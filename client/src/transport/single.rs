@@ -25,7 +25,7 @@ use tokio::runtime::Handle;
 
 use super::pool::{self, AsyncConn, BlockingConn, Node, Pool};
 use super::waiter::Waiter;
-use super::Io;
+use super::{Io, Request};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::runtime;
@@ -79,20 +79,20 @@ impl Single {
         })
     }
 
-    /// One command, one attempt.
-    pub(crate) async fn send(&self, io: Io, cmd: &Cmd) -> RedisResult<Value> {
+    /// One request, one attempt.
+    pub(crate) async fn send(&self, io: Io, req: Request<'_>) -> RedisResult<Value> {
         match io {
-            Io::Blocking => self.blocking.get().await?.query(cmd).await,
+            Io::Blocking => self.blocking.get().await?.query(req).await,
             Io::Async => match runtime::caller() {
-                Some(rt) => self.send_local(rt, cmd).await,
-                None => cmd.query_async(&mut self.shared.clone()).await,
+                Some(rt) => self.send_local(rt, req).await,
+                None => req.on(&mut self.shared.clone()).await,
             },
         }
     }
 
-    /// `cmd` on the connection driven by `rt`, the runtime polling the request (opened on first
+    /// `req` on the connection driven by `rt`, the runtime polling the request (opened on first
     /// use; a broken one is dropped, and the next request opens another).
-    async fn send_local(&self, rt: Handle, cmd: &Cmd) -> RedisResult<Value> {
+    async fn send_local(&self, rt: Handle, req: Request<'_>) -> RedisResult<Value> {
         let id = rt.id();
         let cell = {
             let mut local = self.local.lock();
@@ -118,7 +118,7 @@ impl Single {
                 .map_err(|e| std::io::Error::other(format!("connecting: {e}")))?
         });
         let mut conn = opened.await?.clone();
-        let r = cmd.query_async(&mut conn).await;
+        let r = req.on(&mut conn).await;
         if r.as_ref().is_err_and(pool::broken) {
             // This connection only: another may have taken its place already.
             self.local

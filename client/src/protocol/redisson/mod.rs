@@ -8,7 +8,7 @@ use redis::{Cmd, FromRedisValue, Value};
 
 use crate::error::{Error, Result};
 use crate::runtime::Background;
-use crate::transport::{Delivery, Io, Transport};
+use crate::transport::{Delivery, Io, Request, Transport};
 
 pub(crate) mod fair;
 pub(crate) mod group;
@@ -75,15 +75,55 @@ impl Script {
         args: &[&[u8]],
         d: Delivery,
     ) -> Result<T> {
+        self.run_request(transport, bg, io, keys, args, None, d)
+            .await
+    }
+
+    /// [`Script::run`] with `then` written behind it in the same write, its reply dropped (an
+    /// unlock latch's `DEL`: no round trip of its own). `then` runs even if the script does
+    /// not, so it must be harmless then.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn run_then<T: FromRedisValue>(
+        &self,
+        transport: &Transport,
+        bg: &Background,
+        io: Io,
+        keys: &[&str],
+        args: &[&str],
+        then: &Cmd,
+        d: Delivery,
+    ) -> Result<T> {
+        self.run_request(transport, bg, io, keys, &as_bytes(args), Some(then), d)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_request<T: FromRedisValue>(
+        &self,
+        transport: &Transport,
+        bg: &Background,
+        io: Io,
+        keys: &[&str],
+        args: &[&[u8]],
+        then: Option<&Cmd>,
+        d: Delivery,
+    ) -> Result<T> {
         let key = keys.first().copied().unwrap_or_default();
+        let request = |cmd| match then {
+            Some(then) => Request::Then(cmd, then),
+            None => Request::One(cmd),
+        };
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.sha());
         with_keys_and_args(&mut cmd, keys, args);
-        match transport.query::<Value>(bg, io, key, &cmd, d).await {
+        match transport
+            .request::<Value>(bg, io, key, request(&cmd), d)
+            .await
+        {
             Err(Error::Redis(e)) if e.code() == Some("NOSCRIPT") => {
                 // Not run: the server does not have the script (yet, or after a restart).
                 let cmd = self.eval_cmd_bytes(keys, args);
-                transport.query(bg, io, key, &cmd, d).await
+                transport.request(bg, io, key, request(&cmd), d).await
             }
             r => T::from_redis_value(r?).map_err(|e| transport.error(e.into(), key)),
         }
@@ -130,10 +170,21 @@ pub(crate) fn lock_channel(name: &str) -> String {
 }
 
 /// A fresh unlock latch of `name` (reference/redisson.md §0.3): the key an unlock script sets
-/// so that an unlock sent again after a broken connection answers as the first did.
+/// so that an unlock sent again after a broken connection answers as the first did (the
+/// group lock's release relies on that; a lock's release deletes it in the same write and
+/// checks its holds instead, see `ops::lock::script_release`). Its id is
+/// 32 hex digits, as Redisson's random ones: a random base drawn once per process, plus a
+/// count (a random id each time cost a `getrandom` system call per unlock).
 pub(crate) fn unlock_latch(name: &str) -> String {
-    let request = uuid::Uuid::new_v4().simple().to_string();
-    format!("{}:{request}", prefix_name("redisson_unlock_latch", name))
+    static BASE: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let base = *BASE.get_or_init(|| uuid::Uuid::new_v4().as_u128());
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let request = base.wrapping_add(u128::from(n));
+    format!(
+        "{}:{request:032x}",
+        prefix_name("redisson_unlock_latch", name)
+    )
 }
 
 /// How long an unlock latch lives: Redisson's with its default settings (about 16-20 s),
@@ -157,6 +208,11 @@ mod tests {
             .unwrap();
         assert_eq!(request.len(), 32);
         assert!(request.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(
+            unlock_latch("myLock"),
+            unlock_latch("myLock"),
+            "each unlock its own"
+        );
     }
 
     #[test]
