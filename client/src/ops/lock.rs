@@ -671,7 +671,7 @@ async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) 
         }
     };
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let args: Vec<&[u8]> = args.iter().map(String::as_bytes).collect();
     // The unlock latch is the last key.
     let mut del = redis::cmd("DEL");
     del.arg(*keys.last().expect("an unlock latch"));
@@ -687,7 +687,7 @@ async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) 
                         t.io,
                         &keys,
                         &args,
-                        &del,
+                        Some(&del),
                         Delivery::AtMostOnce,
                     )
                     .await

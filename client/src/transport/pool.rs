@@ -88,7 +88,11 @@ impl Dedicated for BlockingConn {
         let packed = match req {
             Request::One(cmd) if !overlapped => return cmd.query(&mut self.conn),
             Request::One(cmd) => cmd.get_packed_command(),
-            Request::Then(..) => req.pipeline(false).get_packed_pipeline(),
+            Request::Then(cmd, then) => {
+                let mut packed = cmd.get_packed_command();
+                then.write_packed_command(&mut packed);
+                packed
+            }
         };
         self.conn.send_packed_command(&packed)?;
         if overlapped {

@@ -75,30 +75,14 @@ impl Script {
         args: &[&[u8]],
         d: Delivery,
     ) -> Result<T> {
-        self.run_request(transport, bg, io, keys, args, None, d)
-            .await
+        self.run_then(transport, bg, io, keys, args, None, d).await
     }
 
-    /// [`Script::run`] with `then` written behind it in the same write, its reply dropped (an
-    /// unlock latch's `DEL`: no round trip of its own). `then` runs even if the script does
-    /// not, so it must be harmless then.
+    /// [`Script::run_bytes`] with `then` (if any) written behind it in the same write, its
+    /// reply dropped (an unlock latch's `DEL`: no round trip of its own). `then` runs even if
+    /// the script does not, so it must be harmless then.
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run_then<T: FromRedisValue>(
-        &self,
-        transport: &Transport,
-        bg: &Background,
-        io: Io,
-        keys: &[&str],
-        args: &[&str],
-        then: &Cmd,
-        d: Delivery,
-    ) -> Result<T> {
-        self.run_request(transport, bg, io, keys, &as_bytes(args), Some(then), d)
-            .await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn run_request<T: FromRedisValue>(
         &self,
         transport: &Transport,
         bg: &Background,
