@@ -32,7 +32,7 @@ use tokio::sync::OnceCell;
 use super::pool::{AsyncConn, Node, Pool};
 use super::retry::Redirect;
 use super::waiter::Waiter;
-use super::{first_reply, Request};
+use super::{reply_at, Request};
 use crate::config::{redis_client, Config};
 use crate::error::{Error, Result};
 
@@ -194,7 +194,7 @@ impl Cluster {
                 let replies = conn
                     .route_pipeline(req.pipeline(asking), 0, at + req.len(), route)
                     .await?;
-                first_reply(replies, at)
+                reply_at(replies, at)
             }
         }
     }

@@ -65,14 +65,14 @@ impl Request<'_> {
             Request::One(c) => c.query_async(conn).await,
             Request::Then(..) => {
                 let replies: Vec<Value> = self.pipeline(false).query_async(conn).await?;
-                first_reply(replies, 0)
+                reply_at(replies, 0)
             }
         }
     }
 }
 
 /// The reply at `at` of a [`Request::pipeline`]'s replies, an error reply as an error.
-fn first_reply(replies: Vec<Value>, at: usize) -> RedisResult<Value> {
+fn reply_at(replies: Vec<Value>, at: usize) -> RedisResult<Value> {
     replies
         .into_iter()
         .nth(at)
