@@ -173,14 +173,6 @@ fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
             started.elapsed() >= resume_after,
             "module {module}: the unlock's reply came while the server was stopped"
         );
-        eprintln!("ZZ {:?} {:?}", started.elapsed(), r);
-        eprintln!(
-            "ZZ {}",
-            redis::cmd("INFO")
-                .arg("commandstats")
-                .query::<String>(&mut c)
-                .unwrap()
-        );
         r.unwrap_or_else(|e| panic!("module {module}: {e}"));
         assert_eq!(holds(&mut c), 1, "module {module}: one hold taken, not two");
         assert_eq!(lock.hold_count().unwrap(), 1, "module {module}");
