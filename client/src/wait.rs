@@ -428,6 +428,7 @@ async fn attempt_scripted<S: Scripted>(ctx: &Context, io: Io, s: &S) -> Result<V
                                 io,
                                 &keys,
                                 &args,
+                                None,
                                 Delivery::AtMostOnce,
                             )
                             .await

@@ -681,7 +681,7 @@ async fn script_release(t: Target<'_>, id: &HoldId, owner: &Owner, before: u64) 
             &ctx.bg,
             || async {
                 let reply: Option<i64> = script
-                    .run_then(
+                    .run_bytes(
                         &ctx.transport,
                         &ctx.bg,
                         t.io,

@@ -622,6 +622,7 @@ pub(crate) async fn lease_time(s: Obj<'_>, id: &PermitId) -> Result<Option<Durat
                 s.io,
                 &[&name, &timeouts, &channel],
                 &args,
+                None,
                 Delivery::Idempotent,
             )
             .await
@@ -757,6 +758,7 @@ async fn run_bytes<T: FromRedisValue>(
             s.io,
             keys,
             args,
+            None,
             Delivery::AtMostOnce,
         )
         .await
@@ -784,6 +786,7 @@ pub(crate) async fn update_lease(s: Obj<'_>, id: &PermitId, lease: Duration) -> 
                     s.io,
                     &keys,
                     &args,
+                    None,
                     Delivery::Idempotent,
                 )
                 .await?

@@ -61,28 +61,15 @@ impl Script {
         args: &[&str],
         d: Delivery,
     ) -> Result<T> {
-        self.run_bytes(transport, bg, io, keys, &as_bytes(args), d)
+        self.run_bytes(transport, bg, io, keys, &as_bytes(args), None, d)
             .await
     }
 
-    /// [`Script::run`] with arguments that are bytes (permit ids).
-    pub(crate) async fn run_bytes<T: FromRedisValue>(
-        &self,
-        transport: &Transport,
-        bg: &Background,
-        io: Io,
-        keys: &[&str],
-        args: &[&[u8]],
-        d: Delivery,
-    ) -> Result<T> {
-        self.run_then(transport, bg, io, keys, args, None, d).await
-    }
-
-    /// [`Script::run_bytes`] with `then` (if any) written behind it in the same write, its
-    /// reply dropped (an unlock latch's `DEL`: no round trip of its own). `then` runs even if
-    /// the script does not, so it must be harmless then.
+    /// [`Script::run`] with arguments that are bytes (permit ids), and `then` (if any) written
+    /// behind it in the same write, its reply dropped (an unlock latch's `DEL`: no round trip
+    /// of its own). `then` runs even if the script does not, so it must be harmless then.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn run_then<T: FromRedisValue>(
+    pub(crate) async fn run_bytes<T: FromRedisValue>(
         &self,
         transport: &Transport,
         bg: &Background,
