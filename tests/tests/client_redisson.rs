@@ -122,11 +122,13 @@ fn latches(c: &mut redis::Connection) -> Vec<String> {
 /// written behind it, its latch's `DEL`), and the client must ask the lock how many holds its
 /// owner has left before sending again: a second unlock would take a second hold of a
 /// re-entered lock (sent again with the same latch, the latch is gone by then). Both
-/// protocols: Redisson's scripts (server without the module) and `RLOCK.RELEASE`.
+/// protocols: Redisson's scripts (server without the module) and `RLOCK.RELEASE`; the sync
+/// API (its own blocking connection) and the async one (a multiplexed connection).
 #[test]
 fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
     let timeout = Duration::from_millis(200);
     let resume_after = timeout + margin(Duration::from_millis(600));
+    let rt = runtime(2);
     for module in [false, true] {
         let s = Server::with(ServerOptions {
             module,
@@ -142,43 +144,63 @@ fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
             Protocol::Redisson
         };
         assert_eq!(client.protocol().unwrap(), expected);
-        let lock = client.lock("lost-reply");
-        // A lease, not the watchdog: the server's clock runs on while it is stopped.
-        for _ in 0..3 {
-            lock.lock_with_lease(Duration::from_secs(30)).unwrap();
-        }
-        // One unlock first, so that the server has the unlock script: the one whose reply is
-        // lost then runs (`EVALSHA`), rather than being refused `NOSCRIPT`.
-        lock.unlock().unwrap();
-        let holds = |c: &mut redis::Connection| {
-            num(
-                c,
-                redis::cmd("HGET")
-                    .arg("lost-reply")
-                    .arg(lock.owner().as_str()),
-            )
-        };
-        assert_eq!(holds(&mut c), 2);
+        for asynchronous in [false, true] {
+            let case = format!("module {module}, async {asynchronous}");
+            let name = format!("lost-reply:{asynchronous}");
+            let lock = client.lock(name.as_str());
+            let alock = client
+                .async_lock(name.as_str())
+                .with_owner(client.new_owner());
+            let owner = if asynchronous {
+                alock.owner()
+            } else {
+                lock.owner()
+            };
+            let unlock = || match asynchronous {
+                true => rt.block_on(alock.unlock()),
+                false => lock.unlock(),
+            };
+            // A lease, not the watchdog: the server's clock runs on while it is stopped.
+            for _ in 0..3 {
+                let lease = Duration::from_secs(30);
+                match asynchronous {
+                    true => rt.block_on(alock.lock_with_lease(lease)),
+                    false => lock.lock_with_lease(lease),
+                }
+                .unwrap();
+            }
+            // One unlock first, so that the server has the unlock script: the one whose reply
+            // is lost then runs (`EVALSHA`), rather than being refused `NOSCRIPT`.
+            unlock().unwrap();
+            let holds = |c: &mut redis::Connection| {
+                num(c, redis::cmd("HGET").arg(&name).arg(owner.as_str()))
+            };
+            assert_eq!(holds(&mut c), 2, "{case}");
 
-        let pid = s.pid();
-        rlock_tests::signal(pid, "-STOP");
-        let resume = std::thread::spawn(move || {
-            std::thread::sleep(resume_after);
-            rlock_tests::signal(pid, "-CONT");
-        });
-        let started = Instant::now();
-        let r = lock.unlock();
-        resume.join().unwrap();
-        assert!(
-            started.elapsed() >= resume_after,
-            "module {module}: the unlock's reply came while the server was stopped"
-        );
-        r.unwrap_or_else(|e| panic!("module {module}: {e}"));
-        assert_eq!(holds(&mut c), 1, "module {module}: one hold taken, not two");
-        assert_eq!(lock.hold_count().unwrap(), 1, "module {module}");
-        assert_eq!(latches(&mut c), Vec::<String>::new(), "module {module}");
-        lock.unlock().unwrap();
-        assert_eq!(int(&mut c, redis::cmd("EXISTS").arg("lost-reply")), 0);
+            let pid = s.pid();
+            rlock_tests::signal(pid, "-STOP");
+            let resume = std::thread::spawn(move || {
+                std::thread::sleep(resume_after);
+                rlock_tests::signal(pid, "-CONT");
+            });
+            let started = Instant::now();
+            let r = unlock();
+            resume.join().unwrap();
+            assert!(
+                started.elapsed() >= resume_after,
+                "{case}: the unlock's reply came while the server was stopped"
+            );
+            r.unwrap_or_else(|e| panic!("{case}: {e}"));
+            assert_eq!(holds(&mut c), 1, "{case}: one hold taken, not two");
+            let count = match asynchronous {
+                true => rt.block_on(alock.hold_count()),
+                false => lock.hold_count(),
+            };
+            assert_eq!(count.unwrap(), 1, "{case}");
+            assert_eq!(latches(&mut c), Vec::<String>::new(), "{case}");
+            unlock().unwrap();
+            assert_eq!(int(&mut c, redis::cmd("EXISTS").arg(&name)), 0, "{case}");
+        }
     }
 }
 
