@@ -405,13 +405,14 @@ impl ServerKind {
         self.flavor == Flavor::Valkey || (self.version.0, self.version.1) >= (7, 2)
     }
 
-    /// Whether `CLIENT UNBLOCK` reaches rlock's parked clients. Not on Redis 7.2: there the
-    /// module parks them without a timeout callback, since `CLIENT UNBLOCK` of a client woken
-    /// in the same event-loop turn would stop the server (the module's
-    /// `wait::client_unblock_is_safe`), so `CLIENT UNBLOCK` answers 0 and the wait goes on.
+    /// Whether `CLIENT UNBLOCK` reaches rlock's parked clients: on Redis 7.4+ and Valkey 8+.
+    /// Not before: there the module parks them without a timeout callback (on 7.2 a
+    /// `CLIENT UNBLOCK` of a client woken in the same event-loop turn would stop the server; on
+    /// 7.0 and 7.2 its callback cannot be told from the server's own `UNBLOCKED` answer: the
+    /// module's `wait::client_unblock_is_safe`), so `CLIENT UNBLOCK` answers 0 and the wait goes on.
     pub fn client_unblock_reaches_waits(&self) -> bool {
         match self.flavor {
-            Flavor::Redis => (self.version.0, self.version.1) != (7, 2),
+            Flavor::Redis => (self.version.0, self.version.1) >= (7, 4),
             Flavor::Valkey => self.version.0 >= 8,
         }
     }

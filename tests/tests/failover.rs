@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use rlock_tests::cluster::Cluster;
 use rlock_tests::{
-    cmd, error_text, exists, info_field, info_int, lock_info, raw, redis, string, wait_until,
-    Pending, Server, ServerOptions, Value,
+    cmd, error_text, exists, free_port, info_field, info_int, int, lock_info, raw, redis, string,
+    wait_blocked, wait_until, Pending, Server, ServerOptions, Value,
 };
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -57,6 +57,47 @@ fn assert_demotion_error(reply: Value) {
         err.starts_with("UNBLOCKED") && err.contains("master -> replica"),
         "demotion error: {err}"
     );
+}
+
+/// A demotion in the same event-loop turn as a grant (the grant's reply not sent yet): the
+/// server answers the waiter `UNBLOCKED ...` itself and closes its connection, and that must be
+/// the waiter's only reply. On Redis 7.0 and 7.2 the module also replied the grant behind the
+/// error (`:1` read next on that connection): a client reading on, or a pooled connection used
+/// again before the close was seen, took it for the reply to its next command, e.g. another
+/// lock's acquire. Every server now gives the one reply.
+#[test]
+fn a_demotion_in_the_same_turn_as_a_grant_is_the_waiters_only_reply() {
+    let s = Server::start();
+    let mut c = s.conn();
+    assert_eq!(
+        int(&mut c, &cmd!("RLOCK.ACQUIRE", "lk", "holder", 30_000)),
+        1
+    );
+    let w = Pending::send(&s, &cmd!("RLOCK.ACQUIRE", "lk", "w", 30_000, "BLOCK", 0));
+    wait_blocked(&mut c, 1);
+    // Nothing listens there: the node stays a replica, with no primary's data over its own.
+    let nowhere = free_port();
+    assert_eq!(string(&mut c, &cmd!("MULTI")), "OK");
+    assert_eq!(
+        string(&mut c, &cmd!("RLOCK.RELEASE", "lk", "holder")),
+        "QUEUED"
+    );
+    assert_eq!(
+        string(&mut c, &cmd!("REPLICAOF", "127.0.0.1", nowhere)),
+        "QUEUED"
+    );
+    assert_eq!(
+        raw(&mut c, &cmd!("EXEC")),
+        Value::Array(vec![Value::Int(0), Value::Okay]),
+        "released to the waiter, then demoted"
+    );
+    let (reply, mut conn) = w.reply_and_conn();
+    assert_demotion_error(reply);
+    match conn.recv_response() {
+        Err(e) => assert!(e.is_connection_dropped() || e.is_io_error(), "{e}"),
+        Ok(second) => panic!("a second reply after UNBLOCKED: {second:?}"),
+    }
+    assert_eq!(string(&mut c, &cmd!("PING")), "PONG", "the server lives on");
 }
 
 /// Client waiters for `name` that check, once granted, that their hold is already on the node

@@ -273,6 +273,42 @@ impl<C: Dedicated> Drop for Leased<C> {
 }
 
 /// Whether the connection can't be trusted after `e` (its stream may hold a late reply).
+/// `UNBLOCKED ...` is the server's answer to a blocked client as it becomes a replica, and it
+/// closes the connection behind it: used again, the connection would fail the next request.
 pub(crate) fn broken(e: &redis::RedisError) -> bool {
-    e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error()
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_timeout()
+        || e.is_unrecoverable_error()
+        || e.code() == Some("UNBLOCKED")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::broken;
+
+    fn server_err(text: &str) -> redis::RedisError {
+        match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()).unwrap() {
+            redis::Value::ServerError(e) => e.into(),
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    /// A reply error leaves the connection usable, but for a demotion's `UNBLOCKED`: the server
+    /// closes the connection behind it, so it goes, not back to the pool.
+    #[test]
+    fn only_a_demotions_error_reply_discards_the_connection() {
+        let unblocked = "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+        assert!(broken(&server_err(unblocked)));
+        for kept in [
+            "READONLY You can't write against a read only replica.",
+            "NOTOWNER not held",
+            "ERR wrong",
+        ] {
+            assert!(!broken(&server_err(kept)), "{kept}");
+        }
+        let reset =
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(broken(&reset));
+    }
 }

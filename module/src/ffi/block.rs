@@ -39,7 +39,8 @@ pub struct Wake {
 
 /// Whether `CLIENT UNBLOCK` may end a parked client: Redis lets it only when the client was
 /// parked with a timeout callback (`moduleBlockedClientMayTimeout`). Set once at load
-/// ([`set_unblockable`]); off where `CLIENT UNBLOCK` would crash the server.
+/// ([`set_unblockable`]); off where `CLIENT UNBLOCK` would crash the server or could not be
+/// told from the server's own `UNBLOCKED` answer (`wait::client_unblock_is_safe`).
 static UNBLOCKABLE: AtomicBool = AtomicBool::new(true);
 
 /// Park clients with (true) or without (false) a timeout callback from now on. Without one,

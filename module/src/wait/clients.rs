@@ -63,8 +63,8 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
     // Redis frees a connection right after announcing it (`State::closing`). A disconnect
     // callback for any other client comes from the server answering the client itself:
     // `UNBLOCKED ...` as it becomes a replica (`disconnectAllBlockedClients`; the role is not
-    // switched yet, so `is_replica` cannot tell) or for `CLIENT UNBLOCK <id> ERROR`; or, for a
-    // grant in flight on Redis 7.0, from `CLIENT UNBLOCK` just after the grant.
+    // switched yet, so `is_replica` cannot tell) or for `CLIENT UNBLOCK <id> ERROR` (see
+    // [`client_unblock_is_safe`] for why no plain `CLIENT UNBLOCK` comes here).
     let closing = ctx.client_id() == state(|s| s.closing);
     if let Some(handle) = let_go(bc) {
         // A parked session request whose connection closed stays queued in its session (its
@@ -89,52 +89,39 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
     let Some(grant) = state(|s| s.in_flight.remove(&bc.id())) else {
         return false;
     };
-    if !closing && !ctx.is_replica() && !answered_by_server(ctx) {
-        // Not a closing connection: CLIENT UNBLOCK right after the grant, before its reply was
-        // sent. Redis drops the module's reply in that case, so give the client its grant here
-        // (this context's client is the waiting client).
-        ctx.reply(&grant.reply);
-        return true;
-    }
-    // The client is gone, or the server answered it `UNBLOCKED` itself (which its client reads
-    // as "not run", and queues again): undo its grant. A reply here would be a second one to
-    // the same command, and the hold would stay with an owner told it had none. Writing from
-    // this callback is not safe (we may be inside the client's teardown); a job on the next
-    // timer turn does it.
+    // The client is gone, or the server answered it `UNBLOCKED ...` itself (a demotion, or
+    // `CLIENT UNBLOCK <id> ERROR`), which its client reads as "not run" and queues again: undo
+    // its grant. A reply here would be a second one to the same command (its client would read
+    // the grant as the reply to its next command), and the hold would stay with an owner told
+    // it had none. A plain `CLIENT UNBLOCK` never comes here: where it can reach rlock's clients
+    // ([`client_unblock_is_safe`]) it returns at once for one already granted, whose reply goes
+    // out as usual. Writing from this callback is not safe (we may be inside the client's
+    // teardown); a job on the next timer turn does it.
     revoke_later(ctx, grant.id, grant.req, grant.reply, grant.ticket);
     true
 }
 
-/// Whether a disconnect callback for a grant in flight to a connection that is not closing
-/// comes from the server answering the connection itself, with an error (`CLIENT UNBLOCK <id>
-/// ERROR`, or `UNBLOCKED` as it becomes a replica). On Valkey and from Redis 7.4 it always
-/// does: a plain `CLIENT UNBLOCK` of a parked client the module has already unblocked returns
-/// at once (`unblockClientOnTimeout`), and the grant's reply goes out as usual. Redis 7.0 and
-/// 7.2 call back for both and cannot tell them apart: the grant is replied, as a plain
-/// `CLIENT UNBLOCK` needs (an `ERROR` one then gets two replies, and the grant stands; on 7.2
-/// `CLIENT UNBLOCK` cannot reach rlock's clients at all, see [`client_unblock_is_safe`], so
-/// only a demotion's `UNBLOCKED` comes here). Read only on this rare path.
-fn answered_by_server(ctx: Ctx) -> bool {
+/// Whether `CLIENT UNBLOCK` may end rlock's parked clients on this server (read once, at load):
+/// on Valkey 8+ and Redis 7.4+ only. Elsewhere rlock's clients are parked without a timeout
+/// callback, so `CLIENT UNBLOCK` answers 0 for them: their waits end by their deadline, their
+/// connection closing (`CLIENT KILL ID`) or a demotion.
+/// - Redis 7.2 (and Valkey 7.2, built from its branch): a plain `CLIENT UNBLOCK` of a client the
+///   module has just woken, in the same event-loop turn as the grant (before its reply went
+///   out), stops the server on its own assertion (`networking.c`, `c->duration == 0`:
+///   `moduleBlockedClientTimedOut` returns early for a client already unblocked, so its
+///   duration is never reset; seen on 7.2.4 with `MULTI`, `RLOCK.RELEASE`,
+///   `CLIENT UNBLOCK <waiter>`, `EXEC`). Redis 7.4 fixed it (redis#13015, not in 7.2.6, the last
+///   7.2 release checked).
+/// - Redis 7.0 and 7.2: the module is called back alike for a plain `CLIENT UNBLOCK` just after
+///   a grant (whose reply Redis then drops: the module would have to give the grant in the
+///   callback), for `CLIENT UNBLOCK <id> ERROR` and for a demotion's `UNBLOCKED ...` (both
+///   answered by the server already: a grant given there is a second reply). With
+///   `CLIENT UNBLOCK` kept away, the callback means the server answered, as on newer servers.
+/// - An unknown server is treated as an old one.
+pub fn client_unblock_is_safe(ctx: Ctx) -> bool {
     match ctx.server_version() {
-        Some((true, _)) => true,
-        Some((false, redis)) => redis >= (7, 4),
+        Some((true, (major, _))) => major >= 8,
+        Some((false, version)) => version >= (7, 4),
         None => false,
     }
-}
-
-/// Whether `CLIENT UNBLOCK` may end rlock's parked clients on this server (read once, at load).
-/// Not on Redis 7.2: there a plain `CLIENT UNBLOCK` of a client the module has just woken, in
-/// the same event-loop turn as the grant (before its reply went out), stops the server on its
-/// own assertion (`networking.c`, `c->duration == 0`: `moduleBlockedClientTimedOut` returns
-/// early for a client already unblocked, so its duration is never reset; seen on 7.2.4 with
-/// `MULTI`, `RLOCK.RELEASE`, `CLIENT UNBLOCK <waiter>`, `EXEC`). Redis 7.4 fixed it (redis#13015,
-/// not in 7.2.6, the last 7.2 release checked); 7.0 has no such assertion; Valkey 8 and later
-/// have the fix (Valkey 7.2, built from Redis 7.2's branch, is treated as Redis 7.2). There
-/// rlock's clients are parked without a timeout callback, so `CLIENT UNBLOCK` answers 0 for
-/// them: their waits end by their deadline, their connection closing or a demotion.
-pub fn client_unblock_is_safe(ctx: Ctx) -> bool {
-    !matches!(
-        ctx.server_version(),
-        Some((false, (7, 2))) | Some((true, (7, _)))
-    )
 }
