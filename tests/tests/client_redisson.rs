@@ -134,7 +134,6 @@ fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
             module,
             ..Default::default()
         });
-        let mut c = s.conn();
         let client = client_with(s.url(), |b| {
             b.response_timeout(timeout).retry(3, resume_after * 2)
         });
@@ -144,63 +143,116 @@ fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
             Protocol::Redisson
         };
         assert_eq!(client.protocol().unwrap(), expected);
-        for asynchronous in [false, true] {
-            let case = format!("module {module}, async {asynchronous}");
-            let name = format!("lost-reply:{asynchronous}");
-            let lock = client.lock(name.as_str());
-            let alock = client
-                .async_lock(name.as_str())
-                .with_owner(client.new_owner());
-            let owner = if asynchronous {
-                alock.owner()
-            } else {
-                lock.owner()
-            };
-            let unlock = || match asynchronous {
-                true => rt.block_on(alock.unlock()),
-                false => lock.unlock(),
-            };
-            // A lease, not the watchdog: the server's clock runs on while it is stopped.
-            for _ in 0..3 {
-                let lease = Duration::from_secs(30);
-                match asynchronous {
-                    true => rt.block_on(alock.lock_with_lease(lease)),
-                    false => lock.lock_with_lease(lease),
-                }
-                .unwrap();
-            }
-            // One unlock first, so that the server has the unlock script: the one whose reply
-            // is lost then runs (`EVALSHA`), rather than being refused `NOSCRIPT`.
-            unlock().unwrap();
-            let holds = |c: &mut redis::Connection| {
-                num(c, redis::cmd("HGET").arg(&name).arg(owner.as_str()))
-            };
-            assert_eq!(holds(&mut c), 2, "{case}");
+        let case = format!("module {module}");
+        unlock_with_its_reply_lost(&client, &rt, &case, "lost-reply", |_| &s, resume_after);
+    }
+}
 
-            let pid = s.pid();
-            rlock_tests::signal(pid, "-STOP");
-            let resume = std::thread::spawn(move || {
-                std::thread::sleep(resume_after);
-                rlock_tests::signal(pid, "-CONT");
-            });
-            let started = Instant::now();
-            let r = unlock();
-            resume.join().unwrap();
-            assert!(
-                started.elapsed() >= resume_after,
-                "{case}: the unlock's reply came while the server was stopped"
-            );
-            r.unwrap_or_else(|e| panic!("{case}: {e}"));
-            assert_eq!(holds(&mut c), 1, "{case}: one hold taken, not two");
-            let count = match asynchronous {
-                true => rt.block_on(alock.hold_count()),
-                false => lock.hold_count(),
-            };
-            assert_eq!(count.unwrap(), 1, "{case}");
-            assert_eq!(latches(&mut c), Vec::<String>::new(), "{case}");
-            unlock().unwrap();
-            assert_eq!(int(&mut c, redis::cmd("EXISTS").arg(&name)), 0, "{case}");
+/// The same in a cluster, where the unlock and the hold count it is checked by go through the
+/// cluster transport (its connection to the node of the key's slot): that node is stopped.
+#[test]
+fn in_a_cluster_an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
+    let timeout = Duration::from_millis(200);
+    let resume_after = timeout + margin(Duration::from_millis(600));
+    let rt = runtime(2);
+    for module in [false, true] {
+        let cluster = match module {
+            true => rlock_tests::cluster::Cluster::start(),
+            false => rlock_tests::cluster::Cluster::without_module(),
+        };
+        let client = rlock_client::Client::builder()
+            .cluster(cluster.seeds())
+            .watchdog_timeout(Duration::from_millis(600))
+            .response_timeout(timeout)
+            .retry(3, resume_after * 2)
+            .build()
+            .unwrap();
+        let expected = if module {
+            Protocol::Module
+        } else {
+            Protocol::Redisson
+        };
+        assert_eq!(client.protocol_for("lost-reply:false").unwrap(), expected);
+        let case = format!("cluster, module {module}");
+        unlock_with_its_reply_lost(
+            &client,
+            &rt,
+            &case,
+            "lost-reply",
+            |name| cluster.master_for(name),
+            resume_after,
+        );
+    }
+}
+
+/// A lock of `client` re-entered three times and unlocked once; the next unlock is sent while
+/// the server of its key (`node`) is stopped, which is resumed `resume_after` later: one hold
+/// must be taken, not two. The sync API, then the async one, each on a lock of its own.
+fn unlock_with_its_reply_lost<'a>(
+    client: &rlock_client::Client,
+    rt: &tokio::runtime::Runtime,
+    case: &str,
+    prefix: &str,
+    node: impl Fn(&str) -> &'a Server,
+    resume_after: Duration,
+) {
+    for asynchronous in [false, true] {
+        let case = format!("{case}, async {asynchronous}");
+        let name = format!("{prefix}:{asynchronous}");
+        let server = node(&name);
+        let mut c = server.conn();
+        let lock = client.lock(name.as_str());
+        let alock = client
+            .async_lock(name.as_str())
+            .with_owner(client.new_owner());
+        let owner = if asynchronous {
+            alock.owner()
+        } else {
+            lock.owner()
+        };
+        let unlock = || match asynchronous {
+            true => rt.block_on(alock.unlock()),
+            false => lock.unlock(),
+        };
+        // A lease, not the watchdog: the server's clock runs on while it is stopped.
+        for _ in 0..3 {
+            let lease = Duration::from_secs(30);
+            match asynchronous {
+                true => rt.block_on(alock.lock_with_lease(lease)),
+                false => lock.lock_with_lease(lease),
+            }
+            .unwrap();
         }
+        // One unlock first, so that the server has the unlock script: the one whose reply
+        // is lost then runs (`EVALSHA`), rather than being refused `NOSCRIPT`.
+        unlock().unwrap();
+        let holds =
+            |c: &mut redis::Connection| num(c, redis::cmd("HGET").arg(&name).arg(owner.as_str()));
+        assert_eq!(holds(&mut c), 2, "{case}");
+
+        let pid = server.pid();
+        rlock_tests::signal(pid, "-STOP");
+        let resume = std::thread::spawn(move || {
+            std::thread::sleep(resume_after);
+            rlock_tests::signal(pid, "-CONT");
+        });
+        let started = Instant::now();
+        let r = unlock();
+        resume.join().unwrap();
+        assert!(
+            started.elapsed() >= resume_after,
+            "{case}: the unlock's reply came while the server was stopped"
+        );
+        r.unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(holds(&mut c), 1, "{case}: one hold taken, not two");
+        let count = match asynchronous {
+            true => rt.block_on(alock.hold_count()),
+            false => lock.hold_count(),
+        };
+        assert_eq!(count.unwrap(), 1, "{case}");
+        assert_eq!(latches(&mut c), Vec::<String>::new(), "{case}");
+        unlock().unwrap();
+        assert_eq!(int(&mut c, redis::cmd("EXISTS").arg(&name)), 0, "{case}");
     }
 }
 
