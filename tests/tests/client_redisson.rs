@@ -126,8 +126,7 @@ fn latches(c: &mut redis::Connection) -> Vec<String> {
 /// API (its own blocking connection) and the async one (a multiplexed connection).
 #[test]
 fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
-    let timeout = Duration::from_millis(200);
-    let resume_after = timeout + margin(Duration::from_millis(600));
+    let (timeout, resume_after) = lost_reply_timing();
     let rt = runtime(2);
     for module in [false, true] {
         let s = Server::with(ServerOptions {
@@ -137,12 +136,7 @@ fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
         let client = client_with(s.url(), |b| {
             b.response_timeout(timeout).retry(3, resume_after * 2)
         });
-        let expected = if module {
-            Protocol::Module
-        } else {
-            Protocol::Redisson
-        };
-        assert_eq!(client.protocol().unwrap(), expected);
+        assert_eq!(client.protocol().unwrap(), spoken(module));
         let case = format!("module {module}");
         unlock_with_its_reply_lost(&client, &rt, &case, "lost-reply", |_| &s, resume_after);
     }
@@ -152,8 +146,7 @@ fn an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
 /// cluster transport (its connection to the node of the key's slot): that node is stopped.
 #[test]
 fn in_a_cluster_an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols() {
-    let timeout = Duration::from_millis(200);
-    let resume_after = timeout + margin(Duration::from_millis(600));
+    let (timeout, resume_after) = lost_reply_timing();
     let rt = runtime(2);
     for module in [false, true] {
         let cluster = match module {
@@ -167,12 +160,10 @@ fn in_a_cluster_an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols()
             .retry(3, resume_after * 2)
             .build()
             .unwrap();
-        let expected = if module {
-            Protocol::Module
-        } else {
-            Protocol::Redisson
-        };
-        assert_eq!(client.protocol_for("lost-reply:false").unwrap(), expected);
+        assert_eq!(
+            client.protocol_for("lost-reply:false").unwrap(),
+            spoken(module)
+        );
         let case = format!("cluster, module {module}");
         unlock_with_its_reply_lost(
             &client,
@@ -182,6 +173,21 @@ fn in_a_cluster_an_unlock_whose_reply_is_lost_takes_one_hold_in_both_protocols()
             |name| cluster.master_for(name),
             resume_after,
         );
+    }
+}
+
+/// The client's response timeout, and how long the server stays stopped: past the timeout,
+/// within the retry delay (the tests retry after twice that).
+fn lost_reply_timing() -> (Duration, Duration) {
+    let timeout = Duration::from_millis(200);
+    (timeout, timeout + margin(Duration::from_millis(600)))
+}
+
+/// The protocol a client speaks to a server with the module or without.
+fn spoken(module: bool) -> Protocol {
+    match module {
+        true => Protocol::Module,
+        false => Protocol::Redisson,
     }
 }
 
