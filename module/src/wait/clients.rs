@@ -92,12 +92,12 @@ pub fn on_disconnected(ctx: Ctx, bc: BlockedClient) -> bool {
     // The client is gone, or the server answered it `UNBLOCKED ...` itself (a demotion, or
     // `CLIENT UNBLOCK <id> ERROR`), which its client reads as "not run" and queues again: undo
     // its grant (on a primary: a node that became a replica writes nothing, its keys are its
-    // new primary's once synced). A reply here would be a second one to the same command (its client would read
-    // the grant as the reply to its next command), and the hold would stay with an owner told
-    // it had none. A plain `CLIENT UNBLOCK` never comes here: where it can reach rlock's clients
-    // ([`client_unblock_is_safe`]) it returns at once for one already granted, whose reply goes
-    // out as usual. Writing from this callback is not safe (we may be inside the client's
-    // teardown); a job on the next timer turn does it.
+    // new primary's once synced). A reply here would be a second one to the same command (its
+    // client would read the grant as the reply to its next command), and the hold would stay
+    // with an owner told it had none. A plain `CLIENT UNBLOCK` never comes here: where it can
+    // reach rlock's clients ([`client_unblock_is_safe`]) it returns at once for one already
+    // granted, whose reply goes out as usual. Writing from this callback is not safe (we may be
+    // inside the client's teardown); a job on the next timer turn does it.
     revoke_later(ctx, grant.id, grant.req, grant.reply, grant.ticket);
     true
 }
