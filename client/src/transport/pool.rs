@@ -286,13 +286,7 @@ pub(crate) fn broken(e: &redis::RedisError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::broken;
-
-    fn server_err(text: &str) -> redis::RedisError {
-        match redis::parse_redis_value(format!("-{text}\r\n").as_bytes()).unwrap() {
-            redis::Value::ServerError(e) => e.into(),
-            other => panic!("not an error: {other:?}"),
-        }
-    }
+    use crate::session::wire::error_of as server_err;
 
     /// A reply error leaves the connection usable, but for a demotion's `UNBLOCKED`: the server
     /// closes the connection behind it, so it goes, not back to the pool.
